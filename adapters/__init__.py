@@ -1,0 +1,1 @@
+"""Channel adapters, one module per platform. They import only clawbot's public interface."""

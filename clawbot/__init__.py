@@ -1,0 +1,1 @@
+"""clawbot: LLM agents in chat."""

@@ -1,0 +1,60 @@
+"""The Channel interface adapters implement. Core depends on this, never on an adapter.
+
+An adapter is two pure conversions (platform update -> InboundMessage, OutboundMessage ->
+platform call) plus its connection lifecycle. Only the outbox calls ``send``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from clawbot.messages import Attachment, InboundMessage, OutboundMessage
+
+InboundHandler = Callable[[InboundMessage], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ChannelLimits:
+    """Platform constraints the shared renderer and chunker honour."""
+
+    max_message_chars: int = 4000
+    markup: str = "plain"  # "plain" | "telegram_html" | "slack_mrkdwn" | "discord_markdown"
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    """What the platform said about one delivered message part."""
+
+    channel: str
+    chat_id: str
+    message_id: str | None = None
+
+
+class Adapter(abc.ABC):
+    """Connects one Channel. Subclasses live in the top-level ``adapters`` package."""
+
+    name: str = ""
+    limits: ChannelLimits = ChannelLimits()
+
+    @abc.abstractmethod
+    async def start(self, on_message: InboundHandler) -> None:
+        """Connect and begin handing normalized inbound messages to ``on_message``."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Stop intake and close connections; must be safe to call twice."""
+
+    @abc.abstractmethod
+    async def send(self, message: OutboundMessage) -> list[SentMessage]:
+        """Deliver one outbound message (already gated by the outbox)."""
+
+    async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:  # noqa: B027
+        """Show a typing indicator; channels without one do nothing."""
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """Download an attachment's bytes on demand, refusing more than ``max_bytes``."""
+        from clawbot.errors import InputError
+
+        raise InputError(f"the {self.name or 'this'} channel cannot fetch attachments")

@@ -1,0 +1,76 @@
+"""One small error hierarchy: every error clawbot raises on purpose says what to do next."""
+
+from __future__ import annotations
+
+
+class ClawbotError(Exception):
+    """Base of every error clawbot raises deliberately.
+
+    ``hint`` tells the reader what to do next; ``str()`` joins both so a single log or chat
+    line is self-explanatory.
+    """
+
+    hint: str = ""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} — {self.hint}" if self.hint else self.message
+
+
+class ConfigError(ClawbotError):
+    """A setting is missing or invalid."""
+
+    hint = "fix the setting in the environment, .env or clawbot.toml"
+
+
+class MissingCredentialsError(ConfigError):
+    """The chosen model's provider has no key configured."""
+
+
+class StoreError(ClawbotError):
+    """The database cannot be opened, read or written."""
+
+    hint = "check CLAWBOT_HOME points at a writable folder and the database file is not damaged"
+
+
+class WorkspaceError(ClawbotError):
+    """The workspace folder is missing or a path tries to leave it."""
+
+    hint = "use a path relative to the workspace, without '..' or links that leave it"
+
+
+class ToolError(ClawbotError):
+    """A tool call failed; the message goes back to the model as the tool result."""
+
+
+class ToolArgumentsError(ToolError):
+    """The model sent arguments that do not match the tool's schema."""
+
+    hint = "call the tool again with arguments that match its JSON schema"
+
+
+class ToolNotAllowedError(ToolError):
+    """The active agent's policy does not allow this tool."""
+
+    hint = "use one of the tools you were offered"
+
+
+class ProviderError(ClawbotError):
+    """The model provider failed after retries (timeout, rate limit, server error)."""
+
+    hint = "try again in a moment"
+
+
+class InputError(ClawbotError):
+    """An inbound message cannot be processed (empty, too large, not text)."""
+
+
+class DeliveryError(ClawbotError):
+    """An outbound message could not be delivered to its channel."""
+
+    hint = "check the channel's connection and token; the reply is kept in the transcript"

@@ -1,0 +1,127 @@
+"""The common message shape: what every channel turns its updates into, and what the
+runtime hands back for delivery, plus the provider-neutral content blocks of a transcript.
+
+All models are frozen: a message is a fact, functions return new ones instead of editing.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+INTERNAL_CHANNEL = "internal"
+"""The reserved channel of agent-to-agent traffic; the outbox never delivers it externally."""
+
+ChatType = Literal["dm", "group", "channel"]
+Role = Literal["user", "assistant", "tool", "system"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Attachment(Frozen):
+    """A file that came with a message; fetched on demand through its adapter, never eagerly."""
+
+    name: str
+    mime_type: str = "application/octet-stream"
+    size: int | None = None
+    ref: str = Field(description="adapter-specific handle used to fetch the bytes on demand")
+
+
+class ReplyContext(Frozen):
+    """The message an inbound message replies to, kept as context for the turn."""
+
+    message_id: str
+    sender_name: str = ""
+    text: str = ""
+    from_bot: bool = False
+
+
+class InboundMessage(Frozen):
+    """One chat message from any channel, normalized."""
+
+    channel: str
+    chat_id: str
+    chat_type: ChatType = "dm"
+    thread_id: str | None = None
+    sender_id: str
+    sender_name: str = ""
+    text: str
+    message_id: str | None = None
+    mentioned: bool = False
+    reply_to: ReplyContext | None = None
+    attachments: tuple[Attachment, ...] = ()
+    received_at: datetime = Field(default_factory=utcnow)
+
+
+class OutboundMessage(Frozen):
+    """A reply on its way out. Only the outbox's delivery gate turns it into a platform call."""
+
+    channel: str
+    chat_id: str
+    text: str
+    thread_id: str | None = None
+    reply_to_message_id: str | None = None
+    session_key: str = ""
+    deliver: bool = True
+    kind: Literal["reply", "notice", "error"] = "reply"
+
+
+class TextBlock(Frozen):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolCallBlock(Frozen):
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultBlock(Frozen):
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = Annotated[TextBlock | ToolCallBlock | ToolResultBlock, Field(discriminator="type")]
+
+
+class Provenance(Frozen):
+    """Where a transcript entry came from: who said it, through which channel."""
+
+    channel: str = ""
+    sender_id: str = ""
+    sender_name: str = ""
+    message_id: str | None = None
+    source: Literal["user", "agent", "command", "system", "internal"] = "user"
+
+
+class TranscriptEntry(Frozen):
+    """One message of a session's history, as stored."""
+
+    role: Role
+    content: tuple[ContentBlock, ...]
+    provenance: Provenance = Field(default_factory=Provenance)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    turn_id: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def text(self) -> str:
+        """The entry's text blocks joined; tool blocks are left out."""
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallBlock, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolCallBlock))

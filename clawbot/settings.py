@@ -1,0 +1,153 @@
+"""Settings from the environment, a ``.env`` file and an optional ``clawbot.toml``.
+
+Precedence, highest first: explicit overrides (CLI flags), environment, ``.env``,
+``clawbot.toml``, defaults. Every setting is listed with a comment in ``.env.example``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from clawbot.errors import ConfigError
+
+DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    """Everything an operator can set. Tokens are secrets: their repr never shows them."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CLAWBOT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        frozen=True,
+        populate_by_name=True,
+    )
+
+    home: Path = Field(default=Path("~/.clawbot"), description="database and user workspace")
+    model: str = Field(default="openai/gpt-4o-mini", description="default litellm model string")
+    agent: str = Field(default="main", description="agent used by new sessions")
+    max_tool_rounds: int = Field(default=8, ge=1, le=100)
+    max_history_messages: int = Field(default=60, ge=2, le=10_000)
+    max_message_chars: int = Field(default=32_000, ge=1)
+    provider_timeout: float = Field(default=60.0, gt=0)
+    provider_retries: int = Field(default=3, ge=0, le=10)
+    retry_backoff: float = Field(default=1.0, ge=0)
+    turn_deadline: float = Field(default=600.0, gt=0)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    db_synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL"
+
+    telegram_token: SecretStr | None = Field(
+        default=None, validation_alias=_env("CLAWBOT_TELEGRAM_TOKEN", "TELEGRAM_BOT_TOKEN")
+    )
+    telegram_api_base: str = "https://api.telegram.org/bot"
+    telegram_file_base: str = "https://api.telegram.org/file/bot"
+    telegram_mode: Literal["polling", "webhook"] = "polling"
+    telegram_webhook_url: str = ""
+    telegram_webhook_listen: str = "127.0.0.1"
+    telegram_webhook_port: int = Field(default=8443, ge=1, le=65535)
+    telegram_webhook_path: str = "/telegram"
+    telegram_webhook_secret: SecretStr | None = None
+
+    discord_token: SecretStr | None = Field(
+        default=None, validation_alias=_env("CLAWBOT_DISCORD_TOKEN", "DISCORD_BOT_TOKEN")
+    )
+
+    slack_bot_token: SecretStr | None = Field(
+        default=None, validation_alias=_env("CLAWBOT_SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN")
+    )
+    slack_app_token: SecretStr | None = Field(
+        default=None, validation_alias=_env("CLAWBOT_SLACK_APP_TOKEN", "SLACK_APP_TOKEN")
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=_env("CLAWBOT_SLACK_SIGNING_SECRET", "SLACK_SIGNING_SECRET"),
+    )
+    slack_api_base: str = "https://slack.com/api/"
+    slack_mode: Literal["socket", "http"] = "socket"
+    slack_http_host: str = "127.0.0.1"
+    slack_http_port: int = Field(default=3000, ge=1, le=65535)
+    slack_http_path: str = "/slack/events"
+
+    dm_policy: DmPolicy = "pairing"
+    allowed_senders: list[str] = Field(default_factory=list)
+    allowed_groups: list[str] = Field(default_factory=list)
+    group_require_mention: bool = True
+    ignore_other_bots: bool = True
+    attachment_max_bytes: int = Field(default=20_000_000, ge=0)
+    shutdown_timeout: float = Field(default=20.0, gt=0)
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @field_validator("allowed_senders", "allowed_groups", mode="before")
+    @classmethod
+    def _split_csv(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = Path(os.environ.get("CLAWBOT_CONFIG", "clawbot.toml"))
+        return (
+            init_settings,
+            env_settings,
+            dotenv_settings,
+            TomlConfigSettingsSource(settings_cls, toml_file=toml_path),
+        )
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "clawbot.db"
+
+    @property
+    def workspace(self) -> Path:
+        return self.home / "workspace"
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.home / "agents"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Load settings, turning validation failures into one ConfigError naming each setting."""
+    clean = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**clean)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = ".".join(str(part) for part in error["loc"]) or "settings"
+            env_name = f"CLAWBOT_{name.upper()}"
+            problems.append(f"{env_name}: {error['msg']}")
+        raise ConfigError(
+            "invalid setting " + "; ".join(problems),
+            hint="fix it in the environment, .env or clawbot.toml (see .env.example)",
+        ) from None
+    except ValueError as exc:  # a malformed clawbot.toml or .env
+        raise ConfigError(f"cannot read settings: {exc}") from None
