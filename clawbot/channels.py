@@ -10,7 +10,12 @@ import abc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from clawbot.messages import Attachment, InboundMessage, OutboundMessage
+
+if TYPE_CHECKING:
+    from clawbot.settings import Settings
 
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
 
@@ -37,6 +42,21 @@ class Adapter(abc.ABC):
 
     name: str = ""
     limits: ChannelLimits = ChannelLimits()
+
+    @classmethod
+    def is_configured(cls, settings: Settings) -> bool:
+        """Whether the operator gave this channel's settings (``clawbot run`` starts it then)."""
+        return False
+
+    @classmethod
+    def check_settings(cls, settings: Settings) -> list[str]:
+        """Problems with this channel's settings for ``clawbot doctor``; never includes a secret."""
+        return []
+
+    @classmethod
+    @abc.abstractmethod
+    def from_settings(cls, settings: Settings) -> Adapter:
+        """Build the adapter from settings (tokens stay SecretStr until the client needs them)."""
 
     @abc.abstractmethod
     async def start(self, on_message: InboundHandler) -> None:
