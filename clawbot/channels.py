@@ -70,6 +70,11 @@ class Adapter(abc.ABC):
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         """Deliver one outbound message (already gated by the outbox)."""
 
+    @property
+    def supports_typing(self) -> bool:
+        """True when the subclass implements a typing indicator (the router refreshes it)."""
+        return type(self).send_typing is not Adapter.send_typing
+
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:  # noqa: B027
         """Show a typing indicator; channels without one do nothing."""
 

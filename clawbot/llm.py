@@ -1,0 +1,234 @@
+"""The one path to a model: litellm's ``acompletion`` with native tool calling.
+
+litellm is imported lazily (it takes seconds) and told to use its bundled price list instead
+of fetching one from the internet at import time. Transient provider failures (timeouts, 429,
+5xx, dropped connections) are retried with exponential backoff; what is left is a
+ProviderError the runtime turns into a short reply.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from clawbot.errors import MissingCredentialsError, ProviderError
+from clawbot.messages import (
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    TranscriptEntry,
+)
+
+log = logging.getLogger("clawbot.llm")
+
+_litellm: ModuleType | None = None
+_import_lock = threading.Lock()
+
+
+def litellm_module() -> ModuleType:
+    """Import litellm once, offline: no price list is fetched from the internet."""
+    global _litellm
+    if _litellm is None:
+        with _import_lock:
+            if _litellm is None:
+                os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+                import litellm
+
+                litellm.suppress_debug_info = True
+                litellm.telemetry = False
+                logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+                _litellm = litellm
+    return _litellm
+
+
+def preload_in_background() -> None:
+    """Start importing litellm on a thread so the first turn does not wait for it."""
+    if _litellm is None:
+        threading.Thread(target=litellm_module, name="litellm-import", daemon=True).start()
+
+
+def provider_of(model: str) -> str:
+    return model.split("/", 1)[0] if "/" in model else "openai"
+
+
+def check_credentials(model: str) -> None:
+    """Raise MissingCredentialsError naming the variable to set when a key is missing."""
+    litellm = litellm_module()
+    provider = provider_of(model)
+    if provider in {item["provider"] for item in litellm.custom_provider_map}:
+        return
+    try:
+        report = litellm.validate_environment(model)
+    except Exception:  # litellm cannot tell for this model; let the provider answer
+        return
+    missing = [
+        name
+        for name in report.get("missing_keys", [])
+        if any(word in name for word in ("KEY", "TOKEN", "SECRET"))
+    ]
+    if missing:
+        raise MissingCredentialsError(
+            f"no API key for model {model!r}",
+            hint=f"set {' or '.join(missing)} in the environment or .env",
+        )
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """What one model call produced, in provider-neutral blocks."""
+
+    text: str
+    tool_calls: tuple[ToolCallBlock, ...]
+    usage: dict[str, int]
+
+
+def entry_to_wire(entry: TranscriptEntry) -> list[dict[str, Any]]:
+    """One transcript entry as OpenAI-format chat messages (litellm's lingua franca)."""
+    if entry.role == "tool":
+        return [
+            {"role": "tool", "tool_call_id": b.tool_call_id, "content": b.content}
+            for b in entry.content
+            if isinstance(b, ToolResultBlock)
+        ]
+    text = entry.text
+    if entry.role == "assistant":
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        calls = entry.tool_calls
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                }
+                for c in calls
+            ]
+        return [message]
+    return [{"role": entry.role, "content": text}]
+
+
+def _parse_arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return {"__invalid_json__": str(raw)}
+    return value if isinstance(value, dict) else {"__invalid_json__": str(raw)}
+
+
+def reply_from_response(response: Any) -> ModelReply:
+    message = response.choices[0].message
+    calls = tuple(
+        ToolCallBlock(
+            id=call.id or f"call_{index}",
+            name=call.function.name or "",
+            arguments=_parse_arguments(call.function.arguments),
+        )
+        for index, call in enumerate(getattr(message, "tool_calls", None) or ())
+    )
+    usage_obj = getattr(response, "usage", None)
+    usage = {
+        key: int(getattr(usage_obj, key, 0) or 0)
+        for key in ("prompt_tokens", "completion_tokens")
+    } if usage_obj else {}
+    return ModelReply(text=message.content or "", tool_calls=calls, usage=usage)
+
+
+class ModelClient:
+    """Calls models through litellm with retry and backoff for transient failures."""
+
+    def __init__(
+        self, *, timeout: float = 60.0, retries: int = 3, backoff: float = 1.0
+    ) -> None:
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+
+    async def complete(
+        self,
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] = (),
+        *,
+        temperature: float | None = None,
+    ) -> ModelReply:
+        litellm = litellm_module()
+        from tenacity import (
+            AsyncRetrying,
+            retry_if_exception_type,
+            stop_after_attempt,
+            wait_exponential,
+        )
+
+        transient = (
+            litellm.Timeout,
+            litellm.RateLimitError,
+            litellm.InternalServerError,
+            litellm.ServiceUnavailableError,
+            litellm.APIConnectionError,
+            litellm.BadGatewayError,
+        )
+        kwargs: dict[str, Any] = {"timeout": self.timeout}
+        if tools:
+            kwargs["tools"] = list(tools)
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type(transient),
+                stop=stop_after_attempt(self.retries + 1),
+                wait=wait_exponential(multiplier=self.backoff, max=30),
+                reraise=True,
+            ):
+                with attempt:
+                    number = attempt.retry_state.attempt_number
+                    if number > 1:
+                        log.info("retrying model call (attempt %d of %d)", number, self.retries + 1)
+                    response = await litellm.acompletion(
+                        model=model, messages=list(messages), num_retries=0, **kwargs
+                    )
+        except transient as exc:
+            raise ProviderError(_describe_failure(exc, model)) from None
+        except litellm.AuthenticationError:
+            raise MissingCredentialsError(
+                f"the provider of {model!r} rejected the API key",
+                hint="check the key in the environment or .env",
+            ) from None
+        except litellm.NotFoundError:
+            raise ProviderError(
+                f"the provider does not know the model {model!r}",
+                hint="pick another model with --model or CLAWBOT_MODEL",
+            ) from None
+        except litellm.BadRequestError as exc:
+            raise ProviderError(
+                f"the provider refused the request for {model!r}: {_short(exc)}",
+                hint="try /new to start a fresh conversation",
+            ) from None
+        return reply_from_response(response)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:200]
+
+
+def _describe_failure(exc: BaseException, model: str) -> str:
+    name = type(exc).__name__
+    if "RateLimit" in name:
+        what = "is rate limiting requests (429)"
+    elif "Timeout" in name:
+        what = "did not answer in time"
+    elif "Connection" in name:
+        what = "could not be reached"
+    else:
+        what = "had a server error"
+    return f"the model provider for {model!r} {what}"

@@ -1,0 +1,95 @@
+"""Logging through the standard ``logging`` module.
+
+Every line carries the active agent's alias (``[main]``) or ``[system]`` outside a turn, so
+``grep '\\[coder\\]'`` isolates one agent. Known secrets are replaced before a line is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator
+
+current_agent: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "clawbot_agent", default="system"
+)
+
+_SECRET_ENV_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+# Shapes of common credentials, redacted even when we were never told the value.
+_SECRET_SHAPES = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{16,}|xox[abposr]-[A-Za-z0-9\-]{10,}|xapp-[A-Za-z0-9\-]{10,}"
+    r"|\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b)"
+)
+REDACTED = "[redacted]"
+
+
+class SecretRedactor:
+    """Replaces registered secret values and credential-shaped strings with a marker."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+
+    def add(self, *values: str | None) -> None:
+        for value in values:
+            if value and len(value) >= 6:
+                self._values.add(value)
+
+    def add_from_environment(self, environ: dict[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        for name, value in env.items():
+            if any(hint in name.upper() for hint in _SECRET_ENV_HINTS):
+                self.add(value)
+
+    def redact(self, text: str) -> str:
+        for value in self._values:
+            if value in text:
+                text = text.replace(value, REDACTED)
+        return _SECRET_SHAPES.sub(REDACTED, text)
+
+
+redactor = SecretRedactor()
+
+
+class _AgentFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.agent = current_agent.get()
+        return True
+
+
+class RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redactor.redact(super().format(record))
+
+
+@contextlib.contextmanager
+def agent_scope(alias: str) -> Iterator[None]:
+    """Attribute every log line inside the block to ``alias``."""
+    token = current_agent.set(alias)
+    try:
+        yield
+    finally:
+        current_agent.reset(token)
+
+
+def setup_logging(level: str = "INFO", secrets: Iterable[str | None] = ()) -> None:
+    """Log to stderr with the agent prefix and secret redaction; idempotent."""
+    redactor.add_from_environment()
+    redactor.add(*secrets)
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_clawbot", False):
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler._clawbot = True  # type: ignore[attr-defined]
+    handler.addFilter(_AgentFilter())
+    handler.setFormatter(
+        RedactingFormatter("%(asctime)s [%(agent)s] %(levelname)s %(name)s: %(message)s")
+    )
+    root.addHandler(handler)
+    root.setLevel(level)
+    for noisy in ("LiteLLM", "httpx", "httpcore", "aiosqlite", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

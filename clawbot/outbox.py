@@ -1,0 +1,79 @@
+"""The outbox: THE delivery gate, the only path from clawbot to any adapter's ``send``.
+
+Rule: a message reaches a platform only if ``deliver is True`` and its channel is not the
+internal channel. Nothing else in the code base calls ``Adapter.send``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+from clawbot.channels import Adapter, SentMessage
+from clawbot.errors import DeliveryError
+from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
+
+log = logging.getLogger("clawbot.outbox")
+
+
+def may_deliver(message: OutboundMessage) -> bool:
+    """The delivery rule, in one place."""
+    return message.deliver is True and message.channel != INTERNAL_CHANNEL
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What became of one outbound message."""
+
+    status: Literal["sent", "withheld", "failed"]
+    parts: tuple[SentMessage, ...] = ()
+    error: str | None = None
+
+
+class Outbox:
+    """Holds the connected adapters by channel name and gates every send."""
+
+    def __init__(self) -> None:
+        self._adapters: dict[str, Adapter] = {}
+
+    def connect(self, adapter: Adapter) -> None:
+        if adapter.name == INTERNAL_CHANNEL:
+            raise ValueError("no adapter may claim the internal channel")
+        self._adapters[adapter.name] = adapter
+
+    def disconnect(self, name: str) -> None:
+        self._adapters.pop(name, None)
+
+    def adapter(self, name: str) -> Adapter | None:
+        return self._adapters.get(name)
+
+    async def deliver(self, message: OutboundMessage) -> Delivery:
+        if not may_deliver(message):
+            log.debug("withheld %s message for %s", message.channel, message.session_key)
+            return Delivery(status="withheld")
+        adapter = self._adapters.get(message.channel)
+        if adapter is None:
+            error = f"no adapter is connected for channel {message.channel!r}"
+            log.error("%s (session %s)", error, message.session_key)
+            return Delivery(status="failed", error=error)
+        try:
+            parts = await adapter.send(message)
+        except DeliveryError as exc:
+            log.error("delivery failed for session %s: %s", message.session_key, exc)
+            return Delivery(status="failed", error=str(exc))
+        except Exception as exc:
+            log.exception("delivery to %s crashed for session %s", message.channel, message.session_key)
+            return Delivery(status="failed", error=f"{type(exc).__name__}: {exc}")
+        return Delivery(status="sent", parts=tuple(parts))
+
+    async def typing(self, channel: str, chat_id: str, thread_id: str | None) -> None:
+        """Typing indicators obey the same gate: never for internal sessions."""
+        if channel == INTERNAL_CHANNEL:
+            return
+        adapter = self._adapters.get(channel)
+        if adapter is not None:
+            try:
+                await adapter.send_typing(chat_id, thread_id)
+            except Exception as exc:  # a typing indicator is cosmetic; never fail a turn on it
+                log.debug("typing indicator failed on %s: %s", channel, exc)

@@ -1,0 +1,272 @@
+"""One turn of one session: resolve the agent, build the prompt, run the LLM tool loop.
+
+The loop ends with a final answer, is bounded by ``max_tool_rounds``, and stops early when
+the model keeps repeating an identical tool call. Tool failures go back to the model as
+error results; provider failures (after retries) end the turn as failed with a short reply.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from clawbot.agents import AgentSpec
+from clawbot.errors import ClawbotError, ProviderError
+from clawbot.llm import ModelClient, ModelReply
+from clawbot.logs import agent_scope
+from clawbot.messages import (
+    Provenance,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    TranscriptEntry,
+)
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.store import Store, new_id
+from clawbot.tools import Tool, ToolContext, ToolRegistry
+from clawbot.transcripts import TranscriptCache
+from clawbot.workspace import Workspace
+
+log = logging.getLogger("clawbot.runtime")
+
+REPEAT_WARN_AT = 2
+REPEAT_STOP_AT = 3
+EMPTY_REPLY = "(the model gave an empty answer — try rephrasing)"
+ROUNDS_EXHAUSTED_NOTE = (
+    "You have used all tool rounds for this turn. Do not call tools; answer the user now with "
+    "what you have, and say what is left undone."
+)
+REPEAT_NOTE = (
+    "You repeated an identical tool call several times. Stop calling tools and answer the user "
+    "with what you have."
+)
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What a turn produced; ``reply`` is what the user should see."""
+
+    turn_id: str
+    status: Literal["done", "failed"]
+    reply: str
+    rounds: int
+    entries: tuple[TranscriptEntry, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedTurn:
+    """Session -> agent -> the effective model, tools and prompt for one turn."""
+
+    agent: AgentSpec
+    model: str
+    tools: tuple[Tool, ...]
+    system_prompt: str
+    history_limit: int
+    prompt_files: tuple[str, ...] = field(default=())
+
+
+AgentResolver = Callable[[str], AgentSpec]
+
+
+class Runtime:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        tools: ToolRegistry,
+        workspace: Workspace,
+        client: ModelClient,
+        agents: AgentResolver,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.tools = tools
+        self.workspace = workspace
+        self.client = client
+        self.agents = agents
+        self.transcripts = TranscriptCache(store, keep=max(settings.max_history_messages, 2))
+
+    def resolve(self, session: Session) -> ResolvedTurn:
+        agent = self.agents(session.agent_id)
+        model = session.model_override or agent.model or self.settings.model
+        tools = tuple(t for t in self.tools if agent.tools.permits(t.name, t.groups))
+        files = self.workspace.bootstrap(agent.agent_id, overlay=agent.workspace_overlay)
+        sections = [f"## {f.name}\n{f.text.strip()}" for f in files]
+        if agent.system_prompt:
+            sections.insert(0, agent.system_prompt.strip())
+        if not sections:
+            sections.append(f"You are {agent.name}, a helpful assistant in a chat.")
+        return ResolvedTurn(
+            agent=agent,
+            model=model,
+            tools=tools,
+            system_prompt="\n\n".join(sections),
+            history_limit=agent.context.max_history_messages or self.settings.max_history_messages,
+            prompt_files=tuple(str(self.workspace.relative(f.path)) for f in files),
+        )
+
+    async def accept(
+        self, session: Session, user_entry: TranscriptEntry, *, dedup_id: str | None = None
+    ) -> str | None:
+        """Persist an inbound entry with its TurnJob before anything else happens to it.
+
+        Returns the turn id, or None when ``dedup_id`` (the platform message id) was seen
+        before: a redelivered message is processed once.
+        """
+        transcript = await self.transcripts.get(session)
+        turn_id = user_entry.turn_id or new_id("turn")
+        user_entry = user_entry.model_copy(update={"turn_id": turn_id})
+        if not await self.store.begin_turn(session, user_entry, dedup_id=dedup_id):
+            return None
+        transcript.append([user_entry])
+        return turn_id
+
+    async def run_turn(
+        self, session: Session, turn_id: str, *, ephemeral: Sequence[str] = ()
+    ) -> TurnResult:
+        """Run the tool loop for an accepted turn and persist what it produced.
+
+        ``ephemeral`` blocks (memory recall, announce payloads) are shown to the model for
+        this turn only and never written to the transcript.
+        """
+        resolved = self.resolve(session)
+        with agent_scope(resolved.agent.agent_id):
+            return await self._loop(session, resolved, turn_id, ephemeral)
+
+    async def _loop(
+        self,
+        session: Session,
+        resolved: ResolvedTurn,
+        turn_id: str,
+        ephemeral: Sequence[str],
+    ) -> TurnResult:
+        transcript = await self.transcripts.get(session)
+        specs = [t.spec() for t in resolved.tools]
+        allowed = {t.name for t in resolved.tools}
+        context = ToolContext(
+            session=session,
+            workspace=self.workspace.root,
+            settings=self.settings,
+            agent_id=resolved.agent.agent_id,
+        )
+        seen: Counter[str] = Counter()
+        rounds = 0
+        final_note: str | None = None
+        pending: list[TranscriptEntry] = []
+        while True:
+            offer_tools = final_note is None
+            messages = self._messages(resolved, transcript.tail(resolved.history_limit), ephemeral, final_note)
+            try:
+                reply = await self.client.complete(
+                    resolved.model,
+                    messages,
+                    specs if offer_tools else (),
+                    temperature=resolved.agent.temperature,
+                )
+            except ClawbotError as exc:
+                return await self._fail(session, turn_id, rounds, pending, exc)
+            entry = _assistant_entry(reply, turn_id, offer_tools)
+            if not offer_tools or not entry.tool_calls:
+                pending.append(entry)
+                await self.store.finish_turn(session, turn_id, pending, status="done")
+                transcript.append(pending)
+                return TurnResult(
+                    turn_id=turn_id,
+                    status="done",
+                    reply=entry.text.strip() or EMPTY_REPLY,
+                    rounds=rounds,
+                    entries=tuple(pending),
+                )
+            rounds += 1
+            results: list[ToolResultBlock] = []
+            for tool_call in entry.tool_calls:
+                signature = f"{tool_call.name}:{json.dumps(tool_call.arguments, sort_keys=True)}"
+                seen[signature] += 1
+                if seen[signature] >= REPEAT_WARN_AT:
+                    log.warning("repeated identical call to %s (%d times)", tool_call.name, seen[signature])
+                    results.append(_repeated(tool_call))
+                    continue
+                log.info("tool %s", tool_call.name)
+                results.append(await self.tools.execute(tool_call, context, allowed))
+            tool_entry = TranscriptEntry(
+                role="tool",
+                content=tuple(results),
+                provenance=Provenance(source="agent"),
+                turn_id=turn_id,
+            )
+            pending.extend((entry, tool_entry))
+            # Each finished round is durable, so a crash loses at most the round in flight.
+            await self.store.append_entries(session, pending)
+            transcript.append(pending)
+            pending = []
+            if max(seen.values()) >= REPEAT_STOP_AT:
+                final_note = REPEAT_NOTE
+            elif rounds >= self.settings.max_tool_rounds:
+                log.warning("max_tool_rounds (%d) reached", self.settings.max_tool_rounds)
+                final_note = ROUNDS_EXHAUSTED_NOTE
+
+    def _messages(
+        self,
+        resolved: ResolvedTurn,
+        history: list[dict[str, Any]],
+        ephemeral: Sequence[str],
+        final_note: str | None,
+    ) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = [{"role": "system", "content": resolved.system_prompt}]
+        if ephemeral:
+            # Placed before the history so it reads as context; never persisted.
+            messages.append({"role": "system", "content": "\n\n".join(ephemeral)})
+        messages.extend(history)
+        if final_note:
+            messages.append({"role": "system", "content": final_note})
+        return messages
+
+    async def _fail(
+        self,
+        session: Session,
+        turn_id: str,
+        rounds: int,
+        pending: list[TranscriptEntry],
+        exc: ClawbotError,
+    ) -> TurnResult:
+        log.error("turn failed: %s", exc)
+        await self.store.finish_turn(session, turn_id, pending, status="failed", error=str(exc))
+        transcript = await self.transcripts.get(session)
+        transcript.append(pending)
+        what = "The model provider is unavailable" if isinstance(exc, ProviderError) else "The turn failed"
+        reply = f"{what}: {exc.message}. {exc.hint.capitalize()}." if exc.hint else f"{what}: {exc.message}."
+        return TurnResult(
+            turn_id=turn_id, status="failed", reply=reply, rounds=rounds, error=str(exc)
+        )
+
+
+def _assistant_entry(reply: ModelReply, turn_id: str, tools_offered: bool) -> TranscriptEntry:
+    blocks: list[TextBlock | ToolCallBlock] = []
+    if reply.text:
+        blocks.append(TextBlock(text=reply.text))
+    if tools_offered:
+        blocks.extend(reply.tool_calls)
+    return TranscriptEntry(
+        role="assistant",
+        content=tuple(blocks),
+        provenance=Provenance(source="agent"),
+        meta={"usage": reply.usage} if reply.usage and any(reply.usage.values()) else {},
+        turn_id=turn_id,
+    )
+
+
+def _repeated(tool_call: ToolCallBlock) -> ToolResultBlock:
+    return ToolResultBlock(
+        tool_call_id=tool_call.id,
+        name=tool_call.name,
+        content="error: you already made this exact call in this turn; use its earlier result "
+        "instead of repeating it",
+        is_error=True,
+    )

@@ -1,0 +1,53 @@
+"""Sessions: one conversation each, keyed by where it happens (channel + chat + thread)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from clawbot.messages import ChatType, InboundMessage
+
+
+def session_key(channel: str, chat_id: str, thread_id: str | None = None) -> str:
+    """The stable key of the conversation a message belongs to.
+
+    A DM chat is already per person on every platform, a group is one session per chat, and
+    each thread or topic is its own session.
+    """
+    key = f"{channel}:{chat_id}"
+    return f"{key}:{thread_id}" if thread_id else key
+
+
+def session_key_for(message: InboundMessage) -> str:
+    return session_key(message.channel, message.chat_id, message.thread_id)
+
+
+@dataclass(frozen=True)
+class Session:
+    """A conversation's state. The transcript lives in the store, not on this object."""
+
+    key: str
+    channel: str
+    chat_id: str
+    agent_id: str
+    thread_id: str | None = None
+    chat_type: ChatType = "dm"
+    model_override: str | None = None
+    deliver: bool = True
+    owner_key: str | None = None
+    epoch: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def with_changes(self, **changes: Any) -> Session:
+        return replace(self, **changes)
+
+    @classmethod
+    def for_message(cls, message: InboundMessage, agent_id: str) -> Session:
+        return cls(
+            key=session_key_for(message),
+            channel=message.channel,
+            chat_id=message.chat_id,
+            thread_id=message.thread_id,
+            chat_type=message.chat_type,
+            agent_id=agent_id,
+        )

@@ -1,0 +1,217 @@
+"""Scripted models for testing agents without a provider, through the real litellm path.
+
+Like pydantic-ai's ``TestModel`` / ``FunctionModel``: register a model, use its model string
+(``scripted/<name>``) wherever a model is configured, and assert on the requests it received.
+
+    model = ScriptedModel([call("file_read", path="notes.md"), "Your notes say hi."])
+    with model.installed():
+        ...  # run clawbot with model.model_string
+    assert model.requests[1].tool_results == ["hi"]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from clawbot.llm import litellm_module
+
+PROVIDER = "scripted"
+
+
+@dataclass(frozen=True)
+class ScriptedCall:
+    """A tool call the scripted model will make."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+def call(name: str, **arguments: Any) -> ScriptedCall:
+    return ScriptedCall(name=name, arguments=arguments)
+
+
+@dataclass(frozen=True)
+class ScriptedFailure:
+    """A provider failure to raise instead of answering: ``rate_limit``, ``timeout``,
+    ``server_error`` or ``bad_request``."""
+
+    kind: str = "rate_limit"
+
+
+Step = str | ScriptedCall | list[ScriptedCall] | ScriptedFailure
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One request as the model received it."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t["function"]["name"] for t in self.tools]
+
+    @property
+    def system(self) -> str:
+        return "\n".join(m["content"] or "" for m in self.messages if m["role"] == "system")
+
+    @property
+    def last_user_text(self) -> str:
+        for message in reversed(self.messages):
+            if message["role"] == "user":
+                return str(message["content"])
+        return ""
+
+    @property
+    def tool_results(self) -> list[str]:
+        return [str(m["content"]) for m in self.messages if m["role"] == "tool"]
+
+
+ReplyFunction = Callable[[ModelRequest], Step | Awaitable[Step]]
+
+
+@dataclass
+class ScriptedModel:
+    """Answers each request with the next scripted step, or from ``function`` when given.
+
+    When the script runs out it answers ``default_text``. ``delay`` adds simulated model
+    latency (in seconds) to every call.
+    """
+
+    script: Sequence[Step] = ()
+    function: ReplyFunction | None = None
+    name: str = "test"
+    default_text: str = "ok"
+    delay: float = 0.0
+    requests: list[ModelRequest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._steps = iter(list(self.script))
+        self._ids = itertools.count(1)
+
+    @property
+    def model_string(self) -> str:
+        return f"{PROVIDER}/{self.name}"
+
+    async def respond(self, request: ModelRequest) -> Step:
+        self.requests.append(request)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.function is not None:
+            step = self.function(request)
+            return await step if asyncio.iscoroutine(step) else step  # type: ignore[return-value]
+        return next(self._steps, self.default_text)
+
+    def next_call_id(self) -> str:
+        return f"call_{next(self._ids)}"
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[ScriptedModel]:
+        """Route ``scripted/<name>`` to this model for the duration of the block."""
+        install(self)
+        try:
+            yield self
+        finally:
+            uninstall(self)
+
+
+_models: dict[str, ScriptedModel] = {}
+_handler: Any = None
+
+
+def install(model: ScriptedModel) -> None:
+    """Register the scripted provider with litellm (once) and this model under its name."""
+    litellm = litellm_module()
+    global _handler
+    if _handler is None:
+        _handler = _make_handler(litellm)
+    if not any(item["provider"] == PROVIDER for item in litellm.custom_provider_map):
+        litellm.custom_provider_map = [
+            *litellm.custom_provider_map,
+            {"provider": PROVIDER, "custom_handler": _handler},
+        ]
+        from litellm.utils import custom_llm_setup
+
+        custom_llm_setup()
+    _models[model.name] = model
+
+
+def uninstall(model: ScriptedModel) -> None:
+    if _models.get(model.name) is model:
+        del _models[model.name]
+
+
+def _make_handler(litellm: Any) -> Any:
+    from litellm import CustomLLM
+    from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message
+
+    class ScriptedHandler(CustomLLM):  # type: ignore[misc]
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            model_name = kwargs["model"].split("/", 1)[-1]
+            model = _models.get(model_name)
+            if model is None:
+                raise litellm.NotFoundError(
+                    message=f"no scripted model named {model_name!r} is installed",
+                    model=kwargs["model"],
+                    llm_provider=PROVIDER,
+                )
+            params = kwargs.get("optional_params") or {}
+            request = ModelRequest(
+                model=kwargs["model"],
+                messages=json.loads(json.dumps(kwargs["messages"], default=str)),
+                tools=list(params.get("tools") or []),
+            )
+            step = await model.respond(request)
+            response = kwargs["model_response"]
+            if isinstance(step, ScriptedFailure):
+                raise _failure(litellm, step, kwargs["model"])
+            if isinstance(step, str):
+                message = Message(content=step, role="assistant")
+            else:
+                calls = [step] if isinstance(step, ScriptedCall) else step
+                message = Message(
+                    content=None,
+                    role="assistant",
+                    tool_calls=[
+                        ChatCompletionMessageToolCall(
+                            id=model.next_call_id(),
+                            type="function",
+                            function=Function(name=c.name, arguments=json.dumps(c.arguments)),
+                        )
+                        for c in calls
+                    ],
+                )
+            response.choices[0].message = message
+            response.choices[0].finish_reason = "tool_calls" if message.tool_calls else "stop"
+            response.model = kwargs["model"]
+            response.created = int(time.time())
+            return response
+
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            raise litellm.BadRequestError(
+                message="the scripted model is async only: use litellm.acompletion",
+                model=kwargs.get("model", ""),
+                llm_provider=PROVIDER,
+            )
+
+    return ScriptedHandler()
+
+
+def _failure(litellm: Any, failure: ScriptedFailure, model: str) -> Exception:
+    common = {"model": model, "llm_provider": PROVIDER}
+    if failure.kind == "rate_limit":
+        return litellm.RateLimitError(message="scripted 429: slow down", **common)  # type: ignore[no-any-return]
+    if failure.kind == "timeout":
+        return litellm.Timeout(message="scripted timeout", **common)  # type: ignore[no-any-return]
+    if failure.kind == "server_error":
+        return litellm.InternalServerError(message="scripted 500", **common)  # type: ignore[no-any-return]
+    return litellm.BadRequestError(message="scripted bad request", **common)  # type: ignore[no-any-return]

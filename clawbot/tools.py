@@ -1,0 +1,200 @@
+"""Tools: typed async functions whose JSON schema is derived from their signature.
+
+A parameter annotated with :class:`ToolContext` receives the turn's context and is left out of
+the schema. Arguments from the model are validated against the schema before the call; a
+failure of any kind becomes an error result for the model, never the end of the turn.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from clawbot.errors import ClawbotError, ToolArgumentsError
+from clawbot.messages import ToolCallBlock, ToolResultBlock
+
+if TYPE_CHECKING:
+    from clawbot.sessions import Session
+    from clawbot.settings import Settings
+
+log = logging.getLogger("clawbot.tools")
+
+Risk = Literal["safe", "guarded", "unsafe"]
+MAX_RESULT_CHARS = 50_000
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may know about its turn."""
+
+    session: Session
+    workspace: Path
+    settings: Settings
+    agent_id: str = "main"
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+ToolFunction = Callable[..., Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One executable function with its JSON-schema contract and risk level."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    function: ToolFunction
+    arguments_model: type[BaseModel]
+    context_param: str | None = None
+    risk: Risk = "safe"
+    groups: tuple[str, ...] = ()
+
+    def spec(self) -> dict[str, Any]:
+        """The OpenAI-style tool definition litellm sends to every provider."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+def make_tool(
+    function: ToolFunction,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    risk: Risk = "safe",
+    groups: Iterable[str] = (),
+) -> Tool:
+    """Build a Tool from an async function's signature, annotations and docstring."""
+    if not inspect.iscoroutinefunction(function):
+        raise TypeError(f"tool {function.__name__} must be an async function")
+    hints = get_type_hints(function, include_extras=True)
+    fields: dict[str, Any] = {}
+    context_param = None
+    for param in inspect.signature(function).parameters.values():
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolContext:
+            context_param = param.name
+            continue
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+    model = create_model(
+        f"{function.__name__}_arguments",
+        __config__=ConfigDict(extra="forbid"),
+        **fields,
+    )
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    doc = inspect.getdoc(function) or ""
+    return Tool(
+        name=name or function.__name__,
+        description=description or doc.split("\n\n")[0].replace("\n", " "),
+        parameters=schema,
+        function=function,
+        arguments_model=model,
+        context_param=context_param,
+        risk=risk,
+        groups=tuple(groups),
+    )
+
+
+class ToolRegistry:
+    """All tools known to the process; agents see a filtered view of it."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.add(item)
+
+    def add(self, item: Tool) -> Tool:
+        if item.name in self._tools:
+            raise ValueError(f"a tool named {item.name!r} is already registered")
+        self._tools[item.name] = item
+        return item
+
+    def tool(
+        self, *, name: str | None = None, risk: Risk = "safe", groups: Iterable[str] = ()
+    ) -> Callable[[ToolFunction], ToolFunction]:
+        """Decorator registering an async function as a tool."""
+
+        def register(function: ToolFunction) -> ToolFunction:
+            self.add(make_tool(function, name=name, risk=risk, groups=groups))
+            return function
+
+        return register
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    async def execute(
+        self, call: ToolCallBlock, context: ToolContext, allowed: Iterable[str] | None = None
+    ) -> ToolResultBlock:
+        """Run one tool call; every failure becomes an error result for the model."""
+        item = self._tools.get(call.name)
+        if item is None or (allowed is not None and call.name not in set(allowed)):
+            return _error(call, f"tool {call.name!r} is not available to this agent")
+        if "__invalid_json__" in call.arguments:
+            return _error(
+                call,
+                f"the arguments were not valid JSON: {call.arguments['__invalid_json__'][:200]}",
+            )
+        try:
+            arguments = item.arguments_model.model_validate(call.arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            return _error(call, str(ToolArgumentsError(f"invalid arguments: {problems}")))
+        kwargs = {key: getattr(arguments, key) for key in type(arguments).model_fields}
+        if item.context_param:
+            kwargs[item.context_param] = context
+        try:
+            result = await item.function(**kwargs)
+        except ClawbotError as exc:
+            return _error(call, str(exc))
+        except Exception as exc:
+            log.warning("tool %s failed: %s: %s", call.name, type(exc).__name__, exc)
+            return _error(call, f"{type(exc).__name__}: {exc}")
+        return ToolResultBlock(tool_call_id=call.id, name=call.name, content=_as_text(result))
+
+
+def _as_text(result: Any) -> str:
+    if isinstance(result, str):
+        text = result
+    elif isinstance(result, BaseModel):
+        text = result.model_dump_json()
+    else:
+        text = json.dumps(result, default=str, ensure_ascii=False)
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"\n[truncated: {len(text)} characters in all]"
+    return text
+
+
+def _error(call: ToolCallBlock, message: str) -> ToolResultBlock:
+    return ToolResultBlock(
+        tool_call_id=call.id, name=call.name, content=f"error: {message}", is_error=True
+    )

@@ -1,0 +1,78 @@
+"""The workspace: the folder of bootstrap files an agent's system prompt is built from, and
+the only part of the file system the file tools may touch."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from clawbot.errors import WorkspaceError
+
+BOOTSTRAP_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md")
+MAX_BOOTSTRAP_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class BootstrapFile:
+    name: str
+    path: Path
+    text: str
+
+
+class Workspace:
+    """A folder that must exist; paths inside it are resolved and confined."""
+
+    def __init__(self, root: Path) -> None:
+        if not root.is_dir():
+            raise WorkspaceError(
+                f"the workspace folder {root} does not exist",
+                hint="create it, or unset CLAWBOT_WORKSPACE to use the default one in CLAWBOT_HOME",
+            )
+        self.root = root.resolve()
+        self._cache: dict[Path, tuple[float, str]] = {}
+
+    def resolve(self, relative: str) -> Path:
+        """The real path of ``relative`` inside the workspace, or a WorkspaceError.
+
+        Absolute paths, ``..`` that climbs out and symlinks that lead out are all refused.
+        """
+        if not relative or relative.strip() == "":
+            relative = "."
+        candidate = Path(relative)
+        if candidate.is_absolute() or relative.startswith("~"):
+            raise WorkspaceError(f"absolute paths are not allowed: {relative!r}")
+        if ".." in candidate.parts:
+            raise WorkspaceError(f"'..' is not allowed in workspace paths: {relative!r}")
+        resolved = (self.root / candidate).resolve()
+        if resolved != self.root and not resolved.is_relative_to(self.root):
+            raise WorkspaceError(f"{relative!r} leads outside the workspace (through a link)")
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        return str(path.relative_to(self.root)) if path != self.root else "."
+
+    def bootstrap(self, agent_id: str | None = None, *, overlay: bool = True) -> list[BootstrapFile]:
+        """The bootstrap files that exist, each from the agent's overlay when it has one."""
+        found = []
+        for name in BOOTSTRAP_FILES:
+            path = self.root / name
+            if overlay and agent_id:
+                candidate = self.root / "agents" / agent_id / name
+                if candidate.is_file():
+                    path = candidate
+            if path.is_file():
+                text = self._read_cached(path)
+                if text.strip():
+                    found.append(BootstrapFile(name=name, path=path, text=text))
+        return found
+
+    def _read_cached(self, path: Path) -> str:
+        """Bootstrap files are read on every turn; re-read only when they change."""
+        mtime = os.stat(path).st_mtime
+        cached = self._cache.get(path)
+        if cached and cached[0] == mtime:
+            return cached[1]
+        text = path.read_text(encoding="utf-8", errors="replace")[:MAX_BOOTSTRAP_CHARS]
+        self._cache[path] = (mtime, text)
+        return text
