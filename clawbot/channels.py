@@ -7,6 +7,7 @@ platform call) plus its connection lifecycle. Only the outbox calls ``send``.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -74,6 +75,12 @@ class Adapter(abc.ABC):
     def supports_typing(self) -> bool:
         """True when the subclass implements a typing indicator (the router refreshes it)."""
         return type(self).send_typing is not Adapter.send_typing
+
+    async def wait_closed(self) -> None:
+        """Return when the channel ends by itself (the console at the end of its input).
+
+        Platform channels never do: they run until ``stop``."""
+        await asyncio.Event().wait()
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:  # noqa: B027
         """Show a typing indicator; channels without one do nothing."""

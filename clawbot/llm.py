@@ -57,21 +57,42 @@ def provider_of(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else "openai"
 
 
-def check_credentials(model: str) -> None:
-    """Raise MissingCredentialsError naming the variable to set when a key is missing."""
+# Keys of the most used providers, so start-up need not import litellm to check them; a test
+# keeps this table in agreement with litellm.validate_environment.
+KNOWN_PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "groq": ("GROQ_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+}
+
+
+def missing_credentials(model: str) -> list[str]:
+    """Environment variables of which one must be set for ``model``; [] when satisfied."""
+    if "/" in model and provider_of(model) in KNOWN_PROVIDER_KEYS:
+        names = KNOWN_PROVIDER_KEYS[provider_of(model)]
+        return [] if any(os.environ.get(n) for n in names) else list(names)
     litellm = litellm_module()
-    provider = provider_of(model)
-    if provider in {item["provider"] for item in litellm.custom_provider_map}:
-        return
+    if provider_of(model) in {item["provider"] for item in litellm.custom_provider_map}:
+        return []
     try:
         report = litellm.validate_environment(model)
     except Exception:  # litellm cannot tell for this model; let the provider answer
-        return
-    missing = [
+        return []
+    return [
         name
         for name in report.get("missing_keys", [])
         if any(word in name for word in ("KEY", "TOKEN", "SECRET"))
     ]
+
+
+def check_credentials(model: str) -> None:
+    """Raise MissingCredentialsError naming the variable to set when a key is missing."""
+    missing = missing_credentials(model)
     if missing:
         raise MissingCredentialsError(
             f"no API key for model {model!r}",

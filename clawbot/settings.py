@@ -40,8 +40,10 @@ class Settings(BaseSettings):
     )
 
     home: Path = Field(default=Path("~/.clawbot"), description="database and user workspace")
+    workspace: Path | None = Field(default=None, description="defaults to HOME/workspace")
     model: str = Field(default="openai/gpt-4o-mini", description="default litellm model string")
     agent: str = Field(default="main", description="agent used by new sessions")
+    console_session: str = Field(default="local", min_length=1, max_length=64)
     max_tool_rounds: int = Field(default=8, ge=1, le=100)
     max_history_messages: int = Field(default=60, ge=2, le=10_000)
     max_message_chars: int = Field(default=32_000, ge=1)
@@ -92,10 +94,10 @@ class Settings(BaseSettings):
     attachment_max_bytes: int = Field(default=20_000_000, ge=0)
     shutdown_timeout: float = Field(default=20.0, gt=0)
 
-    @field_validator("home", mode="after")
+    @field_validator("home", "workspace", mode="after")
     @classmethod
-    def _expand_home(cls, value: Path) -> Path:
-        return value.expanduser()
+    def _expand_user(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
 
     @field_validator("allowed_senders", "allowed_groups", mode="before")
     @classmethod
@@ -126,8 +128,17 @@ class Settings(BaseSettings):
         return self.home / "clawbot.db"
 
     @property
-    def workspace(self) -> Path:
-        return self.home / "workspace"
+    def workspace_dir(self) -> Path:
+        return self.workspace or self.home / "workspace"
+
+    def secret_values(self) -> list[str]:
+        """Every secret setting's value, for log redaction."""
+        values = []
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                values.append(value.get_secret_value())
+        return values
 
     @property
     def agents_dir(self) -> Path:

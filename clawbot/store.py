@@ -85,8 +85,10 @@ class Store:
     async def _configure(self, synchronous: str) -> None:
         conn = self._conn
         # Reading the schema first turns "file is not a database" into an error here, at open.
-        await conn.execute("SELECT count(*) FROM sqlite_master")
-        await conn.execute("PRAGMA journal_mode=WAL")
+        async with conn.execute("SELECT count(*) FROM sqlite_master") as cursor:
+            await cursor.fetchall()
+        async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
+            await cursor.fetchall()
         await conn.execute("PRAGMA foreign_keys=ON")
         await conn.execute(f"PRAGMA synchronous={synchronous}")
         await conn.execute("PRAGMA busy_timeout=5000")

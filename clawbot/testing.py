@@ -20,7 +20,10 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clawbot.channels import Adapter, InboundHandler, SentMessage
 from clawbot.llm import litellm_module
+from clawbot.messages import InboundMessage, OutboundMessage
+from clawbot.settings import Settings
 
 PROVIDER = "scripted"
 
@@ -215,3 +218,37 @@ def _failure(litellm: Any, failure: ScriptedFailure, model: str) -> Exception:
     if failure.kind == "server_error":
         return litellm.InternalServerError(message="scripted 500", **common)  # type: ignore[no-any-return]
     return litellm.BadRequestError(message="scripted bad request", **common)  # type: ignore[no-any-return]
+
+
+class MemoryChannel(Adapter):
+    """An in-process channel: tests and benchmarks push InboundMessages in and read what
+    the outbox delivered from ``sent``."""
+
+    def __init__(self, name: str = "memory") -> None:
+        self.name = name
+        self.sent: list[OutboundMessage] = []
+        self._on_message: InboundHandler | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> MemoryChannel:
+        return cls()
+
+    async def start(self, on_message: InboundHandler) -> None:
+        self._on_message = on_message
+
+    async def stop(self) -> None:
+        self._on_message = None
+
+    async def send(self, message: OutboundMessage) -> list[SentMessage]:
+        self.sent.append(message)
+        return [SentMessage(channel=self.name, chat_id=message.chat_id)]
+
+    def message(self, text: str, *, chat_id: str = "chat1", sender_id: str = "user1", **fields: Any) -> InboundMessage:
+        """An inbound message on this channel, with test-friendly defaults."""
+        return InboundMessage(
+            channel=self.name, chat_id=chat_id, sender_id=sender_id, text=text, **fields
+        )
+
+    @property
+    def texts(self) -> list[str]:
+        return [m.text for m in self.sent]

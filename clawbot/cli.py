@@ -1,0 +1,132 @@
+"""The ``clawbot`` command. Imports stay inside the commands so ``--help`` is instant."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from clawbot.channels import Adapter
+    from clawbot.settings import Settings
+
+app = typer.Typer(
+    name="clawbot",
+    help="LLM agents in Telegram, Discord, Slack and the terminal.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="litellm model string, e.g. openai/gpt-4o-mini (CLAWBOT_MODEL)"),
+]
+HomeOption = Annotated[
+    Path | None,
+    typer.Option("--home", help="folder for the database and workspace (CLAWBOT_HOME)"),
+]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One clear line on stderr, no traceback."""
+    print(f"clawbot: {message}", file=sys.stderr, flush=True)
+    raise typer.Exit(code)
+
+
+def load(model: str | None = None, home: Path | None = None, **overrides: object) -> Settings:
+    from dotenv import load_dotenv
+
+    from clawbot.errors import ConfigError
+    from clawbot.logs import setup_logging
+    from clawbot.settings import load_settings
+
+    # Provider keys in .env must reach litellm, which reads os.environ.
+    load_dotenv(".env", override=False)
+    try:
+        settings = load_settings(model=model, home=home, **overrides)
+    except ConfigError as exc:
+        fail(str(exc))
+    setup_logging(settings.log_level, settings.secret_values())
+    return settings
+
+
+def adapter_names() -> list[str]:
+    from importlib.metadata import entry_points
+
+    return sorted(entry.name for entry in entry_points(group="clawbot.adapters"))
+
+
+def adapter_class(name: str) -> type[Adapter]:
+    """Adapters register under the ``clawbot.adapters`` entry point group, so core never
+    imports them by name (third-party channels plug in the same way). Only the adapters in
+    use are imported: each platform library costs start-up time."""
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group="clawbot.adapters", name=name):
+        loaded: type[Adapter] = entry.load()
+        return loaded
+    fail(f"no channel adapter named {name!r} is installed (known: {', '.join(adapter_names())})")
+
+
+@app.command()
+def chat(
+    model: ModelOption = None,
+    home: HomeOption = None,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", "-s", help="conversation name; each has its own history"),
+    ] = None,
+) -> None:
+    """Talk to the agent in the terminal (piped stdin: one message per line)."""
+    settings = load(model, home, console_session=session)
+    from clawbot.errors import ClawbotError
+    from clawbot.llm import check_credentials, preload_in_background
+
+    preload_in_background()
+    try:
+        check_credentials(settings.model)
+    except ClawbotError as exc:
+        fail(str(exc))
+    try:
+        asyncio.run(_chat(settings))
+    except ClawbotError as exc:
+        fail(str(exc), code=1)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+async def _chat(settings: Settings) -> None:
+    from clawbot.app import Clawbot
+    from clawbot.messages import InboundMessage
+
+    adapter = adapter_class("console").from_settings(settings)
+    async with await Clawbot.open(settings) as bot:
+        bot.connect(adapter)
+
+        async def on_message(message: InboundMessage) -> None:
+            await bot.router.handle(message)
+
+        await adapter.start(on_message)
+        try:
+            await adapter.wait_closed()
+        finally:
+            await adapter.stop()
+
+
+@app.callback(invoke_without_command=True)
+def root(
+    version: Annotated[bool, typer.Option("--version", help="print the version and exit")] = False,
+) -> None:
+    if version:
+        from importlib.metadata import version as package_version
+
+        print(package_version("clawbot"))
+        raise typer.Exit(0)
+
+
+def main() -> None:
+    app()

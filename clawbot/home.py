@@ -1,0 +1,62 @@
+"""The home folder (``~/.clawbot`` or CLAWBOT_HOME): the database and the user's own copy of
+the workspace and agent definitions, seeded from the shipped defaults on first run.
+
+Seeding copies only files that are missing, once; the user's edits are never overwritten.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from clawbot.errors import ConfigError
+from clawbot.settings import Settings
+
+SHIPPED_ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_WORKSPACE = SHIPPED_ROOT / "workspace"
+SHIPPED_AGENTS = SHIPPED_ROOT / "agents"
+SEEDED_MARKER = ".seeded"
+
+
+def _copy_missing(source: Path, target: Path) -> list[Path]:
+    copied = []
+    if not source.is_dir():
+        return copied
+    for path in sorted(source.rglob("*")):
+        if path.is_dir() or "__pycache__" in path.parts:
+            continue
+        destination = target / path.relative_to(source)
+        if destination.exists():
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, destination)
+        copied.append(destination)
+    return copied
+
+
+def prepare_home(settings: Settings) -> list[Path]:
+    """Create the home folder and seed it on first run; return the files that were copied.
+
+    A workspace set explicitly with CLAWBOT_WORKSPACE is the user's: it must exist and is
+    never seeded.
+    """
+    home = settings.home
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the home folder {home}: {exc.strerror}",
+                          hint="set CLAWBOT_HOME to a writable folder") from None
+    marker = home / SEEDED_MARKER
+    if marker.exists():
+        return []
+    copied: list[Path] = []
+    try:
+        if settings.workspace is None:
+            copied += _copy_missing(SHIPPED_WORKSPACE, settings.workspace_dir)
+            settings.workspace_dir.mkdir(parents=True, exist_ok=True)
+        copied += _copy_missing(SHIPPED_AGENTS, settings.agents_dir)
+        marker.write_text("The shipped workspace and agents were copied here once.\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot seed the home folder {home}: {exc}",
+                          hint="set CLAWBOT_HOME to a writable folder") from None
+    return copied

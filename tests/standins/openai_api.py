@@ -1,0 +1,108 @@
+"""An OpenAI-compatible chat-completions server on 127.0.0.1 for end-to-end CLI tests.
+
+The CLI runs as a subprocess with ``OPENAI_API_BASE`` pointing here, so the whole real path
+(settings, litellm's OpenAI provider, HTTP) is exercised. Replies follow a script; when it runs
+out, the server echoes the last user message. Runs on its own thread so synchronous tests
+can drive subprocesses against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from aiohttp import web
+
+Reply = str | dict[str, Any]  # text, {"tool_calls": [(name, args)...]} or {"status": 429}
+
+
+class OpenAIStandin:
+    def __init__(self, script: list[Reply] | None = None) -> None:
+        self.script = list(script or [])
+        self.requests: list[dict[str, Any]] = []
+        self.base_url = ""
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._ready = threading.Event()
+
+    async def _completions(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(body)
+        reply: Reply
+        if self.script:
+            reply = self.script.pop(0)
+        else:
+            last = next(
+                (m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), ""
+            )
+            reply = f"echo: {last}"
+        if isinstance(reply, dict) and "status" in reply:
+            return web.json_response(
+                {"error": {"message": "scripted failure", "type": "rate_limit_error"}},
+                status=int(reply["status"]),
+                headers={"retry-after": "0"},
+            )
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if isinstance(reply, str):
+            message["content"] = reply
+        else:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{next(self._ids)}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)},
+                }
+                for name, args in reply["tool_calls"]
+            ]
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{next(self._ids)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "standin"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+        )
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/chat/completions", self._completions)
+        app.router.add_post("/v1/chat/completions", self._completions)
+        self._runner = web.AppRunner(app)
+        loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self._ready.set()
+        loop.run_forever()
+        loop.run_until_complete(self._runner.cleanup())
+        loop.close()
+
+    @contextmanager
+    def running(self) -> Iterator[OpenAIStandin]:
+        thread = threading.Thread(target=self._serve, daemon=True)
+        thread.start()
+        self._ready.wait(10)
+        try:
+            yield self
+        finally:
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            thread.join(10)
