@@ -175,7 +175,7 @@ class TelegramStandIn:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._api)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
         await site.start()
@@ -440,7 +440,6 @@ class TelegramHarness:
 
     def make_adapter(self, **overrides: Any) -> Adapter:
         from adapters.telegram import TelegramAdapter
-
         from clawbot.settings import Settings
 
         return TelegramAdapter.from_settings(Settings(**self.settings_kwargs(**overrides)))
