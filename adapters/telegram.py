@@ -9,6 +9,7 @@ re-implementing it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from telegram import Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, TypeHandler
+from telegram.request import HTTPXRequest, RequestData
 
 from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
@@ -289,6 +291,60 @@ def _rate_limit_wait(exc: TelegramError) -> float | None:
     return None
 
 
+# ---------------------------------------------------------------- polling robustness
+
+
+class _SkipMalformedUpdates(HTTPXRequest):
+    """getUpdates transport that neutralizes updates PTB cannot parse.
+
+    PTB parses a getUpdates batch all or nothing; one unparseable update makes every poll
+    fail at the same offset forever. ``do_request`` is BaseRequest's documented extension
+    point: here each malformed update is replaced by a bare ``{"update_id": N}`` so the
+    offset still advances (the update is confirmed) and the adapter ignores it.
+    """
+
+    async def do_request(
+        self,
+        url: str,
+        method: str,
+        request_data: RequestData | None = None,
+        read_timeout: Any = HTTPXRequest.DEFAULT_NONE,
+        write_timeout: Any = HTTPXRequest.DEFAULT_NONE,
+        connect_timeout: Any = HTTPXRequest.DEFAULT_NONE,
+        pool_timeout: Any = HTTPXRequest.DEFAULT_NONE,
+    ) -> tuple[int, bytes]:
+        code, payload = await super().do_request(
+            url, method, request_data, read_timeout, write_timeout, connect_timeout, pool_timeout
+        )
+        if code == 200 and url.endswith("/getUpdates"):
+            payload = neutralize_malformed_updates(payload)
+        return code, payload
+
+
+def neutralize_malformed_updates(payload: bytes) -> bytes:
+    """Replace each update of a getUpdates response that PTB cannot parse by its bare id."""
+    try:
+        body = json.loads(payload)
+        updates = body["result"]
+    except (ValueError, KeyError, TypeError):
+        return payload
+    if not isinstance(updates, list):
+        return payload
+    changed = False
+    for index, raw in enumerate(updates):
+        try:
+            Update.de_json(raw, None)
+        except Exception as exc:
+            update_id = raw.get("update_id") if isinstance(raw, dict) else None
+            if not isinstance(update_id, int):
+                continue  # without an id there is nothing to confirm; PTB reports it
+            log.warning("telegram: skipped malformed update %s (%s)", update_id,
+                        type(exc).__name__)
+            updates[index] = {"update_id": update_id}
+            changed = True
+    return json.dumps(body).encode() if changed else payload
+
+
 # ---------------------------------------------------------------- secrets in logs
 
 
@@ -470,7 +526,10 @@ class TelegramAdapter(Adapter):
             .connect_timeout(10.0)
             .read_timeout(20.0)
             .write_timeout(20.0)
-            .get_updates_read_timeout(10.0)
+            .get_updates_request(
+                _SkipMalformedUpdates(connection_pool_size=1, connect_timeout=10.0,
+                                      read_timeout=10.0, write_timeout=20.0)
+            )
             .concurrent_updates(False)
             .build()
         )

@@ -493,6 +493,20 @@ async def test_malformed_update_does_not_stop_polling(
     assert inbound.text == "fine"
 
 
+async def test_unparseable_update_is_confirmed_and_polling_continues(
+    harness: TelegramHarness,
+    running: tuple[TelegramAdapter, Inbox],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, inbox = running
+    with caplog.at_level(logging.WARNING, logger="adapters.telegram"):
+        await harness.inject_update({"message": {"message_id": 5, "text": "no chat, no date"}})
+        await harness.inject_message("fine")
+        [inbound] = await inbox.wait(1)
+    assert inbound.text == "fine"
+    assert "skipped malformed update" in caplog.text
+
+
 async def test_polling_reconnects_after_network_loss(
     harness: TelegramHarness, running: tuple[TelegramAdapter, Inbox]
 ) -> None:
