@@ -1,0 +1,609 @@
+"""A Telegram Bot API stand-in on 127.0.0.1, plus the TelegramHarness the conformance suite drives.
+
+It speaks the Bot API's HTTP wire format (``/bot<token>/<method>`` with form or JSON parameters,
+``{"ok": ..., "result": ...}`` envelopes, ``/file/bot<token>/<path>`` downloads), so
+python-telegram-bot runs unmodified against it once its base URLs point here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from typing import Any, Literal
+
+import aiohttp
+from aiohttp import web
+
+from clawbot.channels import Adapter
+from tests.standins.harness import SentRecord
+
+DEFAULT_TOKEN = "123456789:AAHstandinTOKENxxxxxxxxxxxxxxxxxxxx_"
+DEFAULT_BOT_ID = 7000000001
+DEFAULT_BOT_USERNAME = "clawbot_test_bot"
+DEFAULT_GROUP_ID = -1001000000001
+OTHER_BOT = {"id": 5550001, "is_bot": True, "first_name": "OtherBot", "username": "other_bot"}
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
+
+# Tags Telegram accepts with parse_mode=HTML; anything else is "Unsupported start tag".
+_ALLOWED_TAGS = {
+    "b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a",
+    "tg-emoji", "code", "pre", "blockquote",
+}
+
+
+class ApiError(Exception):
+    """A Bot API error response: HTTP status, description and optional parameters."""
+
+    def __init__(self, status: int, description: str, parameters: dict[str, Any] | None = None):
+        super().__init__(description)
+        self.status = status
+        self.description = description
+        self.parameters = parameters
+
+
+class _EntityParser(HTMLParser):
+    """Checks Telegram-HTML the way the Bot API does and returns the visible text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.stack: list[str] = []
+        self.visible: list[str] = []
+        self.error: str | None = None
+
+    def _fail(self, reason: str) -> None:
+        if self.error is None:
+            self.error = reason
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _ALLOWED_TAGS:
+            self._fail(f'Unsupported start tag "{tag}"')
+        self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._fail(f'Unsupported start tag "{tag}"')
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self._fail(f'Unexpected end tag "{tag}"')
+            return
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if "<" in data:
+            self._fail("Unsupported start tag")
+        self.visible.append(data)
+
+    def handle_entityref(self, name: str) -> None:
+        known = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
+        if name not in known:
+            self._fail(f'Unsupported HTML entity "&{name};"')
+        self.visible.append(known.get(name, ""))
+
+    def handle_charref(self, name: str) -> None:
+        try:
+            code = int(name[1:], 16) if name[:1] in "xX" else int(name)
+            self.visible.append(chr(code))
+        except ValueError:
+            self._fail(f'Unsupported HTML entity "&#{name};"')
+
+
+def parse_telegram_html(text: str) -> str:
+    """The visible text of a parse_mode=HTML message, or ApiError 400 as Telegram words it."""
+    parser = _EntityParser()
+    parser.feed(text)
+    parser.close()
+    if parser.error is None and parser.stack:
+        parser.error = f'Can\'t find end tag corresponding to start tag "{parser.stack[-1]}"'
+    if parser.error is not None:
+        raise ApiError(400, f"Bad Request: can't parse entities: {parser.error}")
+    return "".join(parser.visible)
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _jsonish(value: Any) -> Any:
+    """Bot API form parameters carry non-string values JSON-encoded."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+@dataclass
+class StoredFile:
+    file_id: str
+    file_unique_id: str
+    file_path: str
+    content: bytes
+
+
+class TelegramStandIn:
+    """The Bot API server: updates queue, sent messages, files and injected failures."""
+
+    def __init__(
+        self,
+        token: str = DEFAULT_TOKEN,
+        *,
+        bot_id: int = DEFAULT_BOT_ID,
+        bot_username: str = DEFAULT_BOT_USERNAME,
+    ) -> None:
+        self.token = token
+        self.bot_user: dict[str, Any] = {
+            "id": bot_id,
+            "is_bot": True,
+            "first_name": "Clawbot",
+            "username": bot_username,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+        self.updates: list[dict[str, Any]] = []
+        self.sent: list[SentRecord] = []
+        self.typing: list[str] = []
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.messages: dict[tuple[int, int], dict[str, Any]] = {}
+        self.files: dict[str, StoredFile] = {}
+        self.webhook_url = ""
+        self.webhook_secret: str | None = None
+        self.fail_sends: list[tuple[int, float]] = []
+        self.reject_formatting = 0
+        self.port = 0
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(100)
+        self._file_ids = itertools.count(1)
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self._online = False
+
+    # server lifecycle
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        """Listen on a free port (or the previous one when coming back after an outage)."""
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._api)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        self._online = True
+
+    async def stop(self) -> None:
+        """Drop every connection, as a network loss or shutdown would."""
+        self._online = False
+        async with self._changed:
+            self._changed.notify_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # inspection helpers
+
+    async def wait_for(self, predicate: Any, timeout: float = 5.0) -> None:
+        async def waiter() -> None:
+            async with self._changed:
+                await self._changed.wait_for(predicate)
+
+        await asyncio.wait_for(waiter(), timeout)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    def next_message_id(self) -> int:
+        return next(self._message_ids)
+
+    def store_message(self, message: dict[str, Any]) -> None:
+        self.messages[(message["chat"]["id"], message["message_id"])] = message
+
+    def add_file(self, content: bytes, *, suffix: str = "bin") -> StoredFile:
+        n = next(self._file_ids)
+        stored = StoredFile(
+            file_id=f"BQACAgIAAx{n:06d}standin",
+            file_unique_id=f"AgAD{n:04d}",
+            file_path=f"documents/file_{n}.{suffix}",
+            content=content,
+        )
+        self.files[stored.file_id] = stored
+        return stored
+
+    async def push_update(self, update: dict[str, Any]) -> None:
+        """Queue an update for getUpdates, or POST it to the webhook when one is set."""
+        update.setdefault("update_id", next(self._update_ids))
+        if self.webhook_url:
+            headers = {"Content-Type": "application/json"}
+            if self.webhook_secret:
+                headers["X-Telegram-Bot-Api-Secret-Token"] = self.webhook_secret
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(self.webhook_url, data=json.dumps(update), headers=headers) as resp,
+            ):
+                if resp.status != 200:
+                    raise RuntimeError(f"webhook refused the update: HTTP {resp.status}")
+            return
+        self.updates.append(update)
+        await self._notify()
+
+    # HTTP handlers
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        params: dict[str, Any] = dict(request.query)
+        if request.content_type == "application/json":
+            body = await request.json()
+            params.update(body or {})
+        elif request.can_read_body:
+            form = await request.post()
+            params.update({k: _jsonish(v) for k, v in form.items() if isinstance(v, str)})
+        return params
+
+    async def _api(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return self._error(ApiError(401, "Unauthorized"))
+        method = request.match_info["method"]
+        handler = getattr(self, f"_m_{method.lower()}", None)
+        if handler is None:
+            return self._error(ApiError(404, "Not Found"))
+        params = await self._params(request)
+        self.calls.append((method, params))
+        try:
+            result = await handler(params)
+        except ApiError as exc:
+            return self._error(exc)
+        return web.json_response({"ok": True, "result": result})
+
+    @staticmethod
+    def _error(exc: ApiError) -> web.Response:
+        body: dict[str, Any] = {
+            "ok": False,
+            "error_code": exc.status,
+            "description": exc.description,
+        }
+        if exc.parameters:
+            body["parameters"] = exc.parameters
+        return web.json_response(body, status=exc.status)
+
+    async def _download(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        path = request.match_info["path"]
+        for stored in self.files.values():
+            if stored.file_path == path:
+                return web.Response(body=stored.content)
+        return web.Response(status=404)
+
+    # Bot API methods
+
+    async def _m_getme(self, params: dict[str, Any]) -> Any:
+        return self.bot_user
+
+    async def _m_close(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_logout(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_deletewebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook_url = ""
+        self.webhook_secret = None
+        if str(params.get("drop_pending_updates", "")).lower() == "true":
+            self.updates.clear()
+        return True
+
+    async def _m_setwebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook_url = str(params.get("url", ""))
+        self.webhook_secret = params.get("secret_token") or None
+        if str(params.get("drop_pending_updates", "")).lower() == "true":
+            self.updates.clear()
+        return True
+
+    async def _m_getwebhookinfo(self, params: dict[str, Any]) -> Any:
+        return {"url": self.webhook_url, "has_custom_certificate": False,
+                "pending_update_count": len(self.updates)}
+
+    async def _m_getupdates(self, params: dict[str, Any]) -> Any:
+        if self.webhook_url:
+            raise ApiError(
+                409, "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first")
+        offset = int(params.get("offset") or 0)
+        limit = int(params.get("limit") or 100)
+        timeout = min(float(params.get("timeout") or 0), 50.0)
+        if offset > 0:
+            self.updates = [u for u in self.updates if u["update_id"] >= offset]
+
+        def ready() -> bool:
+            return not self._online or any(u["update_id"] >= offset for u in self.updates)
+
+        if timeout > 0 and not ready():
+            async with self._changed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait_for(ready), timeout)
+        return [u for u in self.updates if u["update_id"] >= offset][:limit]
+
+    async def _m_sendchataction(self, params: dict[str, Any]) -> Any:
+        if params.get("action", "typing") == "typing":
+            self.typing.append(str(params["chat_id"]))
+        await self._notify()
+        return True
+
+    async def _m_getfile(self, params: dict[str, Any]) -> Any:
+        stored = self.files.get(str(params.get("file_id", "")))
+        if stored is None:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        if len(stored.content) > MAX_DOWNLOAD_BYTES:
+            raise ApiError(400, "Bad Request: file is too big")
+        return {
+            "file_id": stored.file_id,
+            "file_unique_id": stored.file_unique_id,
+            "file_size": len(stored.content),
+            "file_path": stored.file_path,
+        }
+
+    async def _m_sendmessage(self, params: dict[str, Any]) -> Any:
+        if self.fail_sends:
+            status, retry_after = self.fail_sends.pop(0)
+            if status == 429:
+                raise ApiError(
+                    429, f"Too Many Requests: retry after {retry_after:g}",
+                    {"retry_after": retry_after})
+            raise ApiError(status, "Internal Server Error")
+        text = str(params.get("text", ""))
+        parse_mode = params.get("parse_mode")
+        formatted = bool(parse_mode)
+        if formatted and self.reject_formatting:
+            self.reject_formatting -= 1
+            raise ApiError(400, "Bad Request: can't parse entities: Unsupported start tag "
+                           '"x" at byte offset 0')
+        if formatted and str(parse_mode).upper() == "HTML":
+            visible = parse_telegram_html(text)
+        else:
+            visible = text
+        if not visible.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        if _utf16_len(visible) > 4096:
+            raise ApiError(400, "Bad Request: message is too long")
+        chat_id = int(params["chat_id"])
+        chat: dict[str, Any] = {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"}
+        message: dict[str, Any] = {
+            "message_id": self.next_message_id(),
+            "from": self.bot_user,
+            "chat": chat,
+            "date": int(time.time()),
+            "text": visible,
+        }
+        thread = params.get("message_thread_id")
+        if thread is not None:
+            message["message_thread_id"] = int(thread)
+            message["is_topic_message"] = True
+        reply = params.get("reply_parameters")
+        if isinstance(reply, dict) and (chat_id, reply.get("message_id")) in self.messages:
+            message["reply_to_message"] = self.messages[(chat_id, reply["message_id"])]
+        self.store_message(message)
+        self.sent.append(SentRecord(
+            chat_id=str(chat_id),
+            text=visible,
+            thread_id=None if thread is None else str(thread),
+            formatted=formatted,
+            message_id=str(message["message_id"]),
+            raw=params,
+        ))
+        await self._notify()
+        return message
+
+
+class TelegramHarness:
+    """The stand-in plus the real TelegramAdapter pointed at it (PlatformHarness)."""
+
+    channel = "telegram"
+    max_message_chars = 4096
+
+    def __init__(
+        self,
+        *,
+        token: str = DEFAULT_TOKEN,
+        bot_id: int = DEFAULT_BOT_ID,
+        bot_username: str = DEFAULT_BOT_USERNAME,
+    ) -> None:
+        self.server = TelegramStandIn(token, bot_id=bot_id, bot_username=bot_username)
+        self.token = token
+        self.bot_user_id = str(bot_id)
+        self.bot_username = bot_username
+
+    async def start(self) -> None:
+        await self.server.start()
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+    def settings_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "telegram_token": self.token,
+            "telegram_api_base": f"{self.server.url}/bot",
+            "telegram_file_base": f"{self.server.url}/file/bot",
+        }
+        kwargs.update(overrides)
+        return kwargs
+
+    def make_adapter(self, **overrides: Any) -> Adapter:
+        from adapters.telegram import TelegramAdapter
+        from clawbot.settings import Settings
+
+        return TelegramAdapter.from_settings(Settings(**self.settings_kwargs(**overrides)))
+
+    # inbound
+
+    def _user(self, sender_id: str, sender_name: str, *, from_bot: bool, from_self: bool
+              ) -> dict[str, Any]:
+        if from_self:
+            return dict(self.server.bot_user)
+        if from_bot:
+            return dict(OTHER_BOT)
+        return {"id": int(sender_id), "is_bot": False, "first_name": sender_name,
+                "language_code": "en"}
+
+    def _chat(self, chat_type: Literal["dm", "group"], chat_id: str | None, sender: dict[str, Any],
+              *, forum: bool) -> dict[str, Any]:
+        if chat_type == "dm":
+            return {"id": int(chat_id) if chat_id else sender["id"], "type": "private",
+                    "first_name": sender.get("first_name", "")}
+        return {"id": int(chat_id) if chat_id else DEFAULT_GROUP_ID, "type": "supergroup",
+                "title": "Test group", "is_forum": forum}
+
+    def build_message(
+        self,
+        text: str,
+        *,
+        chat_type: Literal["dm", "group"] = "dm",
+        sender_id: str = "1001",
+        sender_name: str = "Ann",
+        chat_id: str | None = None,
+        mention: bool = False,
+        thread_id: str | None = None,
+        reply_to_bot: bool = False,
+        from_bot: bool = False,
+        from_self: bool = False,
+        message_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A Bot API Message object as Telegram would send it for these circumstances."""
+        sender = self._user(sender_id, sender_name, from_bot=from_bot, from_self=from_self)
+        chat = self._chat(chat_type, chat_id, sender, forum=thread_id is not None)
+        entities: list[dict[str, Any]] = []
+        if mention:
+            handle = f"@{self.bot_username}"
+            text = f"{handle} {text}"
+            entities.append({"type": "mention", "offset": 0, "length": len(handle)})
+        message: dict[str, Any] = {
+            "message_id": int(message_id) if message_id else self.server.next_message_id(),
+            "from": sender,
+            "chat": chat,
+            "date": int(time.time()),
+            "text": text,
+        }
+        if entities:
+            message["entities"] = entities
+        if thread_id is not None:
+            message["message_thread_id"] = int(thread_id)
+            message["is_topic_message"] = True
+            # Telegram marks every topic message as a reply to the topic's creation message.
+            message["reply_to_message"] = {
+                "message_id": int(thread_id),
+                "from": {"id": int(sender_id), "is_bot": False, "first_name": sender_name},
+                "chat": chat,
+                "date": int(time.time()) - 60,
+                "message_thread_id": int(thread_id),
+                "forum_topic_created": {"name": "Topic", "icon_color": 7322096},
+                "is_topic_message": True,
+            }
+        if reply_to_bot:
+            message["reply_to_message"] = self._bot_message_in(chat, thread_id)
+        return message
+
+    def _bot_message_in(self, chat: dict[str, Any], thread_id: str | None) -> dict[str, Any]:
+        for (cid, _), stored in reversed(self.server.messages.items()):
+            if cid == chat["id"] and stored["from"]["id"] == self.server.bot_user["id"]:
+                return stored
+        earlier: dict[str, Any] = {
+            "message_id": self.server.next_message_id(),
+            "from": self.server.bot_user,
+            "chat": chat,
+            "date": int(time.time()) - 30,
+            "text": "An earlier answer from the bot",
+        }
+        if thread_id is not None:
+            earlier["message_thread_id"] = int(thread_id)
+            earlier["is_topic_message"] = True
+        self.server.store_message(earlier)
+        return earlier
+
+    async def inject_message(
+        self,
+        text: str,
+        *,
+        chat_type: Literal["dm", "group"] = "dm",
+        sender_id: str = "1001",
+        sender_name: str = "Ann",
+        chat_id: str | None = None,
+        mention: bool = False,
+        thread_id: str | None = None,
+        reply_to_bot: bool = False,
+        from_bot: bool = False,
+        from_self: bool = False,
+        message_id: str | None = None,
+    ) -> str:
+        """Deliver a message update; re-injecting a ``message_id`` redelivers the same message
+        in a fresh update, as Telegram does when an update was not confirmed."""
+        message = self.build_message(
+            text, chat_type=chat_type, sender_id=sender_id, sender_name=sender_name,
+            chat_id=chat_id, mention=mention, thread_id=thread_id, reply_to_bot=reply_to_bot,
+            from_bot=from_bot, from_self=from_self, message_id=message_id,
+        )
+        self.server.store_message(message)
+        await self.server.push_update({"message": message})
+        return str(message["message_id"])
+
+    async def inject_document(
+        self,
+        content: bytes,
+        *,
+        file_name: str = "notes.txt",
+        mime_type: str = "text/plain",
+        caption: str = "",
+        sender_id: str = "1001",
+        sender_name: str = "Ann",
+    ) -> tuple[str, str]:
+        """A DM carrying a document; returns (message id, file id)."""
+        stored = self.server.add_file(content, suffix=file_name.rsplit(".", 1)[-1])
+        message = self.build_message("", sender_id=sender_id, sender_name=sender_name)
+        del message["text"]
+        message["document"] = {
+            "file_id": stored.file_id,
+            "file_unique_id": stored.file_unique_id,
+            "file_name": file_name,
+            "mime_type": mime_type,
+            "file_size": len(content),
+        }
+        if caption:
+            message["caption"] = caption
+        self.server.store_message(message)
+        await self.server.push_update({"message": message})
+        return str(message["message_id"]), stored.file_id
+
+    async def inject_update(self, update: dict[str, Any]) -> None:
+        """Deliver a raw update exactly as given (for odd or malformed payloads)."""
+        await self.server.push_update(update)
+
+    # outbound observations
+
+    def sent(self) -> list[SentRecord]:
+        return list(self.server.sent)
+
+    async def wait_sent(self, count: int, timeout: float = 5.0) -> list[SentRecord]:
+        await self.server.wait_for(lambda: len(self.server.sent) >= count, timeout)
+        return self.sent()
+
+    async def wait_typing(self, count: int = 1, timeout: float = 5.0) -> list[str]:
+        await self.server.wait_for(lambda: len(self.server.typing) >= count, timeout)
+        return self.typing_events()
+
+    def fail_next_sends(self, count: int = 1, *, status: int = 429, retry_after: float = 0) -> None:
+        self.server.fail_sends.extend([(status, retry_after)] * count)
+
+    def reject_formatting_next(self) -> None:
+        self.server.reject_formatting += 1
+
+    def typing_events(self) -> list[str]:
+        return list(self.server.typing)
