@@ -1,0 +1,203 @@
+"""Split agent Markdown into platform-sized chunks without breaking its structure.
+
+Every platform caps message length, and a reply cut at an arbitrary character leaves a
+dangling code fence that turns the rest of the conversation into code. So we cut at the
+gentlest boundary that fits: paragraph, then line, then sentence, then word, and only as a
+last resort inside a word. A fenced code block that must be cut is closed at the end of one
+chunk and reopened, with its language, at the start of the next.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from markdown_it import MarkdownIt
+
+_BLOCK_PARSER = MarkdownIt("commonmark", {"html": False}).enable("table").disable("inline")
+"""Block structure is all the chunker needs; skipping inline parsing keeps it cheap."""
+
+_PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")
+_LINE_BREAK = re.compile(r"\n")
+_SENTENCE_END = re.compile(r"(?:[.!?…][)\]\"'”’»]*\s+|[。！？]\s*)")
+_WORD_GAP = re.compile(r"\s+")
+_LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\n)+")
+
+Splitter = Callable[[str], list[str]]
+Piece = tuple[str, Splitter]
+
+
+@dataclass(frozen=True)
+class _Fence:
+    """A fenced code block found by the parser, as source lines."""
+
+    header: str  # the opening line exactly as written, e.g. "```python" or "> ~~~ js"
+    reopen: str  # the opening line to start a continuation chunk with
+    close: str  # the closing line to end an interrupted chunk with
+    body: tuple[str, ...]
+    closing_line: str | None  # as written; None when the source never closed the fence
+
+    def render(self, body_lines: list[str], *, first: bool, last: bool) -> str:
+        opening = self.header if first else self.reopen
+        closing = self.closing_line if (last and self.closing_line is not None) else self.close
+        return "\n".join([opening, *body_lines, closing])
+
+
+def split_markdown(text: str, limit: int) -> list[str]:
+    """Cut ``text`` into chunks of at most ``limit`` characters at natural boundaries.
+
+    Chunks are trimmed of surrounding blank space; whitespace-only input gives ``[]``.
+    """
+    if limit < 1:
+        raise ValueError(f"chunk limit must be positive, got {limit}")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if len(text) <= limit:
+        trimmed = _trim(text)
+        return [trimmed] if trimmed else []
+    chunks = _pack(_top_level_pieces(text, limit), limit)
+    return [trimmed for chunk in chunks if (trimmed := _trim(chunk))]
+
+
+def _trim(chunk: str) -> str:
+    """Drop blank lines at the start (keeping the first line's indentation) and space at the end."""
+    return _LEADING_BLANK_LINES.sub("", chunk.rstrip())
+
+
+def _top_level_pieces(text: str, limit: int) -> list[Piece]:
+    """Paragraphs of prose and whole fenced blocks, each with how to split it if it's too big."""
+    lines = text.split("\n")
+    fences = _find_fences(text, lines) if ("```" in text or "~~~" in text) else []
+    prose_splitter = partial(_split_prose, limit=limit, level=1)
+    pieces: list[Piece] = []
+    cursor = 0
+    for start, end, fence in fences:
+        if start > cursor:
+            prose = "\n".join(lines[cursor:start]) + "\n"
+            pieces.extend((part, prose_splitter) for part in _split_after(prose, _PARAGRAPH_BREAK))
+        block = "\n".join(lines[start:end]) + ("\n" if end < len(lines) else "")
+        pieces.append((block, partial(_split_fence, fence=fence, limit=limit)))
+        cursor = end
+    if cursor < len(lines):
+        prose = "\n".join(lines[cursor:])
+        pieces.extend((part, prose_splitter) for part in _split_after(prose, _PARAGRAPH_BREAK))
+    return pieces
+
+
+def _find_fences(text: str, lines: list[str]) -> list[tuple[int, int, _Fence]]:
+    """Locate fenced code blocks (also inside lists and quotes) by their source line ranges."""
+    found: list[tuple[int, int, _Fence]] = []
+    for token in _BLOCK_PARSER.parse(text):
+        if token.type != "fence" or token.map is None:
+            continue
+        start, end = token.map
+        header = lines[start]
+        marker_at = header.find(token.markup)
+        if marker_at < 0:
+            continue
+        prefix = header[:marker_at]
+        continuation_prefix = "".join(ch if ch == ">" else " " for ch in prefix)
+        info = header[marker_at + len(token.markup) :]
+        closed = end - start >= 2 and _is_closing_fence(lines[end - 1], token.markup)
+        body_end = end - 1 if closed else end
+        fence = _Fence(
+            header=header,
+            reopen=continuation_prefix + token.markup + info,
+            close=continuation_prefix + token.markup,
+            body=tuple(lines[start + 1 : body_end]),
+            closing_line=lines[end - 1] if closed else None,
+        )
+        found.append((start, end, fence))
+    return found
+
+
+def _is_closing_fence(line: str, markup: str) -> bool:
+    marker = line.lstrip(" \t>").rstrip()
+    return len(marker) >= len(markup) and set(marker) == {markup[0]}
+
+
+def _split_after(text: str, boundary: re.Pattern[str]) -> list[str]:
+    """Split after each boundary match, so the parts concatenate back to ``text`` exactly."""
+    parts: list[str] = []
+    start = 0
+    for match in boundary.finditer(text):
+        if match.end() > start:
+            parts.append(text[start : match.end()])
+            start = match.end()
+    if start < len(text):
+        parts.append(text[start:])
+    return parts
+
+
+_PROSE_BOUNDARIES = (_PARAGRAPH_BREAK, _LINE_BREAK, _SENTENCE_END, _WORD_GAP)
+
+
+def _split_prose(text: str, limit: int, level: int) -> list[str]:
+    """Split at the gentlest boundary kind from ``level`` on that yields more than one part."""
+    for depth in range(level, len(_PROSE_BOUNDARIES)):
+        parts = _split_after(text, _PROSE_BOUNDARIES[depth])
+        if len(parts) > 1:
+            finer = partial(_split_prose, limit=limit, level=depth + 1)
+            return _pack([(part, finer) for part in parts], limit)
+    return _hard_split(text, limit)
+
+
+def _hard_split(text: str, limit: int) -> list[str]:
+    return [text[i : i + limit] for i in range(0, len(text), limit)]
+
+
+def _split_fence(block: str, fence: _Fence, limit: int) -> list[str]:
+    """Cut a code block by lines, closing and reopening the fence around every cut."""
+    overhead = max(len(fence.header), len(fence.reopen)) + 1
+    overhead += max(len(fence.close), len(fence.closing_line or "")) + 1
+    budget = limit - overhead
+    if budget < 1:
+        return _split_prose(block, limit, level=1)
+    line_groups: list[list[str]] = []
+    current: list[str] = []
+    size = -1
+    for line in fence.body:
+        for segment in _hard_split(line, budget) if len(line) > budget else [line]:
+            if current and size + 1 + len(segment) > budget:
+                line_groups.append(current)
+                current, size = [], -1
+            current.append(segment)
+            size += 1 + len(segment)
+    line_groups.append(current)
+    last = len(line_groups) - 1
+    parts = [
+        fence.render(group, first=index == 0, last=index == last) + "\n"
+        for index, group in enumerate(line_groups)
+    ]
+    trailing = block[len(block.rstrip()) :]
+    parts[-1] = parts[-1].rstrip("\n") + trailing
+    return parts
+
+
+def _pack(pieces: list[Piece], limit: int) -> list[str]:
+    """Greedily join consecutive pieces while they fit; split a piece that can't fit alone.
+
+    Returned chunks keep their trailing whitespace so they still concatenate to the input;
+    each chunk's text, trailing whitespace aside, is at most ``limit`` characters.
+    """
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for text, split in pieces:
+        needed = len(text.rstrip())
+        if size + needed <= limit:
+            current.append(text)
+            size += len(text)
+            continue
+        if current:
+            chunks.append("".join(current))
+        if needed <= limit:
+            current, size = [text], len(text)
+            continue
+        parts = split(text)
+        chunks.extend(parts[:-1])
+        current, size = [parts[-1]], len(parts[-1])
+    if current:
+        chunks.append("".join(current))
+    return chunks
