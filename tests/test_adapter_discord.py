@@ -13,6 +13,7 @@ from discord.http import Route
 from pydantic import SecretStr
 
 from adapters.discord import DiscordAdapter, inbound_from_message, outbound_arguments
+from clawbot.channels import Adapter
 from clawbot.errors import ConfigError, DeliveryError, InputError
 from clawbot.messages import InboundMessage, OutboundMessage
 from clawbot.rendering import RenderedPart
@@ -39,7 +40,7 @@ async def harness() -> AsyncIterator[DiscordHarness]:
 class Running:
     """An adapter started against the stand-in, with what it handed to on_message."""
 
-    def __init__(self, harness: DiscordHarness, adapter: DiscordAdapter) -> None:
+    def __init__(self, harness: DiscordHarness, adapter: Adapter) -> None:
         self.harness = harness
         self.adapter = adapter
         self.inbox: asyncio.Queue[InboundMessage] = asyncio.Queue()

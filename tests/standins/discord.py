@@ -18,11 +18,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aiohttp import WSMsgType, web
 
-from tests.standins.harness import SentRecord
+from clawbot.channels import Adapter
+from tests.standins.harness import PlatformHarness, SentRecord
 
 BOT_USER_ID = "1100000000000000001"
 APPLICATION_ID = BOT_USER_ID
@@ -637,7 +638,7 @@ class DiscordHarness:
     async def start(self) -> None:
         await self.server.start()
 
-    def make_adapter(self, **overrides: Any) -> Any:
+    def make_adapter(self, **overrides: Any) -> Adapter:
         from adapters.discord import DiscordAdapter
         from clawbot.settings import Settings
 
@@ -838,3 +839,7 @@ class DiscordHarness:
 
     async def stop(self) -> None:
         await self.server.stop()
+
+
+if TYPE_CHECKING:
+    _conforms: type[PlatformHarness] = DiscordHarness
