@@ -69,6 +69,7 @@ class Settings(BaseSettings):
     discord_token: SecretStr | None = Field(
         default=None, validation_alias=_env("CLAWBOT_DISCORD_TOKEN", "DISCORD_BOT_TOKEN")
     )
+    discord_api_base: str = "https://discord.com/api/v10"
 
     slack_bot_token: SecretStr | None = Field(
         default=None, validation_alias=_env("CLAWBOT_SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN")

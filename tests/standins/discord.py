@@ -1,0 +1,845 @@
+"""A local Discord: REST API v10 and the gateway websocket on 127.0.0.1, enough for discord.py.
+
+The real ``discord.Client`` runs against it unmodified apart from the two base URLs the adapter
+points at it (``Route.BASE`` for REST, the gateway URL this server returns from
+``GET /gateway/bot``). Payloads follow Discord's documented shapes; ids are real snowflakes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+import json
+import math
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from aiohttp import WSMsgType, web
+
+from clawbot.channels import Adapter
+from tests.standins.harness import PlatformHarness, SentRecord
+
+BOT_USER_ID = "1100000000000000001"
+APPLICATION_ID = BOT_USER_ID
+GUILD_ID = "1100000000000000100"
+GENERAL_CHANNEL_ID = "1100000000000000110"
+NEWS_CHANNEL_ID = "1100000000000000120"
+OTHER_BOT_ID = "1100000000000000002"
+OWNER_ID = "1100000000000000003"
+
+# Shaped like a real bot token (base64 user id . timestamp . hmac) but valid only here.
+BOT_TOKEN = (
+    base64.urlsafe_b64encode(BOT_USER_ID.encode()).decode().rstrip("=")
+    + ".GsTand.in-only-token_for-local-tests-00000000"
+)
+
+DISCORD_EPOCH_MS = 1420070400000
+OP_DISPATCH, OP_HEARTBEAT, OP_IDENTIFY, OP_RESUME = 0, 1, 2, 6
+OP_RECONNECT, OP_INVALID_SESSION, OP_HELLO, OP_HEARTBEAT_ACK = 7, 9, 10, 11
+INTENT_MESSAGE_CONTENT = 1 << 15
+
+_MARKDOWN = re.compile(r"[*_~`|]|^\s*(?:>|#{1,3}\s|-#\s|[-*]\s)|\[[^\]]*\]\([^)]*\)", re.M)
+_ESCAPED = re.compile(r"\\.")
+
+
+def is_formatted(content: str) -> bool:
+    """Whether Discord would render ``content`` differently from its literal text."""
+    return bool(_MARKDOWN.search(_ESCAPED.sub("e", content)))
+
+
+def _iso(moment: datetime | None = None) -> str:
+    return (moment or datetime.now(UTC)).isoformat()
+
+
+def _json(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """A JSON response as Discord sends it: Content-Type exactly ``application/json`` (no
+    charset), which is what discord.py checks before decoding."""
+    response = web.Response(text=json.dumps(data), status=status, headers=headers)
+    response.headers["Content-Type"] = "application/json"
+    return response
+
+
+def _user(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "id": user_id,
+        "username": name.lower().replace(" ", "_"),
+        "global_name": name,
+        "discriminator": "0",
+        "avatar": None,
+        "public_flags": 0,
+    }
+    if bot:
+        payload["bot"] = True
+    return payload
+
+
+@dataclass
+class StoredFile:
+    """An attachment the stand-in's CDN serves."""
+
+    filename: str
+    data: bytes
+    content_type: str
+
+
+@dataclass
+class _Session:
+    session_id: str
+    sequence: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+class DiscordStandIn:
+    """The server: REST under ``/api/v10``, the gateway websocket at ``/``, files under
+    ``/attachments``. State is inspectable by tests (``requests``, ``messages``)."""
+
+    def __init__(self, token: str = BOT_TOKEN) -> None:
+        self.token = token
+        self.port = 0
+        self.bot_user = _user(BOT_USER_ID, "Claw Bot", bot=True)
+        self.requests: list[tuple[str, str, Any]] = []
+        self.messages: dict[str, dict[str, Any]] = {}
+        self.posted: list[str] = []
+        self.identify_payloads: list[dict[str, Any]] = []
+        self.resumes: list[dict[str, Any]] = []
+        self.typing: list[str] = []
+        self.files: dict[str, StoredFile] = {}
+        self.channels: dict[str, dict[str, Any]] = {
+            GENERAL_CHANNEL_ID: self._text_channel(GENERAL_CHANNEL_ID, "general", 0),
+            NEWS_CHANNEL_ID: self._text_channel(NEWS_CHANNEL_ID, "announcements", 5),
+        }
+        self.threads: dict[str, dict[str, Any]] = {}
+        self.dm_channels: dict[str, dict[str, Any]] = {}
+        self.fail_sends: list[tuple[int, float]] = []
+        self.reject_formatting = False
+        self.sent_changed = asyncio.Event()
+        self.connected = asyncio.Event()
+        self._snowflakes = itertools.count(1)
+        self._ws: web.WebSocketResponse | None = None
+        self._ws_lock = asyncio.Lock()
+        self._all_ws: set[web.WebSocketResponse] = set()
+        self._session: _Session | None = None
+        self._sessions: dict[str, _Session] = {}
+        self._runner: web.AppRunner | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        app = web.Application()
+        api = "/api/v10"
+        app.router.add_get("/", self._gateway)
+        app.router.add_get(api + "/users/@me", self._me)
+        app.router.add_get(api + "/oauth2/applications/@me", self._application)
+        app.router.add_get(api + "/gateway", self._gateway_url)
+        app.router.add_get(api + "/gateway/bot", self._gateway_bot)
+        app.router.add_get(api + "/channels/{channel_id}", self._get_channel)
+        app.router.add_post(api + "/channels/{channel_id}/messages", self._post_message)
+        app.router.add_post(api + "/channels/{channel_id}/typing", self._post_typing)
+        app.router.add_get("/attachments/{channel_id}/{file_id}/{filename}", self._get_file)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        for ws in list(self._all_ws):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(code=1001), timeout=2.0)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def http_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_base(self) -> str:
+        return f"{self.http_base}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    # ---- world -----------------------------------------------------------------------------
+
+    def snowflake(self) -> str:
+        millis = int(time.time() * 1000) - DISCORD_EPOCH_MS
+        return str((millis << 22) | (next(self._snowflakes) & 0x3FFFFF))
+
+    def _text_channel(self, channel_id: str, name: str, kind: int) -> dict[str, Any]:
+        return {
+            "id": channel_id,
+            "type": kind,
+            "guild_id": GUILD_ID,
+            "name": name,
+            "position": 0,
+            "permission_overwrites": [],
+            "parent_id": None,
+            "nsfw": False,
+            "topic": None,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+        }
+
+    def ensure_channel(self, channel_id: str) -> dict[str, Any]:
+        if channel_id not in self.channels:
+            self.channels[channel_id] = self._text_channel(channel_id, f"chan-{channel_id}", 0)
+        return self.channels[channel_id]
+
+    def thread_payload(self, thread_id: str, parent_id: str) -> dict[str, Any]:
+        return {
+            "id": thread_id,
+            "guild_id": GUILD_ID,
+            "parent_id": parent_id,
+            "owner_id": OWNER_ID,
+            "name": f"thread-{thread_id}",
+            "type": 11,
+            "last_message_id": None,
+            "message_count": 0,
+            "member_count": 1,
+            "rate_limit_per_user": 0,
+            "flags": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": _iso(),
+                "locked": False,
+            },
+        }
+
+    def dm_channel_for(self, user: dict[str, Any], channel_id: str | None = None) -> str:
+        existing = next(
+            (c for c in self.dm_channels.values() if c["recipients"][0]["id"] == user["id"]),
+            None,
+        )
+        if channel_id is None and existing is not None:
+            return str(existing["id"])
+        channel_id = channel_id or self.snowflake()
+        self.dm_channels[channel_id] = {
+            "id": channel_id,
+            "type": 1,
+            "recipients": [user],
+            "last_message_id": None,
+            "flags": 0,
+        }
+        return channel_id
+
+    def guild_payload(self) -> dict[str, Any]:
+        everyone = {
+            "id": GUILD_ID,
+            "name": "@everyone",
+            "color": 0,
+            "hoist": False,
+            "position": 0,
+            "permissions": "104324673",
+            "managed": False,
+            "mentionable": False,
+        }
+        return {
+            "id": GUILD_ID,
+            "name": "Stand-in Guild",
+            "unavailable": False,
+            "owner_id": OWNER_ID,
+            "member_count": 3,
+            "large": False,
+            "joined_at": _iso(),
+            "roles": [everyone],
+            "emojis": [],
+            "stickers": [],
+            "features": [],
+            "channels": list(self.channels.values()),
+            "threads": list(self.threads.values()),
+            "members": [
+                {
+                    "user": self.bot_user,
+                    "roles": [],
+                    "joined_at": _iso(),
+                    "deaf": False,
+                    "mute": False,
+                    "flags": 0,
+                }
+            ],
+            "voice_states": [],
+            "presences": [],
+            "stage_instances": [],
+            "guild_scheduled_events": [],
+        }
+
+    def message_payload(
+        self,
+        *,
+        channel_id: str,
+        author: dict[str, Any],
+        content: str,
+        guild: bool,
+        message_id: str | None = None,
+        mentions: Sequence[dict[str, Any]] = (),
+        reference: dict[str, Any] | None = None,
+        attachments: Sequence[dict[str, Any]] = (),
+        channel_type: int = 0,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "id": message_id or self.snowflake(),
+            "channel_id": channel_id,
+            "author": author,
+            "content": content,
+            "timestamp": _iso(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": list(mentions),
+            "mention_roles": [],
+            "attachments": list(attachments),
+            "embeds": [],
+            "pinned": False,
+            "type": 19 if reference else 0,
+            "flags": 0,
+            "channel_type": channel_type,
+        }
+        if guild:
+            payload["guild_id"] = GUILD_ID
+            payload["member"] = {
+                "roles": [],
+                "joined_at": _iso(),
+                "deaf": False,
+                "mute": False,
+                "nick": None,
+                "flags": 0,
+            }
+        if reference is not None:
+            payload["message_reference"] = {
+                "type": 0,
+                "message_id": reference["id"],
+                "channel_id": reference["channel_id"],
+                **({"guild_id": GUILD_ID} if guild else {}),
+            }
+            payload["referenced_message"] = reference
+        return payload
+
+    def add_file(
+        self,
+        channel_id: str,
+        filename: str,
+        data: bytes,
+        content_type: str,
+        *,
+        declared_size: int | None = None,
+    ) -> dict[str, Any]:
+        """Store a file on the CDN; returns the attachment object a message carries."""
+        file_id = self.snowflake()
+        self.files[file_id] = StoredFile(filename, data, content_type)
+        url = f"{self.http_base}/attachments/{channel_id}/{file_id}/{filename}"
+        return {
+            "id": file_id,
+            "filename": filename,
+            "size": len(data) if declared_size is None else declared_size,
+            "url": url,
+            "proxy_url": url,
+            "content_type": content_type,
+        }
+
+    # ---- gateway ---------------------------------------------------------------------------
+
+    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Send one DISPATCH to the connected client (and keep it for RESUME replays)."""
+        await asyncio.wait_for(self.connected.wait(), timeout=5.0)
+        session = self._session
+        ws = self._ws
+        assert session is not None and ws is not None
+        session.sequence += 1
+        frame = {"op": OP_DISPATCH, "t": event, "s": session.sequence, "d": data}
+        session.events.append(frame)
+        await self._send(ws, frame)
+
+    async def _send(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+        async with self._ws_lock:
+            await ws.send_str(json.dumps(frame))
+
+    async def drop_gateway(self, code: int = 4000) -> None:
+        """Close the live gateway connection the way a network failure or a restart would."""
+        ws = self._ws
+        self.connected.clear()
+        if ws is not None:
+            await ws.close(code=code)
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._all_ws.add(ws)
+        try:
+            await self._send(ws, {"op": OP_HELLO, "d": {"heartbeat_interval": 41250}})
+            async for msg in ws:
+                if msg.type is not WSMsgType.TEXT:
+                    continue
+                frame = json.loads(msg.data)
+                await self._on_frame(ws, frame)
+        finally:
+            self._all_ws.discard(ws)
+            if self._ws is ws:
+                self._ws = None
+                self.connected.clear()
+        return ws
+
+    async def _on_frame(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+        op, data = frame.get("op"), frame.get("d")
+        if op == OP_HEARTBEAT:
+            await self._send(ws, {"op": OP_HEARTBEAT_ACK})
+        elif op == OP_IDENTIFY:
+            if data.get("token") != self.token:
+                await ws.close(code=4004, message=b"Authentication failed.")
+                return
+            if not data.get("intents", 0) & INTENT_MESSAGE_CONTENT:
+                # Discord closes with 4014 when a privileged intent is not enabled for the app.
+                await ws.close(code=4014, message=b"Disallowed intent(s).")
+                return
+            self.identify_payloads.append(data)
+            session = _Session(session_id=f"sess-{self.snowflake()}")
+            self._sessions[session.session_id] = session
+            self._session, self._ws = session, ws
+            ready = {
+                "v": 10,
+                "user": self.bot_user,
+                "guilds": [{"id": GUILD_ID, "unavailable": True}],
+                "session_id": session.session_id,
+                "resume_gateway_url": self.gateway_url,
+                "application": {"id": APPLICATION_ID, "flags": 0},
+                "private_channels": [],
+                "relationships": [],
+            }
+            self.connected.set()
+            await self.dispatch("READY", ready)
+            await self.dispatch("GUILD_CREATE", self.guild_payload())
+        elif op == OP_RESUME:
+            self.resumes.append(data)
+            known = self._sessions.get(data.get("session_id", ""))
+            if data.get("token") != self.token or known is None:
+                await self._send(ws, {"op": OP_INVALID_SESSION, "d": False})
+                return
+            self._session, self._ws = known, ws
+            for missed in [e for e in known.events if e["s"] > (data.get("seq") or 0)]:
+                await self._send(ws, missed)
+            self.connected.set()
+            await self.dispatch("RESUMED", {})
+
+    # ---- REST ------------------------------------------------------------------------------
+
+    def _authorized(self, request: web.Request) -> bool:
+        return request.headers.get("Authorization") == f"Bot {self.token}"
+
+    @staticmethod
+    def _error(status: int, message: str, code: int = 0, **extra: Any) -> web.Response:
+        return _json({"message": message, "code": code, **extra}, status=status)
+
+    @staticmethod
+    def _ratelimit_headers(remaining: int, reset_after: float) -> dict[str, str]:
+        return {
+            "X-RateLimit-Bucket": "b3f2c1d0e9a8",
+            "X-RateLimit-Limit": "5",
+            "X-RateLimit-Remaining": str(remaining),
+            "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
+            "X-RateLimit-Reset-After": f"{reset_after:.3f}",
+            "Via": "1.1 google",
+        }
+
+    async def _me(self, request: web.Request) -> web.Response:
+        self.requests.append(("GET", request.path, None))
+        if not self._authorized(request):
+            return self._error(401, "401: Unauthorized")
+        return _json(self.bot_user)
+
+    async def _application(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._error(401, "401: Unauthorized")
+        return _json(
+            {
+                "id": APPLICATION_ID,
+                "name": "Claw Bot",
+                "description": "",
+                "icon": None,
+                "bot_public": False,
+                "bot_require_code_grant": False,
+                "owner": _user(OWNER_ID, "Owner"),
+                "verify_key": "0" * 64,
+                "flags": 1 << 19,  # GATEWAY_MESSAGE_CONTENT_LIMITED: the intent is enabled
+            }
+        )
+
+    async def _gateway_url(self, request: web.Request) -> web.Response:
+        return _json({"url": self.gateway_url})
+
+    async def _gateway_bot(self, request: web.Request) -> web.Response:
+        self.requests.append(("GET", request.path, None))
+        if not self._authorized(request):
+            return self._error(401, "401: Unauthorized")
+        return _json(
+            {
+                "url": self.gateway_url,
+                "shards": 1,
+                "session_start_limit": {
+                    "total": 1000,
+                    "remaining": 999,
+                    "reset_after": 14400000,
+                    "max_concurrency": 1,
+                },
+            }
+        )
+
+    def _channel(self, channel_id: str) -> dict[str, Any] | None:
+        return (
+            self.channels.get(channel_id)
+            or self.threads.get(channel_id)
+            or self.dm_channels.get(channel_id)
+        )
+
+    async def _get_channel(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return self._error(401, "401: Unauthorized")
+        channel = self._channel(request.match_info["channel_id"])
+        if channel is None:
+            return self._error(404, "Unknown Channel", 10003)
+        return _json(channel)
+
+    async def _post_typing(self, request: web.Request) -> web.Response:
+        self.requests.append(("POST", request.path, None))
+        if not self._authorized(request):
+            return self._error(401, "401: Unauthorized")
+        channel_id = request.match_info["channel_id"]
+        if self._channel(channel_id) is None:
+            return self._error(404, "Unknown Channel", 10003)
+        self.typing.append(channel_id)
+        return web.Response(status=204)
+
+    async def _post_message(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(("POST", request.path, body))
+        if not self._authorized(request):
+            return self._error(401, "401: Unauthorized")
+        channel_id = request.match_info["channel_id"]
+        channel = self._channel(channel_id)
+        if channel is None:
+            return self._error(404, "Unknown Channel", 10003)
+        if self.fail_sends:
+            status, retry_after = self.fail_sends.pop(0)
+            if status == 429:
+                headers = self._ratelimit_headers(0, retry_after)
+                headers["Retry-After"] = str(math.ceil(retry_after))
+                headers["X-RateLimit-Scope"] = "user"
+                body = {
+                    "message": "You are being rate limited.",
+                    "retry_after": retry_after,
+                    "global": False,
+                }
+                return _json(body, status=429, headers=headers)
+            return self._error(status, f"{status}: stand-in failure")
+        content = body.get("content") or ""
+        if len(content) > 2000:
+            return self._error(
+                400,
+                "Invalid Form Body",
+                50035,
+                errors={
+                    "content": {
+                        "_errors": [
+                            {
+                                "code": "BASE_TYPE_MAX_LENGTH",
+                                "message": "Must be 2000 or fewer in length.",
+                            }
+                        ]
+                    }
+                },
+            )
+        if not content.strip():
+            return self._error(400, "Cannot send an empty message", 50006)
+        if self.reject_formatting and is_formatted(content):
+            self.reject_formatting = False
+            return self._error(
+                400,
+                "Invalid Form Body",
+                50035,
+                errors={
+                    "content": {
+                        "_errors": [{"code": "CONTENT_TYPE_INVALID", "message": "Invalid markup."}]
+                    }
+                },
+            )
+        reference = None
+        ref = body.get("message_reference")
+        if ref:
+            reference = self.messages.get(str(ref.get("message_id")))
+            if reference is None and ref.get("fail_if_not_exists", True):
+                return self._error(
+                    400,
+                    "Invalid Form Body",
+                    50035,
+                    errors={
+                        "message_reference": {
+                            "_errors": [
+                                {"code": "REPLIES_UNKNOWN_MESSAGE", "message": "Unknown message"}
+                            ]
+                        }
+                    },
+                )
+        guild = channel["type"] != 1
+        message = self.message_payload(
+            channel_id=channel_id,
+            author=self.bot_user,
+            content=content,
+            guild=guild,
+            reference=reference,
+            channel_type=channel["type"],
+        )
+        self.messages[message["id"]] = message
+        self.posted.append(message["id"])
+        self.sent_changed.set()
+        if self.connected.is_set():
+            # Discord echoes the bot's own messages over the gateway too.
+            await self.dispatch("MESSAGE_CREATE", message)
+        return _json(message, headers=self._ratelimit_headers(4, 1.0))
+
+    async def _get_file(self, request: web.Request) -> web.StreamResponse:
+        stored = self.files.get(request.match_info["file_id"])
+        if stored is None:
+            return web.Response(status=404)
+        return web.Response(body=stored.data, content_type=stored.content_type.split(";")[0])
+
+    def bot_messages(self) -> list[dict[str, Any]]:
+        """What the bot posted through REST, in order."""
+        return [self.messages[message_id] for message_id in self.posted]
+
+
+def _snowflake_id(value: str, aliases: dict[str, str], standin: DiscordStandIn) -> str:
+    """Discord ids are integers; map any other test id to a stable snowflake."""
+    if value.isdigit():
+        return value
+    if value not in aliases:
+        aliases[value] = standin.snowflake()
+    return aliases[value]
+
+
+class DiscordHarness:
+    """The Discord stand-in plus the adapter pointed at it (tests/standins/harness.py)."""
+
+    channel = "discord"
+    max_message_chars = 2000
+    bot_user_id = BOT_USER_ID
+
+    def __init__(self) -> None:
+        self.server = DiscordStandIn()
+        self._aliases: dict[str, str] = {}
+
+    async def start(self) -> None:
+        await self.server.start()
+
+    def make_adapter(self, **overrides: Any) -> Adapter:
+        from adapters.discord import DiscordAdapter
+        from clawbot.settings import Settings
+
+        values: dict[str, Any] = {
+            "discord_token": self.server.token,
+            "discord_api_base": self.server.api_base,
+            "shutdown_timeout": 5.0,
+        }
+        values.update(overrides)
+        return DiscordAdapter.from_settings(Settings(_env_file=None, **values))  # type: ignore[call-arg]
+
+    async def wait_connected(self, timeout: float = 5.0) -> None:
+        await asyncio.wait_for(self.server.connected.wait(), timeout)
+
+    async def inject_message(
+        self,
+        text: str,
+        *,
+        chat_type: Literal["dm", "group"] = "dm",
+        sender_id: str = "1001",
+        sender_name: str = "Ann",
+        chat_id: str | None = None,
+        mention: bool = False,
+        thread_id: str | None = None,
+        reply_to_bot: bool = False,
+        from_bot: bool = False,
+        from_self: bool = False,
+        message_id: str | None = None,
+        attachments: Sequence[dict[str, Any]] = (),
+    ) -> str:
+        """Deliver a MESSAGE_CREATE over the gateway (after the CHANNEL_CREATE/THREAD_CREATE a
+        new channel or thread needs); returns its message id."""
+        payload, announcements = self.compose_message(
+            text,
+            chat_type=chat_type,
+            sender_id=sender_id,
+            sender_name=sender_name,
+            chat_id=chat_id,
+            mention=mention,
+            thread_id=thread_id,
+            reply_to_bot=reply_to_bot,
+            from_bot=from_bot,
+            from_self=from_self,
+            message_id=message_id,
+            attachments=attachments,
+        )
+        for event, data in announcements:
+            await self.server.dispatch(event, data)
+        await self.server.dispatch("MESSAGE_CREATE", payload)
+        return str(payload["id"])
+
+    def compose_message(
+        self,
+        text: str,
+        *,
+        chat_type: Literal["dm", "group"] = "dm",
+        sender_id: str = "1001",
+        sender_name: str = "Ann",
+        chat_id: str | None = None,
+        mention: bool = False,
+        thread_id: str | None = None,
+        reply_to_bot: bool = False,
+        from_bot: bool = False,
+        from_self: bool = False,
+        message_id: str | None = None,
+        attachments: Sequence[dict[str, Any]] = (),
+    ) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+        """The MESSAGE_CREATE payload Discord would send, plus the dispatches announcing any
+        channel or thread it creates. Threads exist only in guilds on Discord, so a
+        ``thread_id`` makes it a guild message whatever ``chat_type`` says."""
+        server = self.server
+        announcements: list[tuple[str, dict[str, Any]]] = []
+        human = _user(_snowflake_id(sender_id, self._aliases, server), sender_name)
+        if from_self:
+            author = server.bot_user
+        elif from_bot:
+            author = _user(OTHER_BOT_ID, sender_name, bot=True)
+        else:
+            author = human
+        guild = chat_type == "group" or thread_id is not None
+        if guild:
+            parent = GENERAL_CHANNEL_ID
+            if chat_id:
+                parent = _snowflake_id(chat_id, self._aliases, server)
+            if parent not in server.channels:
+                announcements.append(("CHANNEL_CREATE", server.ensure_channel(parent)))
+            channel_id, channel_type = parent, int(server.channels[parent]["type"])
+            if thread_id is not None:
+                channel_id, channel_type = _snowflake_id(thread_id, self._aliases, server), 11
+                if channel_id not in server.threads:
+                    server.threads[channel_id] = server.thread_payload(channel_id, parent)
+                    created = {**server.threads[channel_id], "newly_created": True}
+                    announcements.append(("THREAD_CREATE", created))
+        else:
+            wanted = _snowflake_id(chat_id, self._aliases, server) if chat_id else None
+            channel_id = server.dm_channel_for(human, wanted)
+            channel_type = 1
+        mentions: list[dict[str, Any]] = []
+        content = text
+        if mention:
+            content = f"<@{BOT_USER_ID}> {text}"
+            mentions.append(server.bot_user)
+        reference = None
+        if reply_to_bot:
+            earlier = [m for m in server.bot_messages() if m["channel_id"] == channel_id]
+            if earlier:
+                reference = earlier[-1]
+            else:
+                reference = server.message_payload(
+                    channel_id=channel_id,
+                    author=server.bot_user,
+                    content="Earlier answer",
+                    guild=guild,
+                    channel_type=channel_type,
+                )
+                server.messages[reference["id"]] = reference
+        payload = server.message_payload(
+            channel_id=channel_id,
+            author=author,
+            content=content,
+            guild=guild,
+            message_id=_snowflake_id(message_id, self._aliases, server) if message_id else None,
+            mentions=mentions,
+            reference=reference,
+            attachments=attachments,
+            channel_type=channel_type,
+        )
+        server.messages.setdefault(payload["id"], payload)
+        return payload, announcements
+
+    def library_message(self, payload: dict[str, Any]) -> Any:
+        """The ``discord.Message`` discord.py builds from ``payload``, without a connection.
+
+        Replays what the client does on READY/GUILD_CREATE/MESSAGE_CREATE using the library's
+        own state object (an internal), so conversion tests get exactly the objects the
+        adapter gets at run time."""
+        import discord
+        from discord.guild import Guild
+        from discord.user import ClientUser
+
+        from adapters.discord import intents
+
+        state = discord.Client(intents=intents())._connection
+        state.user = ClientUser(state=state, data=self.server.bot_user)
+        state._add_guild(Guild(data=self.server.guild_payload(), state=state))
+        channel, _guild = state._get_guild_channel(payload)
+        return discord.Message(state=state, channel=channel, data=payload)  # type: ignore[arg-type]
+
+    def add_file(
+        self,
+        filename: str,
+        data: bytes,
+        content_type: str = "application/octet-stream",
+        *,
+        declared_size: int | None = None,
+    ) -> dict[str, Any]:
+        return self.server.add_file(
+            GENERAL_CHANNEL_ID, filename, data, content_type, declared_size=declared_size
+        )
+
+    def _record(self, message: dict[str, Any]) -> SentRecord:
+        channel_id = str(message["channel_id"])
+        thread = self.server.threads.get(channel_id)
+        return SentRecord(
+            chat_id=str(thread["parent_id"]) if thread else channel_id,
+            text=str(message["content"]),
+            thread_id=channel_id if thread else None,
+            formatted=is_formatted(str(message["content"])),
+            message_id=str(message["id"]),
+            raw=message,
+        )
+
+    def sent(self) -> list[SentRecord]:
+        return [self._record(m) for m in self.server.bot_messages()]
+
+    async def wait_sent(self, count: int, timeout: float = 5.0) -> list[SentRecord]:
+        async def reached() -> None:
+            while len(self.server.posted) < count:
+                self.server.sent_changed.clear()
+                if len(self.server.posted) < count:
+                    await self.server.sent_changed.wait()
+
+        await asyncio.wait_for(reached(), timeout)
+        return self.sent()
+
+    def fail_next_sends(self, count: int = 1, *, status: int = 429, retry_after: float = 0) -> None:
+        self.server.fail_sends.extend([(status, retry_after)] * count)
+
+    def reject_formatting_next(self) -> None:
+        self.server.reject_formatting = True
+
+    def typing_events(self) -> list[str]:
+        out = []
+        for channel_id in self.server.typing:
+            thread = self.server.threads.get(channel_id)
+            out.append(str(thread["parent_id"]) if thread else channel_id)
+        return out
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+
+if TYPE_CHECKING:
+    _conforms: type[PlatformHarness] = DiscordHarness

@@ -1,0 +1,492 @@
+"""The Discord adapter: pure conversions, then the real discord.py against the local stand-in."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from discord.gateway import DiscordWebSocket
+from discord.http import Route
+from pydantic import SecretStr
+
+from adapters.discord import DiscordAdapter, inbound_from_message, outbound_arguments
+from clawbot.channels import Adapter
+from clawbot.errors import ConfigError, DeliveryError, InputError
+from clawbot.messages import InboundMessage, OutboundMessage
+from clawbot.rendering import RenderedPart
+from clawbot.settings import Settings
+from tests.standins.discord import (
+    BOT_TOKEN,
+    BOT_USER_ID,
+    GENERAL_CHANNEL_ID,
+    NEWS_CHANNEL_ID,
+    DiscordHarness,
+)
+
+BOT_ID = int(BOT_USER_ID)
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[DiscordHarness]:
+    h = DiscordHarness()
+    await h.start()
+    yield h
+    await h.stop()
+
+
+class Running:
+    """An adapter started against the stand-in, with what it handed to on_message."""
+
+    def __init__(self, harness: DiscordHarness, adapter: Adapter) -> None:
+        self.harness = harness
+        self.adapter = adapter
+        self.inbox: asyncio.Queue[InboundMessage] = asyncio.Queue()
+
+    async def next(self) -> InboundMessage:
+        return await asyncio.wait_for(self.inbox.get(), timeout=5.0)
+
+
+@pytest.fixture
+async def running(harness: DiscordHarness) -> AsyncIterator[Running]:
+    run = Running(harness, harness.make_adapter())
+    await run.adapter.start(run.inbox.put)
+    yield run
+    await run.adapter.stop()
+
+
+def convert(harness: DiscordHarness, text: str, **options: Any) -> InboundMessage | None:
+    ignore_other_bots = options.pop("ignore_other_bots", True)
+    payload, _ = harness.compose_message(text, **options)
+    message = harness.library_message(payload)
+    return inbound_from_message(message, bot_user_id=BOT_ID, ignore_other_bots=ignore_other_bots)
+
+
+def part(text: str, plain: str | None = None) -> RenderedPart:
+    return RenderedPart(
+        text=text, plain=text if plain is None else plain, markup="discord_markdown"
+    )
+
+
+def outbound(chat_id: str, text: str, **fields: Any) -> OutboundMessage:
+    return OutboundMessage(channel="discord", chat_id=chat_id, text=text, **fields)
+
+
+# ---- inbound conversion ----------------------------------------------------------------------
+
+
+def test_dm_becomes_a_dm_from_its_sender() -> None:
+    harness = DiscordHarness()
+    inbound = convert(harness, "hello", sender_id="1001", sender_name="Ann", message_id="555")
+    assert inbound is not None
+    assert inbound.channel == "discord"
+    assert inbound.chat_type == "dm"
+    assert inbound.thread_id is None
+    assert (inbound.sender_id, inbound.sender_name) == ("1001", "Ann")
+    assert inbound.text == "hello"
+    assert inbound.message_id == "555"
+    assert inbound.mentioned is False
+
+
+def test_group_message_without_mention_is_not_mentioned() -> None:
+    inbound = convert(DiscordHarness(), "just chatting", chat_type="group")
+    assert inbound is not None
+    assert (inbound.chat_type, inbound.chat_id) == ("group", GENERAL_CHANNEL_ID)
+    assert inbound.mentioned is False
+    assert inbound.text == "just chatting"
+
+
+def test_group_mention_marks_mentioned_and_is_stripped_from_text() -> None:
+    inbound = convert(DiscordHarness(), "what time is it?", chat_type="group", mention=True)
+    assert inbound is not None
+    assert inbound.mentioned is True
+    assert inbound.text == "what time is it?"
+
+
+def test_nickname_style_mention_in_mid_sentence_is_stripped() -> None:
+    harness = DiscordHarness()
+    payload, _ = harness.compose_message(f"hey <@!{BOT_USER_ID}> help me", chat_type="group")
+    inbound = inbound_from_message(harness.library_message(payload), bot_user_id=BOT_ID)
+    assert inbound is not None
+    assert inbound.mentioned is True
+    assert inbound.text == "hey help me"
+
+
+def test_thread_message_belongs_to_parent_channel_with_thread_id() -> None:
+    inbound = convert(DiscordHarness(), "in a thread", chat_type="group", thread_id="4242")
+    assert inbound is not None
+    assert (inbound.chat_type, inbound.chat_id, inbound.thread_id) == (
+        "group",
+        GENERAL_CHANNEL_ID,
+        "4242",
+    )
+
+
+def test_announcement_channel_post_is_a_channel_message() -> None:
+    inbound = convert(DiscordHarness(), "release notes", chat_type="group", chat_id=NEWS_CHANNEL_ID)
+    assert inbound is not None
+    assert (inbound.chat_type, inbound.chat_id) == ("channel", NEWS_CHANNEL_ID)
+
+
+def test_reply_to_the_bot_counts_as_mention_and_keeps_the_replied_message() -> None:
+    inbound = convert(DiscordHarness(), "and tomorrow?", chat_type="group", reply_to_bot=True)
+    assert inbound is not None
+    assert inbound.mentioned is True
+    assert inbound.reply_to is not None
+    assert inbound.reply_to.text == "Earlier answer"
+    assert inbound.reply_to.sender_name == "Claw Bot"
+    assert inbound.reply_to.from_bot is True
+
+
+def test_attachments_are_described_not_downloaded() -> None:
+    harness = DiscordHarness()
+    file = harness.add_file("report.pdf", b"%PDF-1.7 ...", "application/pdf")
+    inbound = convert(harness, "see attached", attachments=[file])
+    assert inbound is not None
+    (attachment,) = inbound.attachments
+    assert (attachment.name, attachment.mime_type, attachment.size) == (
+        "report.pdf",
+        "application/pdf",
+        12,
+    )
+    assert attachment.ref == file["url"]
+
+
+def test_attachment_alone_is_usable_without_text() -> None:
+    harness = DiscordHarness()
+    file = harness.add_file("photo.png", b"\x89PNG", "image/png")
+    inbound = convert(harness, "", attachments=[file])
+    assert inbound is not None
+    assert inbound.text == ""
+    assert inbound.attachments[0].name == "photo.png"
+
+
+def test_own_message_is_ignored() -> None:
+    assert convert(DiscordHarness(), "my own words", chat_type="group", from_self=True) is None
+
+
+def test_other_bot_is_ignored_by_default() -> None:
+    assert convert(DiscordHarness(), "beep", chat_type="group", from_bot=True) is None
+
+
+def test_other_bot_is_heard_when_ignore_other_bots_is_off() -> None:
+    inbound = convert(
+        DiscordHarness(), "beep", chat_type="group", from_bot=True, ignore_other_bots=False
+    )
+    assert inbound is not None
+    assert inbound.text == "beep"
+
+
+def test_mention_with_nothing_else_is_not_usable() -> None:
+    assert convert(DiscordHarness(), "", chat_type="group", mention=True) is None
+
+
+def test_malformed_update_is_skipped_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    harness = DiscordHarness()
+    payload, _ = harness.compose_message("no author")
+    del payload["author"]
+    with caplog.at_level(logging.WARNING, logger="adapters.discord"):
+        result = inbound_from_message(harness.library_message(payload), bot_user_id=BOT_ID)
+    assert result is None
+    assert "malformed" in caplog.text
+    assert BOT_TOKEN not in caplog.text
+
+
+# ---- outbound conversion ---------------------------------------------------------------------
+
+
+def test_outbound_part_replies_to_the_given_message() -> None:
+    arguments = outbound_arguments(part("**hi**"), channel_id=10, reply_to_message_id="77")
+    assert arguments["content"] == "**hi**"
+    assert arguments["reference"].message_id == 77
+    assert arguments["reference"].fail_if_not_exists is False
+    assert arguments["allowed_mentions"].everyone is False
+
+
+def test_outbound_plain_fallback_shows_markdown_characters_literally() -> None:
+    arguments = outbound_arguments(part("**2*3**", plain="2*3"), channel_id=10, as_plain=True)
+    assert arguments["content"] == "2\\*3"
+    assert "reference" not in arguments
+
+
+# ---- settings --------------------------------------------------------------------------------
+
+
+def test_valid_token_has_no_problems() -> None:
+    settings = Settings(_env_file=None, discord_token=BOT_TOKEN)  # type: ignore[call-arg]
+    assert DiscordAdapter.is_configured(settings)
+    assert DiscordAdapter.check_settings(settings) == []
+
+
+@pytest.mark.parametrize(
+    ("token", "complaint"),
+    [
+        (None, "not set"),
+        ("Bot " + BOT_TOKEN, "without a 'Bot ' prefix"),
+        ("1234567890abcdef1234567890abcdef", "does not look like a bot token"),
+        ('"' + BOT_TOKEN + '"', "spaces or quotes"),
+    ],
+)
+def test_bad_token_is_reported_without_revealing_it(token: str | None, complaint: str) -> None:
+    settings = Settings(_env_file=None, discord_token=token)  # type: ignore[call-arg]
+    problems = DiscordAdapter.check_settings(settings)
+    assert len(problems) == 1
+    assert complaint in problems[0]
+    if token:
+        assert BOT_TOKEN not in problems[0]
+        with pytest.raises(ConfigError) as raised:
+            DiscordAdapter.from_settings(settings)
+        assert BOT_TOKEN not in str(raised.value)
+
+
+def test_adapter_repr_hides_the_token() -> None:
+    adapter = DiscordAdapter(SecretStr(BOT_TOKEN))
+    assert BOT_TOKEN not in repr(adapter)
+    assert BOT_TOKEN not in repr(vars(adapter))
+
+
+# ---- end to end: discord.py against the stand-in ---------------------------------------------
+
+
+async def test_dm_reaches_on_message_normalized(running: Running) -> None:
+    message_id = await running.harness.inject_message("hello bot", sender_id="1001")
+    inbound = await running.next()
+    assert inbound.chat_type == "dm"
+    assert inbound.sender_id == "1001"
+    assert inbound.text == "hello bot"
+    assert inbound.message_id == message_id
+
+
+async def test_client_identifies_with_only_the_needed_intents(running: Running) -> None:
+    (identify,) = running.harness.server.identify_payloads
+    guilds, guild_messages, dm_messages, message_content = 1 << 0, 1 << 9, 1 << 12, 1 << 15
+    assert identify["intents"] == guilds | guild_messages | dm_messages | message_content
+
+
+async def test_redelivered_message_keeps_its_message_id(running: Running) -> None:
+    first = await running.harness.inject_message("once", message_id="9001")
+    again = await running.harness.inject_message("once", message_id="9001")
+    assert first == again == "9001"
+    assert (await running.next()).message_id == "9001"
+    assert (await running.next()).message_id == "9001"
+
+
+async def test_ignored_messages_never_reach_on_message(running: Running) -> None:
+    await running.harness.inject_message("me", chat_type="group", from_self=True)
+    await running.harness.inject_message("other bot", chat_type="group", from_bot=True)
+    await running.harness.inject_message("a person")
+    assert (await running.next()).text == "a person"
+    assert running.inbox.empty()
+
+
+async def test_long_reply_arrives_in_order_each_part_within_the_limit(running: Running) -> None:
+    prose = "\n\n".join(f"Paragraph {n} " + "words " * 40 for n in range(7))
+    code = "\n".join(f"line_{n} = {n}  # a comment to make it long" for n in range(60))
+    text = f"{prose}\n\n```python\n{code}\n```\n\nThe end."
+    sent = await running.adapter.send(outbound(GENERAL_CHANNEL_ID, text))
+    records = running.harness.sent()
+    assert len(records) == len(sent) > 2
+    assert [r.message_id for r in records] == [s.message_id for s in sent]
+    assert all(len(r.text) <= 2000 for r in records)
+    assert all(r.text.count("```") % 2 == 0 for r in records)  # fences closed in every part
+    joined = "".join(r.text for r in records)
+    assert joined.index("Paragraph 0") < joined.index("line_0 =") < joined.index("line_59 =")
+    assert joined.index("line_59 =") < joined.index("The end.")
+
+
+async def test_rejected_formatting_is_resent_as_plain_text(running: Running) -> None:
+    running.harness.reject_formatting_next()
+    sent = await running.adapter.send(outbound(GENERAL_CHANNEL_ID, "**Bold** claim with `code`"))
+    (record,) = running.harness.sent()
+    assert len(sent) == 1
+    assert record.formatted is False
+    assert "Bold claim with code" in record.text
+    posts = [r for r in running.harness.server.requests if r[0] == "POST" and "messages" in r[1]]
+    assert len(posts) == 2
+
+
+async def test_rate_limited_send_is_retried_and_stored_once(running: Running) -> None:
+    running.harness.fail_next_sends(1, retry_after=0)
+    sent = await running.adapter.send(outbound(GENERAL_CHANNEL_ID, "after the wait"))
+    records = running.harness.sent()
+    assert [r.text for r in records] == ["after the wait"]
+    assert sent[0].message_id == records[0].message_id
+
+
+async def test_rate_limit_outlasting_the_library_retries_still_stores_once(
+    running: Running,
+) -> None:
+    running.harness.fail_next_sends(7, retry_after=0)  # discord.py gives up after 5 tries
+    await running.adapter.send(outbound(GENERAL_CHANNEL_ID, "persistent"))
+    assert [r.text for r in running.harness.sent()] == ["persistent"]
+
+
+async def test_endless_rate_limit_raises_delivery_error_naming_the_chat(
+    running: Running,
+) -> None:
+    running.harness.fail_next_sends(100, retry_after=0)
+    with pytest.raises(DeliveryError) as raised:
+        await running.adapter.send(outbound(GENERAL_CHANNEL_ID, "never"))
+    assert GENERAL_CHANNEL_ID in str(raised.value)
+    assert BOT_TOKEN not in str(raised.value)
+    assert running.harness.sent() == []
+
+
+async def test_refused_send_raises_delivery_error_naming_the_chat(running: Running) -> None:
+    running.harness.fail_next_sends(1, status=403)
+    with pytest.raises(DeliveryError) as raised:
+        await running.adapter.send(outbound(GENERAL_CHANNEL_ID, "forbidden"))
+    assert GENERAL_CHANNEL_ID in str(raised.value)
+    assert BOT_TOKEN not in str(raised.value)
+
+
+async def test_reply_lands_in_the_thread_as_a_reply(running: Running) -> None:
+    await running.harness.inject_message("help", chat_type="group", mention=True, thread_id="77")
+    inbound = await running.next()
+    await running.adapter.send(
+        outbound(
+            inbound.chat_id,
+            "Here you go",
+            thread_id=inbound.thread_id,
+            reply_to_message_id=inbound.message_id,
+        )
+    )
+    (record,) = running.harness.sent()
+    assert (record.chat_id, record.thread_id) == (GENERAL_CHANNEL_ID, "77")
+    assert record.raw["message_reference"]["message_id"] == inbound.message_id
+
+
+async def test_reply_to_the_bots_answer_is_a_mention(running: Running) -> None:
+    await running.adapter.send(outbound(GENERAL_CHANNEL_ID, "first answer"))
+    await running.harness.inject_message("follow-up", chat_type="group", reply_to_bot=True)
+    inbound = await running.next()
+    assert inbound.mentioned is True
+    assert inbound.reply_to is not None
+    assert inbound.reply_to.text == "first answer"
+
+
+async def test_typing_indicator_reaches_the_chat(running: Running) -> None:
+    await running.harness.inject_message("hi", chat_type="group", mention=True, thread_id="88")
+    inbound = await running.next()
+    await running.adapter.send_typing(inbound.chat_id, inbound.thread_id)
+    await running.adapter.send_typing("404404")  # unknown channel: logged, not raised
+    assert running.harness.typing_events() == [GENERAL_CHANNEL_ID]
+    assert running.harness.server.typing == ["88"]
+
+
+async def test_attachment_is_fetched_under_the_cap(running: Running) -> None:
+    file = running.harness.add_file("notes.txt", b"remember the milk", "text/plain; charset=utf-8")
+    await running.harness.inject_message("see file", attachments=[file])
+    inbound = await running.next()
+    (attachment,) = inbound.attachments
+    assert attachment.mime_type == "text/plain"
+    assert (
+        await running.adapter.fetch_attachment(attachment, max_bytes=1000) == b"remember the milk"
+    )
+
+
+async def test_attachment_over_the_cap_is_refused(running: Running) -> None:
+    file = running.harness.add_file("big.bin", b"x" * 5000)
+    await running.harness.inject_message("big one", attachments=[file])
+    (attachment,) = (await running.next()).attachments
+    with pytest.raises(InputError, match="larger than the 1000-byte limit"):
+        await running.adapter.fetch_attachment(attachment, max_bytes=1000)
+
+
+async def test_attachment_understating_its_size_is_refused_while_downloading(
+    running: Running,
+) -> None:
+    file = running.harness.add_file("liar.bin", b"x" * 5000, declared_size=10)
+    await running.harness.inject_message("small, honest", attachments=[file])
+    (attachment,) = (await running.next()).attachments
+    assert attachment.size == 10
+    with pytest.raises(InputError, match="limit"):
+        await running.adapter.fetch_attachment(attachment, max_bytes=1000)
+
+
+async def test_handler_failure_does_not_stop_intake(harness: DiscordHarness) -> None:
+    seen: list[str] = []
+    survived = asyncio.Event()
+
+    async def flaky(message: InboundMessage) -> None:
+        seen.append(message.text)
+        if message.text == "boom":
+            raise RuntimeError("handler bug")
+        survived.set()
+
+    adapter = harness.make_adapter()
+    await adapter.start(flaky)
+    try:
+        await harness.inject_message("boom")
+        await harness.inject_message("still here")
+        await asyncio.wait_for(survived.wait(), 5.0)
+    finally:
+        await adapter.stop()
+    assert seen == ["boom", "still here"]
+
+
+async def test_malformed_gateway_update_does_not_break_the_connection(
+    running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    payload, _ = running.harness.compose_message("no content field")
+    del payload["content"]
+    with caplog.at_level(logging.WARNING, logger="adapters.discord"):
+        await running.harness.server.dispatch("MESSAGE_CREATE", payload)
+        await running.harness.inject_message("next one")
+        assert (await running.next()).text == "next one"
+    assert "malformed MESSAGE_CREATE" in caplog.text
+
+
+async def test_gateway_drop_is_resumed_without_losing_messages(running: Running) -> None:
+    server = running.harness.server
+    await server.drop_gateway()
+    await running.harness.inject_message("after the outage")
+    assert (await running.next()).text == "after the outage"
+    assert len(server.resumes) == 1
+    assert len(server.identify_payloads) == 1
+
+
+async def test_stop_returns_promptly_and_is_idempotent(harness: DiscordHarness) -> None:
+    adapter = harness.make_adapter()
+    await adapter.start(asyncio.Queue().put)
+    await asyncio.wait_for(adapter.stop(), timeout=3.0)
+    await asyncio.wait_for(adapter.stop(), timeout=3.0)
+    assert not harness.server.connected.is_set()
+    with pytest.raises(DeliveryError):
+        await adapter.send(outbound(GENERAL_CHANNEL_ID, "too late"))
+
+
+async def test_stop_restores_the_library_endpoints(harness: DiscordHarness) -> None:
+    before = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+    adapter = harness.make_adapter()
+    await adapter.start(asyncio.Queue().put)
+    assert harness.server.api_base == Route.BASE
+    await adapter.stop()
+    assert before == (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+
+
+async def test_rejected_token_fails_start_with_config_error(harness: DiscordHarness) -> None:
+    other = BOT_TOKEN.replace("in-only", "wrong-xx")
+    adapter = harness.make_adapter(discord_token=other)
+    with pytest.raises(ConfigError) as raised:
+        await adapter.start(asyncio.Queue().put)
+    assert other not in str(raised.value)
+    assert Route.BASE == "https://discord.com/api/v10"
+
+
+async def test_token_never_reaches_the_logs(
+    harness: DiscordHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    inbox: asyncio.Queue[InboundMessage] = asyncio.Queue()
+    adapter = harness.make_adapter()
+    with caplog.at_level(logging.DEBUG):
+        await adapter.start(inbox.put)
+        await harness.inject_message("hi")
+        await asyncio.wait_for(inbox.get(), 5.0)
+        harness.fail_next_sends(1, retry_after=0)
+        await adapter.send(outbound(GENERAL_CHANNEL_ID, "**hello**"))
+        await adapter.stop()
+    assert "IDENTIFY" in caplog.text  # the gateway handshake was logged at debug level
+    assert BOT_TOKEN not in caplog.text
