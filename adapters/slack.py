@@ -339,6 +339,7 @@ class SlackAdapter(Adapter):
         )
         app.event("message")(self._on_event)
         app.event("app_mention")(self._on_event)
+        app.event(re.compile(".*"))(_acknowledge_only)
         self._accepting = True
         try:
             if self._mode == "http":
@@ -423,11 +424,12 @@ class SlackAdapter(Adapter):
                     await socket.close_async()  # type: ignore[no-untyped-call]
                 if runner is not None:
                     await runner.cleanup()
-                if self._inflight:
-                    await asyncio.wait(set(self._inflight))
+                others = self._inflight - {asyncio.current_task()}  # stop() from a callback
+                if others:
+                    await asyncio.wait(others)
         except TimeoutError:
             log.warning("slack: stop timed out; cancelling what is left")
-        for task in list(self._inflight):
+        for task in self._inflight - {asyncio.current_task()}:
             task.cancel()
         if files is not None:
             await files.close()
@@ -573,6 +575,10 @@ class SlackAdapter(Adapter):
         return host == (urlsplit(self._api_base).hostname or "").lower() or (
             host == "slack.com" or host.endswith((".slack.com", ".slack-edge.com"))
         )
+
+
+async def _acknowledge_only() -> None:
+    """Events clawbot does not use still get acked, or Slack would redeliver them."""
 
 
 def _check_token(env_name: str, token: SecretStr | None, prefix: str, what: str) -> list[str]:

@@ -347,6 +347,32 @@ async def test_malformed_event_on_the_wire_is_skipped_and_intake_continues(
     assert (await inbox.next()).text == "still here"
 
 
+async def test_unrelated_events_are_acknowledged_and_ignored(
+    harness: SlackHarness, running: Running
+) -> None:
+    _, inbox = running
+
+    await harness.deliver_raw({"type": "reaction_added", "user": "U1001", "reaction": "eyes"})
+    await harness.inject_message("next")
+
+    assert (await inbox.next()).text == "next"
+
+
+async def test_stop_called_from_the_callback_returns_promptly(harness: SlackHarness) -> None:
+    adapter = harness.make_adapter()
+    stopped = asyncio.Event()
+
+    async def stop_on_message(message: InboundMessage) -> None:
+        await adapter.stop()
+        stopped.set()
+
+    await adapter.start(stop_on_message)
+    await harness.inject_message("/quit")
+
+    async with asyncio.timeout(3):
+        await stopped.wait()
+
+
 async def test_failing_on_message_callback_does_not_stop_intake(harness: SlackHarness) -> None:
     adapter = harness.make_adapter()
     inbox = Inbox()
