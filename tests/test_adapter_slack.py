@@ -1,0 +1,632 @@
+"""The Slack adapter: pure conversions, then the real slack-bolt against the local stand-in."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from adapters.slack import (
+    BotIdentity,
+    SlackAdapter,
+    event_to_inbound,
+    part_to_post_args,
+)
+from clawbot.errors import ConfigError, DeliveryError, InputError
+from clawbot.messages import InboundMessage, OutboundMessage
+from clawbot.rendering import RenderedPart
+from clawbot.settings import Settings
+from tests.standins.slack import (
+    APP_TOKEN,
+    BOT_ID,
+    BOT_TOKEN,
+    BOT_USER_ID,
+    SIGNING_SECRET,
+    SlackHarness,
+)
+
+BOT = BotIdentity(user_id=BOT_USER_ID, bot_id=BOT_ID)
+WAIT = 5.0
+
+
+def make_settings(**values: Any) -> Settings:
+    """Settings from these values only (no .env file)."""
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def message_event(**fields: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "type": "message",
+        "channel": "C0GENERAL",
+        "channel_type": "channel",
+        "user": "U1001",
+        "user_profile": {"display_name": "Ann", "real_name": "Ann Lee"},
+        "text": "hello",
+        "ts": "1700000000.000100",
+    }
+    event.update(fields)
+    return event
+
+
+# -- pure inbound conversion -------------------------------------------------------------------
+
+
+def test_dm_event_becomes_a_dm_inbound_message() -> None:
+    event = message_event(channel="D0ANN", channel_type="im", text="hi there")
+
+    inbound = event_to_inbound(event, bot=BOT)
+
+    assert inbound is not None
+    assert (inbound.channel, inbound.chat_id, inbound.chat_type) == ("slack", "D0ANN", "dm")
+    assert (inbound.sender_id, inbound.sender_name) == ("U1001", "Ann")
+    assert inbound.text == "hi there"
+    assert inbound.message_id == "1700000000.000100"
+    assert inbound.thread_id is None
+    assert inbound.mentioned is False
+
+
+def test_group_mention_is_stripped_and_marks_the_message_mentioned() -> None:
+    event = message_event(text=f"<@{BOT_USER_ID}> what is 2 &amp; 2 &lt;3?")
+
+    inbound = event_to_inbound(event, bot=BOT)
+
+    assert inbound is not None
+    assert inbound.chat_type == "group"
+    assert inbound.mentioned is True
+    assert inbound.text == "what is 2 & 2 <3?"
+
+
+def test_group_message_without_mention_is_not_mentioned_and_keeps_other_mentions() -> None:
+    inbound = event_to_inbound(message_event(text="ping <@U0OTHER> please"), bot=BOT)
+
+    assert inbound is not None
+    assert inbound.mentioned is False
+    assert inbound.text == "ping <@U0OTHER> please"
+
+
+def test_app_mention_event_counts_as_mentioned_group_message() -> None:
+    event = message_event(type="app_mention", text=f"<@{BOT_USER_ID}> hi")
+    del event["channel_type"]
+
+    inbound = event_to_inbound(event, bot=BOT)
+
+    assert inbound is not None
+    assert (inbound.chat_type, inbound.mentioned, inbound.text) == ("group", True, "hi")
+
+
+def test_thread_reply_carries_the_thread_ts_as_thread_id() -> None:
+    event = message_event(thread_ts="1700000000.000001", parent_user_id="U0CAROL")
+
+    inbound = event_to_inbound(event, bot=BOT)
+
+    assert inbound is not None
+    assert inbound.thread_id == "1700000000.000001"
+    assert inbound.reply_to is not None and inbound.reply_to.from_bot is False
+    assert inbound.mentioned is False
+
+
+def test_reply_in_a_thread_the_bot_started_counts_as_reply_to_bot() -> None:
+    event = message_event(thread_ts="1700000000.000001", parent_user_id=BOT_USER_ID)
+
+    inbound = event_to_inbound(event, bot=BOT)
+
+    assert inbound is not None
+    assert inbound.mentioned is True
+    assert inbound.reply_to is not None
+    assert (inbound.reply_to.message_id, inbound.reply_to.from_bot) == ("1700000000.000001", True)
+
+
+def test_files_become_attachment_metadata_fetched_on_demand() -> None:
+    files = [
+        {"id": "F01", "name": "notes.txt", "mimetype": "text/plain", "size": 12},
+        {"id": "F02", "mode": "tombstone"},
+    ]
+    event = message_event(subtype="file_share", text="", files=files)
+
+    inbound = event_to_inbound(event, bot=BOT)
+
+    assert inbound is not None
+    assert inbound.text == ""
+    assert [(a.name, a.mime_type, a.size, a.ref) for a in inbound.attachments] == [
+        ("notes.txt", "text/plain", 12, "F01")
+    ]
+
+
+def test_the_bots_own_message_is_ignored_even_when_other_bots_are_allowed() -> None:
+    event = message_event(user=BOT_USER_ID, bot_id=BOT_ID)
+
+    assert event_to_inbound(event, bot=BOT, ignore_other_bots=False) is None
+
+
+def test_another_bots_message_is_ignored_by_default_and_accepted_on_request() -> None:
+    event = message_event(user="U0HELPER", bot_id="B0HELPER", bot_profile={"name": "Helper"})
+    del event["user_profile"]
+
+    assert event_to_inbound(event, bot=BOT) is None
+    accepted = event_to_inbound(event, bot=BOT, ignore_other_bots=False)
+    assert accepted is not None and accepted.sender_name == "Helper"
+
+
+def test_edits_deletions_and_empty_messages_are_ignored() -> None:
+    assert event_to_inbound(message_event(subtype="message_changed"), bot=BOT) is None
+    assert event_to_inbound(message_event(subtype="message_deleted"), bot=BOT) is None
+    assert event_to_inbound(message_event(text=f"<@{BOT_USER_ID}>"), bot=BOT) is None
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        None,
+        "not an object",
+        {"type": "message"},
+        message_event(channel=42),
+        message_event(text=["a"]),
+        message_event(files=[{"name": "no id"}]),
+        message_event(user=None),
+    ],
+    ids=["none", "string", "bare", "channel-int", "text-list", "file-no-id", "no-sender"],
+)
+def test_malformed_event_is_skipped_with_a_warning(
+    event: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="adapters.slack"):
+        assert event_to_inbound(event, bot=BOT) is None
+    assert "malformed" in caplog.text
+
+
+# -- pure outbound conversion ------------------------------------------------------------------
+
+
+def test_formatted_part_goes_out_as_mrkdwn_in_its_thread() -> None:
+    part = RenderedPart(text="*bold*", plain="bold", markup="slack_mrkdwn")
+
+    args = part_to_post_args("C1", "1700000000.000001", part)
+
+    assert args == {
+        "channel": "C1",
+        "text": "*bold*",
+        "mrkdwn": True,
+        "thread_ts": "1700000000.000001",
+    }
+
+
+def test_plain_fallback_turns_mrkdwn_off_and_cannot_ping_the_channel() -> None:
+    part = RenderedPart(text="x", plain="<!channel> a & b", markup="slack_mrkdwn")
+
+    args = part_to_post_args("C1", None, part, formatted=False)
+
+    assert args == {"channel": "C1", "text": "&lt;!channel&gt; a &amp; b", "mrkdwn": False}
+
+
+# -- settings ----------------------------------------------------------------------------------
+
+
+def test_check_settings_names_bad_tokens_without_showing_them() -> None:
+    settings = make_settings(
+        slack_bot_token="xoxp-user-token-secret",
+        slack_app_token="not-an-app-token-secret",
+    )
+
+    problems = SlackAdapter.check_settings(settings)
+
+    assert any("CLAWBOT_SLACK_BOT_TOKEN" in p and "xoxb-" in p for p in problems)
+    assert any("CLAWBOT_SLACK_APP_TOKEN" in p and "xapp-" in p for p in problems)
+    assert not any("secret" in p for p in problems)
+
+
+def test_http_mode_needs_a_signing_secret_not_an_app_token() -> None:
+    settings = make_settings(
+        slack_bot_token=BOT_TOKEN,
+        slack_mode="http",
+    )
+
+    problems = SlackAdapter.check_settings(settings)
+
+    assert len(problems) == 1 and "CLAWBOT_SLACK_SIGNING_SECRET is not set" in problems[0]
+    with pytest.raises(ConfigError):
+        SlackAdapter.from_settings(settings)
+
+
+def test_adapter_repr_hides_tokens() -> None:
+    settings = make_settings(
+        slack_bot_token=BOT_TOKEN,
+        slack_app_token=APP_TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+    )
+    adapter = SlackAdapter.from_settings(settings)
+
+    assert SlackAdapter.is_configured(settings)
+    assert BOT_TOKEN not in repr(adapter) and APP_TOKEN not in repr(adapter)
+
+
+# -- end to end: the real library against the stand-in ------------------------------------------
+
+
+class Inbox:
+    """Collects what the adapter hands to on_message."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[InboundMessage] = asyncio.Queue()
+
+    async def __call__(self, message: InboundMessage) -> None:
+        await self.queue.put(message)
+
+    async def next(self) -> InboundMessage:
+        return await asyncio.wait_for(self.queue.get(), WAIT)
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[SlackHarness]:
+    h = SlackHarness()
+    await h.start()
+    yield h
+    await h.stop()
+
+
+@pytest.fixture
+async def http_harness() -> AsyncIterator[SlackHarness]:
+    h = SlackHarness(mode="http")
+    await h.start()
+    yield h
+    await h.stop()
+
+
+@pytest.fixture
+async def running(harness: SlackHarness) -> AsyncIterator[tuple[SlackAdapter, Inbox]]:
+    adapter = harness.make_adapter()
+    assert isinstance(adapter, SlackAdapter)
+    inbox = Inbox()
+    await adapter.start(inbox)
+    yield adapter, inbox
+    await adapter.stop()
+
+
+Running = tuple[SlackAdapter, Inbox]
+
+
+async def test_dm_reaches_on_message_as_a_normalized_message(
+    harness: SlackHarness, running: Running
+) -> None:
+    _, inbox = running
+
+    ts = await harness.inject_message("hello bot", sender_id="U1001", sender_name="Ann")
+
+    inbound = await inbox.next()
+    assert (inbound.chat_id, inbound.chat_type, inbound.text) == ("DU1001", "dm", "hello bot")
+    assert (inbound.sender_id, inbound.sender_name, inbound.message_id) == ("U1001", "Ann", ts)
+
+
+async def test_channel_mention_delivered_twice_by_slack_yields_one_message(
+    harness: SlackHarness, running: Running
+) -> None:
+    _, inbox = running
+
+    await harness.inject_message("summarize", chat_type="group", mention=True)
+    await harness.inject_message("after", chat_type="group", mention=True)
+
+    first, second = await inbox.next(), await inbox.next()
+    assert (first.text, first.mentioned) == ("summarize", True)
+    assert second.text == "after"
+    assert inbox.queue.empty()
+
+
+async def test_redelivered_event_is_passed_on_with_the_same_message_id(
+    harness: SlackHarness, running: Running
+) -> None:
+    _, inbox = running
+
+    ts = await harness.inject_message("once", chat_type="group", mention=True)
+    await harness.inject_message("once", chat_type="group", mention=True, message_id=ts)
+
+    assert [(await inbox.next()).message_id, (await inbox.next()).message_id] == [ts, ts]
+
+
+async def test_own_and_other_bot_messages_never_reach_on_message(
+    harness: SlackHarness, running: Running
+) -> None:
+    _, inbox = running
+
+    await harness.inject_message("echo", chat_type="group", from_self=True)
+    await harness.inject_message("beep", chat_type="group", sender_id="U0HELPER", from_bot=True)
+    await harness.inject_message("human", chat_type="group")
+
+    assert (await inbox.next()).text == "human"
+
+
+async def test_malformed_event_on_the_wire_is_skipped_and_intake_continues(
+    harness: SlackHarness, running: Running
+) -> None:
+    _, inbox = running
+
+    await harness.deliver_raw({"type": "message", "channel": "C0GENERAL", "ts": 5, "user": []})
+    await harness.inject_message("still here")
+
+    assert (await inbox.next()).text == "still here"
+
+
+async def test_unrelated_events_are_acknowledged_and_ignored(
+    harness: SlackHarness, running: Running
+) -> None:
+    _, inbox = running
+
+    await harness.deliver_raw({"type": "reaction_added", "user": "U1001", "reaction": "eyes"})
+    await harness.inject_message("next")
+
+    assert (await inbox.next()).text == "next"
+
+
+async def test_stop_called_from_the_callback_returns_promptly(harness: SlackHarness) -> None:
+    adapter = harness.make_adapter()
+    stopped = asyncio.Event()
+
+    async def stop_on_message(message: InboundMessage) -> None:
+        await adapter.stop()
+        stopped.set()
+
+    await adapter.start(stop_on_message)
+    await harness.inject_message("/quit")
+
+    async with asyncio.timeout(3):
+        await stopped.wait()
+
+
+async def test_failing_on_message_callback_does_not_stop_intake(harness: SlackHarness) -> None:
+    adapter = harness.make_adapter()
+    inbox = Inbox()
+    calls = 0
+
+    async def flaky(message: InboundMessage) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("boom")
+        await inbox(message)
+
+    await adapter.start(flaky)
+    try:
+        await harness.inject_message("first")
+        await harness.inject_message("second")
+        assert (await inbox.next()).text == "second"
+    finally:
+        await adapter.stop()
+
+
+async def test_long_reply_arrives_as_ordered_parts_each_within_the_limit(
+    harness: SlackHarness, running: Running
+) -> None:
+    adapter, _ = running
+    code = "\n".join(f"value_{i} = {i}" for i in range(400))
+    text = "Here you go:\n\n" + "word " * 700 + f"\n\n```python\n{code}\n```\n\nThat is all."
+
+    sent = await adapter.send(OutboundMessage(channel="slack", chat_id="C0GENERAL", text=text))
+
+    records = await harness.wait_sent(len(sent))
+    assert len(records) == len(sent) > 2
+    assert [r.message_id for r in records] == [s.message_id for s in sent]
+    assert all(len(r.text) <= 4000 and r.formatted for r in records)
+    assert all(r.text.count("```") % 2 == 0 for r in records)
+    joined = "".join(r.text for r in records)
+    assert joined.index("Here you go") < joined.index("value_0 =") < joined.index("value_399 =")
+    assert joined.rstrip().endswith("That is all.")
+
+
+async def test_rejected_formatting_is_resent_as_plain_text(
+    harness: SlackHarness, running: Running
+) -> None:
+    adapter, _ = running
+    harness.reject_formatting_next()
+
+    await adapter.send(OutboundMessage(channel="slack", chat_id="C0GENERAL", text="**hi** there"))
+
+    [record] = await harness.wait_sent(1)
+    assert (record.text, record.formatted) == ("hi there", False)
+
+
+async def test_rate_limited_send_is_retried_and_stored_exactly_once(
+    harness: SlackHarness, running: Running
+) -> None:
+    adapter, _ = running
+    harness.fail_next_sends(2, status=429, retry_after=0)
+
+    sent = await adapter.send(OutboundMessage(channel="slack", chat_id="C0GENERAL", text="hi"))
+
+    assert [r.text for r in harness.sent()] == ["hi"]
+    assert sent[0].message_id == harness.sent()[0].message_id
+
+
+async def test_endless_rate_limit_raises_delivery_error_naming_the_chat(
+    harness: SlackHarness, running: Running
+) -> None:
+    adapter, _ = running
+    harness.fail_next_sends(10, status=429, retry_after=0)
+
+    with pytest.raises(DeliveryError) as caught:
+        await adapter.send(OutboundMessage(channel="slack", chat_id="C0GENERAL", text="hi"))
+
+    assert "C0GENERAL" in str(caught.value) and BOT_TOKEN not in str(caught.value)
+    assert harness.sent() == []
+
+
+async def test_unknown_channel_raises_delivery_error_without_the_token(
+    harness: SlackHarness, running: Running
+) -> None:
+    adapter, _ = running
+
+    with pytest.raises(DeliveryError) as caught:
+        await adapter.send(OutboundMessage(channel="slack", chat_id="", text="hi"))
+
+    assert "channel_not_found" in str(caught.value) and BOT_TOKEN not in str(caught.value)
+
+
+async def test_reply_to_a_thread_message_lands_in_that_thread(
+    harness: SlackHarness, running: Running
+) -> None:
+    adapter, inbox = running
+    await harness.inject_message("in thread", chat_type="group", thread_id="1700000000.000009")
+    inbound = await inbox.next()
+
+    await adapter.send(
+        OutboundMessage(
+            channel="slack",
+            chat_id=inbound.chat_id,
+            thread_id=inbound.thread_id,
+            reply_to_message_id=inbound.message_id,
+            text="answer",
+        )
+    )
+
+    [record] = await harness.wait_sent(1)
+    assert (record.chat_id, record.thread_id) == ("C0GENERAL", "1700000000.000009")
+
+
+async def test_reply_to_bot_in_its_thread_is_received_as_mentioned(
+    harness: SlackHarness, running: Running
+) -> None:
+    adapter, inbox = running
+    [bot_msg] = await adapter.send(OutboundMessage(channel="slack", chat_id="C0GENERAL", text="hi"))
+
+    await harness.inject_message("thanks", chat_type="group", reply_to_bot=True)
+
+    inbound = await inbox.next()
+    assert inbound.mentioned is True and inbound.thread_id == bot_msg.message_id
+    assert inbound.reply_to is not None and inbound.reply_to.from_bot is True
+
+
+async def test_typing_indicator_is_a_no_op_because_slack_bots_have_none(
+    harness: SlackHarness, running: Running
+) -> None:
+    adapter, _ = running
+    calls_before = len(harness.standin.api_calls)
+
+    await adapter.send_typing("C0GENERAL", "1700000000.000009")
+
+    assert harness.typing_events() == []
+    assert len(harness.standin.api_calls) == calls_before
+
+
+async def test_attachment_is_fetched_with_the_bot_token_under_the_cap(
+    harness: SlackHarness, running: Running
+) -> None:
+    adapter, inbox = running
+    file = harness.standin.add_file("notes.txt", b"twelve bytes")
+    await harness.inject_message("see file", files=[file])
+    [attachment] = (await inbox.next()).attachments
+
+    data = await adapter.fetch_attachment(attachment, max_bytes=100)
+
+    assert data == b"twelve bytes"
+
+
+async def test_attachment_over_the_cap_is_refused(
+    harness: SlackHarness, running: Running
+) -> None:
+    adapter, inbox = running
+    file = harness.standin.add_file("big.bin", b"x" * 5000, "application/octet-stream")
+    await harness.inject_message("", files=[file])
+    [attachment] = (await inbox.next()).attachments
+    unsized = attachment.model_copy(update={"size": None})
+
+    with pytest.raises(InputError, match="limit"):
+        await adapter.fetch_attachment(attachment, max_bytes=1000)
+    with pytest.raises(InputError, match="limit"):
+        await adapter.fetch_attachment(unsized, max_bytes=1000)
+
+
+async def test_stop_returns_promptly_and_is_idempotent(harness: SlackHarness) -> None:
+    adapter = harness.make_adapter()
+    await adapter.start(Inbox())
+    await harness.standin.wait_connected()
+
+    async with asyncio.timeout(3):
+        await adapter.stop()
+        await adapter.stop()
+
+    assert [ws for ws in harness.standin._sockets if not ws.closed] == []
+
+
+async def test_socket_mode_reconnects_after_the_connection_drops(
+    harness: SlackHarness, running: Running
+) -> None:
+    _, inbox = running
+    await harness.standin.wait_connected()
+
+    await harness.standin.drop_connections()
+    await harness.inject_message("after reconnect")
+
+    assert (await inbox.next()).text == "after reconnect"
+    assert harness.standin.connections_opened == 2
+
+
+async def test_bad_bot_token_fails_start_with_a_clear_error_without_the_token(
+    harness: SlackHarness,
+) -> None:
+    adapter = harness.make_adapter(slack_bot_token="xoxb-wrong-secret-value")
+
+    with pytest.raises(ConfigError) as caught:
+        await adapter.start(Inbox())
+
+    assert "invalid_auth" in str(caught.value) and "wrong-secret" not in str(caught.value)
+
+
+async def test_bad_app_token_fails_start_with_a_clear_error(harness: SlackHarness) -> None:
+    adapter = harness.make_adapter(slack_app_token="xapp-wrong-secret-value")
+
+    with pytest.raises(ConfigError, match="app-level token"):
+        await adapter.start(Inbox())
+
+
+# -- HTTP Events API mode ----------------------------------------------------------------------
+
+
+async def test_http_mode_receives_a_signed_mention_once(http_harness: SlackHarness) -> None:
+    adapter = http_harness.make_adapter()
+    inbox = Inbox()
+    await adapter.start(inbox)
+    try:
+        ts = await http_harness.inject_message("hello", chat_type="group", mention=True)
+        await http_harness.inject_message("next", chat_type="group")
+
+        first, second = await inbox.next(), await inbox.next()
+        assert (first.text, first.mentioned, first.message_id) == ("hello", True, ts)
+        assert second.text == "next" and inbox.queue.empty()
+    finally:
+        await adapter.stop()
+
+
+async def test_http_mode_rejects_a_bad_signature_with_401(http_harness: SlackHarness) -> None:
+    adapter = http_harness.make_adapter()
+    inbox = Inbox()
+    await adapter.start(inbox)
+    try:
+        body = {"type": "event_callback", "event": message_event(channel_type="im")}
+        status, _ = await http_harness.post_signed(body, secret="not-the-secret")
+        assert status == 401
+        assert inbox.queue.empty()
+    finally:
+        await adapter.stop()
+
+
+async def test_http_mode_answers_url_verification(http_harness: SlackHarness) -> None:
+    adapter = http_harness.make_adapter()
+    await adapter.start(Inbox())
+    try:
+        body = {"type": "url_verification", "token": "t", "challenge": "c-123"}
+        status, text = await http_harness.post_signed(body)
+        assert status == 200 and "c-123" in text
+    finally:
+        await adapter.stop()
+
+
+async def test_http_mode_stop_closes_the_endpoint(http_harness: SlackHarness) -> None:
+    adapter = http_harness.make_adapter()
+    await adapter.start(Inbox())
+
+    async with asyncio.timeout(3):
+        await adapter.stop()
+        await adapter.stop()
+
+    with pytest.raises(OSError):
+        await http_harness.post_signed({"type": "url_verification", "challenge": "x"})
