@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -88,8 +89,8 @@ class Settings(BaseSettings):
     slack_http_path: str = "/slack/events"
 
     dm_policy: DmPolicy = "pairing"
-    allowed_senders: list[str] = Field(default_factory=list)
-    allowed_groups: list[str] = Field(default_factory=list)
+    allowed_senders: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    allowed_groups: Annotated[list[str], NoDecode] = Field(default_factory=list)
     group_require_mention: bool = True
     ignore_other_bots: bool = True
     attachment_max_bytes: int = Field(default=20_000_000, ge=0)

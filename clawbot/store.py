@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 
 from clawbot.errors import StoreError
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
-from clawbot.migrations import MIGRATIONS
+from clawbot.migrations import migrations
 from clawbot.sessions import Session
 
 _blocks = TypeAdapter(tuple[ContentBlock, ...])
@@ -97,12 +97,13 @@ class Store:
         async with self._conn.execute("PRAGMA user_version") as cursor:
             row = await cursor.fetchone()
         version = int(row[0]) if row else 0
-        if version > len(MIGRATIONS):
+        known = migrations()
+        if version > len(known):
             raise StoreError(
                 f"the database {self.path} was written by a newer clawbot (schema {version})",
                 hint="upgrade clawbot or point CLAWBOT_HOME at another folder",
             )
-        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+        for number, _name, script in known[version:]:
             await self._conn.executescript(
                 f"BEGIN;\n{script}\nPRAGMA user_version={number};\nCOMMIT;"
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from collections import deque
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -98,8 +99,13 @@ class ScriptedModel:
     requests: list[ModelRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._steps = iter(list(self.script))
+        self._steps: deque[Step] = deque(self.script)
         self._ids = itertools.count(1)
+
+    def add(self, *steps: Step) -> ScriptedModel:
+        """Append steps to the script (answers for the next requests, in order)."""
+        self._steps.extend(steps)
+        return self
 
     @property
     def model_string(self) -> str:
@@ -112,7 +118,7 @@ class ScriptedModel:
         if self.function is not None:
             step = self.function(request)
             return await step if asyncio.iscoroutine(step) else step  # type: ignore[return-value]
-        return next(self._steps, self.default_text)
+        return self._steps.popleft() if self._steps else self.default_text
 
     def next_call_id(self) -> str:
         return f"call_{next(self._ids)}"

@@ -1,0 +1,3 @@
+from clawbot.cli import main
+
+main()

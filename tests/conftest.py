@@ -1,0 +1,76 @@
+"""Shared fixtures: a real SQLite file in a temp dir, a scripted model behind the real litellm
+call, and an in-memory channel to read what the outbox delivered."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from clawbot.app import Clawbot
+from clawbot.messages import InboundMessage
+from clawbot.router import Handled
+from clawbot.settings import Settings
+from clawbot.testing import MemoryChannel, ScriptedModel
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test sees the developer's CLAWBOT_* settings, .env or clawbot.toml."""
+    for name in list(os.environ):
+        if name.startswith("CLAWBOT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedModel]:
+    model = ScriptedModel(name="test")
+    with model.installed():
+        yield model
+
+
+@pytest.fixture
+def settings(tmp_path: Path, scripted: ScriptedModel) -> Settings:
+    return Settings(
+        home=tmp_path / "home",
+        model=scripted.model_string,
+        retry_backoff=0,
+        _env_file=None,  # type: ignore[call-arg]
+    )
+
+
+@pytest.fixture
+async def bot(settings: Settings) -> AsyncIterator[Clawbot]:
+    async with await Clawbot.open(settings) as opened:
+        opened.connect(MemoryChannel())
+        yield opened
+
+
+@pytest.fixture
+def channel(bot: Clawbot) -> MemoryChannel:
+    adapter = bot.outbox.adapter("memory")
+    assert isinstance(adapter, MemoryChannel)
+    return adapter
+
+
+class Chat:
+    """Say things to the bot as one user in one chat."""
+
+    def __init__(self, bot: Clawbot, channel: MemoryChannel, chat_id: str = "chat1") -> None:
+        self.bot = bot
+        self.channel = channel
+        self.chat_id = chat_id
+
+    async def say(self, text: str, **fields: object) -> Handled:
+        message: InboundMessage = self.channel.message(text, chat_id=self.chat_id, **fields)  # type: ignore[arg-type]
+        return await self.bot.router.handle(message)
+
+
+@pytest.fixture
+def chat(bot: Clawbot, channel: MemoryChannel) -> Chat:
+    return Chat(bot, channel)

@@ -1,0 +1,148 @@
+"""`clawbot chat` as a user runs it: a subprocess with piped stdin against a local
+OpenAI-compatible stand-in (the real litellm OpenAI path over HTTP)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .standins.openai_api import OpenAIStandin
+
+CLAWBOT = [sys.executable, "-m", "clawbot"]
+
+
+@pytest.fixture
+def standin() -> Iterator[OpenAIStandin]:
+    server = OpenAIStandin()
+    with server.running():
+        yield server
+
+
+def environment(home: Path, standin: OpenAIStandin | None = None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAWBOT_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(CLAWBOT_HOME=str(home), CLAWBOT_RETRY_BACKOFF="0")
+    if standin is not None:
+        env.update(OPENAI_API_BASE=standin.base_url, OPENAI_API_KEY="sk-test-not-a-real-key-000000")
+    env.update(extra)
+    return env
+
+
+def run(args: list[str], stdin: bytes, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(CLAWBOT + args, input=stdin, env=env, cwd=cwd, capture_output=True, timeout=120)
+
+
+def test_piped_chat_answers_each_line_on_stdout_with_logs_on_stderr(standin: OpenAIStandin, tmp_path: Path) -> None:
+    standin.script = [{"tool_calls": [("file_write", {"path": "todo.md", "content": "milk"})]}, "Saved."]
+    stdin = b"remember milk\n\n\xff\xfe broken\n" + b"x" * 1_048_576 + b"\n/help\nstill there?\n"
+
+    result = run(["chat"], stdin, environment(tmp_path / "home", standin), tmp_path)
+
+    assert result.returncode == 0, result.stderr.decode()
+    out = result.stdout.decode().splitlines()
+    assert out[0] == "Saved."
+    assert out[1] == "Your message was empty. Type something for the agent, or /help."
+    assert out[2].startswith("Your message is too long (1,048,576 characters; the limit is 32,000)")
+    assert out[3] == "Commands:"
+    assert out[-1] == "echo: still there?"
+    err = result.stderr.decode()
+    assert "line 3 is not valid UTF-8" in err
+    assert "Traceback" not in err
+    assert "[main] INFO clawbot.runtime: tool file_write" in err
+    assert (tmp_path / "home" / "workspace" / "todo.md").read_text() == "milk"
+    assert len(standin.requests) == 3
+
+
+def test_the_conversation_continues_after_the_process_restarts(standin: OpenAIStandin, tmp_path: Path) -> None:
+    env = environment(tmp_path / "home", standin)
+    run(["chat"], b"my name is Ann\n", env, tmp_path)
+
+    result = run(["chat"], b"what is my name?\n", env, tmp_path)
+
+    assert result.returncode == 0
+    users = [m["content"] for m in standin.requests[-1]["messages"] if m["role"] == "user"]
+    assert users == ["my name is Ann", "what is my name?"]
+
+
+def test_a_missing_provider_key_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    result = run(["chat", "--model", "anthropic/claude-sonnet-4-5"], b"hi\n", environment(tmp_path / "home"), tmp_path)
+
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert result.stderr.decode().strip().splitlines() == [
+        "clawbot: no API key for model 'anthropic/claude-sonnet-4-5' — set ANTHROPIC_API_KEY in the environment or .env"
+    ]
+
+
+def test_an_invalid_setting_is_named_with_exit_code_2(tmp_path: Path) -> None:
+    env = environment(tmp_path / "home", CLAWBOT_MAX_TOOL_ROUNDS="many", OPENAI_API_KEY="sk-x")
+
+    result = run(["chat"], b"hi\n", env, tmp_path)
+
+    assert result.returncode == 2
+    assert "CLAWBOT_MAX_TOOL_ROUNDS" in result.stderr.decode()
+    assert "Traceback" not in result.stderr.decode()
+
+
+def test_a_corrupt_database_is_reported_and_left_untouched(standin: OpenAIStandin, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    garbage = b"this is not a database" * 100
+    (home / "clawbot.db").write_bytes(garbage)
+
+    result = run(["chat"], b"hi\n", environment(home, standin), tmp_path)
+
+    assert result.returncode == 1
+    err = result.stderr.decode()
+    assert "is damaged or not a clawbot database" in err
+    assert "move the file aside" in err
+    assert "Traceback" not in err
+    assert (home / "clawbot.db").read_bytes() == garbage
+
+
+@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else False, reason="root ignores file permissions")
+def test_a_read_only_database_is_reported(standin: OpenAIStandin, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    run(["chat"], b"first\n", environment(home, standin), tmp_path)
+    (home / "clawbot.db").chmod(0o444)
+    home.chmod(0o555)
+    try:
+        result = run(["chat"], b"second\n", environment(home, standin), tmp_path)
+    finally:
+        home.chmod(0o755)
+
+    assert "read-only" in (result.stdout + result.stderr).decode()
+
+
+def test_a_workspace_that_does_not_exist_is_reported(standin: OpenAIStandin, tmp_path: Path) -> None:
+    env = environment(tmp_path / "home", standin, CLAWBOT_WORKSPACE=str(tmp_path / "missing"))
+
+    result = run(["chat"], b"hi\n", env, tmp_path)
+
+    assert result.returncode == 1
+    assert f"the workspace folder {tmp_path / 'missing'} does not exist" in result.stderr.decode()
+    assert "Traceback" not in result.stderr.decode()
+
+
+def test_first_run_seeds_the_home_and_never_overwrites_edits(standin: OpenAIStandin, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    run(["chat"], b"/status\n", environment(home, standin), tmp_path)
+    soul = home / "workspace" / "SOUL.md"
+    assert soul.read_text() == (Path(__file__).parent.parent / "workspace" / "SOUL.md").read_text()
+    soul.write_text("my own soul")
+
+    run(["chat"], b"hi\n", environment(home, standin), tmp_path)
+
+    assert soul.read_text() == "my own soul"
+    assert "my own soul" in standin.requests[-1]["messages"][0]["content"]
+
+
+def test_help_lists_the_commands(tmp_path: Path) -> None:
+    result = subprocess.run(CLAWBOT + ["--help"], capture_output=True, timeout=30, cwd=tmp_path)
+
+    assert result.returncode == 0
+    assert b"chat" in result.stdout

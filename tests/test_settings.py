@@ -1,0 +1,91 @@
+"""Settings: environment, .env and clawbot.toml, with clear errors naming the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clawbot.errors import ConfigError
+from clawbot.settings import load_settings
+
+
+def test_defaults_need_no_configuration() -> None:
+    settings = load_settings()
+
+    assert settings.model == "openai/gpt-4o-mini"
+    assert settings.home == Path("~/.clawbot").expanduser()
+
+
+def test_an_invalid_number_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAWBOT_MAX_TOOL_ROUNDS", "lots")
+
+    with pytest.raises(ConfigError, match="CLAWBOT_MAX_TOOL_ROUNDS"):
+        load_settings()
+
+
+def test_an_out_of_range_value_says_what_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAWBOT_MAX_TOOL_ROUNDS", "0")
+
+    with pytest.raises(ConfigError, match=r"CLAWBOT_MAX_TOOL_ROUNDS: Input should be greater than or equal to 1"):
+        load_settings()
+
+
+def test_an_unknown_choice_lists_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAWBOT_DM_POLICY", "everyone")
+
+    with pytest.raises(ConfigError, match="CLAWBOT_DM_POLICY.*'pairing', 'allowlist', 'open' or 'disabled'"):
+        load_settings()
+
+
+def test_dotenv_file_is_read(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("CLAWBOT_MODEL=anthropic/claude-sonnet-4\n")
+
+    assert load_settings().model == "anthropic/claude-sonnet-4"
+
+
+def test_toml_file_is_read_and_the_environment_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "clawbot.toml").write_text('model = "ollama/llama3"\nmax_tool_rounds = 4\n')
+    monkeypatch.setenv("CLAWBOT_MAX_TOOL_ROUNDS", "5")
+
+    settings = load_settings()
+
+    assert (settings.model, settings.max_tool_rounds) == ("ollama/llama3", 5)
+
+
+def test_a_broken_toml_file_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "clawbot.toml").write_text("model = \n")
+
+    with pytest.raises(ConfigError, match="cannot read settings"):
+        load_settings()
+
+
+def test_cli_overrides_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAWBOT_MODEL", "openai/gpt-4o")
+
+    assert load_settings(model="groq/llama3-8b-8192").model == "groq/llama3-8b-8192"
+
+
+def test_tokens_never_show_in_repr_or_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123456:SECRETSECRETSECRET")
+
+    settings = load_settings()
+
+    assert settings.telegram_token is not None
+    assert "SECRETSECRET" not in repr(settings)
+    assert "SECRETSECRET" not in str(settings.model_dump())
+
+
+def test_comma_separated_lists_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAWBOT_ALLOWED_SENDERS", "telegram:1, slack:U2")
+
+    assert load_settings().allowed_senders == ["telegram:1", "slack:U2"]
+
+
+def test_every_setting_is_documented_in_env_example() -> None:
+    from clawbot.settings import Settings
+
+    example = (Path(__file__).resolve().parent.parent / ".env.example").read_text()
+    for name, field in Settings.model_fields.items():
+        aliases = getattr(field.validation_alias, "choices", None) or [f"CLAWBOT_{name.upper()}"]
+        assert any(str(alias) in example for alias in aliases), name
