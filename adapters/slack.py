@@ -612,4 +612,3 @@ def _too_large(attachment: Attachment, max_bytes: int) -> InputError:
         f"the file {attachment.name!r} is larger than the {max_bytes}-byte limit",
         hint="send a smaller file or raise CLAWBOT_ATTACHMENT_MAX_BYTES",
     )
-

@@ -106,8 +106,10 @@ def _convert(update: Update, bot: BotIdentity, ignore_other_bots: bool) -> Inbou
     reply_to: ReplyContext | None = None
     replied = message.reply_to_message
     # In a forum topic every message "replies" to the topic's creation message: not a reply.
-    if replied is not None and replied.forum_topic_created is None and not (
-        thread_id is not None and replied.message_id == message.message_thread_id
+    if (
+        replied is not None
+        and replied.forum_topic_created is None
+        and not (thread_id is not None and replied.message_id == message.message_thread_id)
     ):
         author = replied.from_user
         if author is not None and author.id == bot.id:
@@ -170,9 +172,7 @@ def strip_bot_mentions(
     spans: list[tuple[int, int, str]] = []
     for entity in entities:
         start = len(units[: entity.offset * 2].decode("utf-16-le"))
-        segment = units[entity.offset * 2 : (entity.offset + entity.length) * 2].decode(
-            "utf-16-le"
-        )
+        segment = units[entity.offset * 2 : (entity.offset + entity.length) * 2].decode("utf-16-le")
         end = start + len(segment)
         is_handle = entity.type == MessageEntity.MENTION and segment.lower() == handle
         is_named = (
@@ -205,28 +205,43 @@ def attachments_of(message: Message) -> list[Attachment]:
     found: list[Attachment] = []
     if message.animation is not None:  # Telegram also fills ``document`` for these
         a = message.animation
-        found.append(_attachment(a.file_id, a.file_name or "animation.mp4",
-                                 a.mime_type or "video/mp4", a.file_size))
+        found.append(
+            _attachment(
+                a.file_id, a.file_name or "animation.mp4", a.mime_type or "video/mp4", a.file_size
+            )
+        )
     elif message.document is not None:
         d = message.document
-        found.append(_attachment(d.file_id, d.file_name or "document",
-                                 d.mime_type or "application/octet-stream", d.file_size))
+        found.append(
+            _attachment(
+                d.file_id,
+                d.file_name or "document",
+                d.mime_type or "application/octet-stream",
+                d.file_size,
+            )
+        )
     if message.photo:
         p = message.photo[-1]  # the largest size
-        found.append(_attachment(p.file_id, f"photo_{p.file_unique_id}.jpg", "image/jpeg",
-                                 p.file_size))
+        found.append(
+            _attachment(p.file_id, f"photo_{p.file_unique_id}.jpg", "image/jpeg", p.file_size)
+        )
     if message.audio is not None:
         au = message.audio
-        found.append(_attachment(au.file_id, au.file_name or "audio.mp3",
-                                 au.mime_type or "audio/mpeg", au.file_size))
+        found.append(
+            _attachment(
+                au.file_id, au.file_name or "audio.mp3", au.mime_type or "audio/mpeg", au.file_size
+            )
+        )
     if message.voice is not None:
         v = message.voice
-        found.append(_attachment(v.file_id, "voice.ogg", v.mime_type or "audio/ogg",
-                                 v.file_size))
+        found.append(_attachment(v.file_id, "voice.ogg", v.mime_type or "audio/ogg", v.file_size))
     if message.video is not None:
         vi = message.video
-        found.append(_attachment(vi.file_id, vi.file_name or "video.mp4",
-                                 vi.mime_type or "video/mp4", vi.file_size))
+        found.append(
+            _attachment(
+                vi.file_id, vi.file_name or "video.mp4", vi.mime_type or "video/mp4", vi.file_size
+            )
+        )
     if message.video_note is not None:
         vn = message.video_note
         found.append(_attachment(vn.file_id, "video_note.mp4", "video/mp4", vn.file_size))
@@ -338,8 +353,7 @@ def neutralize_malformed_updates(payload: bytes) -> bytes:
             update_id = raw.get("update_id") if isinstance(raw, dict) else None
             if not isinstance(update_id, int):
                 continue  # without an id there is nothing to confirm; PTB reports it
-            log.warning("telegram: skipped malformed update %s (%s)", update_id,
-                        type(exc).__name__)
+            log.warning("telegram: skipped malformed update %s (%s)", update_id, type(exc).__name__)
             updates[index] = {"update_id": update_id}
             changed = True
     return json.dumps(body).encode() if changed else payload
@@ -513,8 +527,11 @@ class TelegramAdapter(Adapter):
                     hint="check the network and the webhook settings",
                 ) from None
             self._app = app
-            log.info("telegram: connected as @%s (%s)", self._identity.username,
-                     self._settings.telegram_mode)
+            log.info(
+                "telegram: connected as @%s (%s)",
+                self._identity.username,
+                self._settings.telegram_mode,
+            )
 
     def _build_application(self) -> Application[Any, Any, Any, Any, Any, Any]:
         assert self._settings.telegram_token is not None
@@ -527,8 +544,12 @@ class TelegramAdapter(Adapter):
             .read_timeout(20.0)
             .write_timeout(20.0)
             .get_updates_request(
-                _SkipMalformedUpdates(connection_pool_size=1, connect_timeout=10.0,
-                                      read_timeout=10.0, write_timeout=20.0)
+                _SkipMalformedUpdates(
+                    connection_pool_size=1,
+                    connect_timeout=10.0,
+                    read_timeout=10.0,
+                    write_timeout=20.0,
+                )
             )
             .concurrent_updates(False)
             .build()
@@ -570,8 +591,10 @@ class TelegramAdapter(Adapter):
             try:
                 await asyncio.wait_for(self._close(app), self._settings.shutdown_timeout)
             except TimeoutError:
-                log.warning("telegram: shutdown took longer than %.0fs; abandoned it",
-                            self._settings.shutdown_timeout)
+                log.warning(
+                    "telegram: shutdown took longer than %.0fs; abandoned it",
+                    self._settings.shutdown_timeout,
+                )
             finally:
                 self._on_message = None
                 self._remove_redaction()
@@ -604,12 +627,14 @@ class TelegramAdapter(Adapter):
             )
 
     async def _handle_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        log.warning("telegram: error while processing an update: %s",
-                    self._scrub(repr(context.error)))
+        log.warning(
+            "telegram: error while processing an update: %s", self._scrub(repr(context.error))
+        )
 
     def _polling_error(self, exc: TelegramError) -> None:
-        log.warning("telegram: polling failed (%s); retrying with backoff",
-                    self._scrub(exc.message))
+        log.warning(
+            "telegram: polling failed (%s); retrying with backoff", self._scrub(exc.message)
+        )
 
     # outbound
 
@@ -648,8 +673,11 @@ class TelegramAdapter(Adapter):
                 return result
             except BadRequest as exc:
                 if not plain and "parse_mode" in kwargs and _is_parse_error(exc):
-                    log.info("telegram: chat %s rejected formatting (%s); sending plain text",
-                             message.chat_id, exc.message)
+                    log.info(
+                        "telegram: chat %s rejected formatting (%s); sending plain text",
+                        message.chat_id,
+                        exc.message,
+                    )
                     plain = True
                     continue
                 raise self._delivery_error(message, exc) from None
@@ -661,8 +689,9 @@ class TelegramAdapter(Adapter):
                     raise self._delivery_error(
                         message, exc, f"rate limited for {wait:.0f}s"
                     ) from None
-                log.info("telegram: rate limited in chat %s; retrying in %.1fs",
-                         message.chat_id, wait)
+                log.info(
+                    "telegram: rate limited in chat %s; retrying in %.1fs", message.chat_id, wait
+                )
                 await asyncio.sleep(wait)
         raise self._delivery_error(message, None, f"still failing after {MAX_SEND_ATTEMPTS} tries")
 
@@ -681,8 +710,9 @@ class TelegramAdapter(Adapter):
                 message_thread_id=int(thread_id) if thread_id else None,
             )
         except (TelegramError, DeliveryError) as exc:
-            log.warning("telegram: typing indicator for chat %s failed: %s", chat_id,
-                        self._scrub(str(exc)))
+            log.warning(
+                "telegram: typing indicator for chat %s failed: %s", chat_id, self._scrub(str(exc))
+            )
 
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
         """Refuse before downloading when the size is known, and check again after."""

@@ -21,7 +21,8 @@ from clawbot.workspace import Workspace
 
 
 def default_agents(agent_id: str) -> AgentSpec:
-    return DEFAULT_AGENT if agent_id == DEFAULT_AGENT.agent_id else DEFAULT_AGENT
+    """Without an agent registry every session is driven by the built-in main agent."""
+    return DEFAULT_AGENT
 
 
 @dataclass

@@ -10,7 +10,6 @@ import abc
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from clawbot.messages import Attachment, InboundMessage, OutboundMessage

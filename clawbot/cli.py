@@ -23,7 +23,9 @@ app = typer.Typer(
 
 ModelOption = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="litellm model string, e.g. openai/gpt-4o-mini (CLAWBOT_MODEL)"),
+    typer.Option(
+        "--model", "-m", help="litellm model string, e.g. openai/gpt-4o-mini (CLAWBOT_MODEL)"
+    ),
 ]
 HomeOption = Annotated[
     Path | None,

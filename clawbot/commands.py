@@ -110,7 +110,9 @@ def builtin_commands() -> CommandRegistry:
     async def _help(ctx: CommandContext) -> str:
         return ctx.router.commands.help_text()
 
-    @registry.command("new", "start a new conversation (the old one stays stored)", aliases=("reset",))
+    @registry.command(
+        "new", "start a new conversation (the old one stays stored)", aliases=("reset",)
+    )
     async def _new(ctx: CommandContext) -> str:
         await ctx.update_session(epoch=ctx.session.epoch + 1)
         return "Started a new conversation. The agent no longer sees the earlier messages."

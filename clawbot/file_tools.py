@@ -61,7 +61,9 @@ async def file_edit(
     text = target.read_text(encoding="utf-8")
     found = text.count(old_text)
     if found == 0:
-        raise ToolError(f"old_text was not found in {path}", hint="read the file and copy it exactly")
+        raise ToolError(
+            f"old_text was not found in {path}", hint="read the file and copy it exactly"
+        )
     if found > 1:
         raise ToolError(
             f"old_text occurs {found} times in {path}", hint="include more context so it is unique"

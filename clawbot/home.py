@@ -19,7 +19,7 @@ SEEDED_MARKER = ".seeded"
 
 
 def _copy_missing(source: Path, target: Path) -> list[Path]:
-    copied = []
+    copied: list[Path] = []
     if not source.is_dir():
         return copied
     for path in sorted(source.rglob("*")):
@@ -44,8 +44,10 @@ def prepare_home(settings: Settings) -> list[Path]:
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"cannot create the home folder {home}: {exc.strerror}",
-                          hint="set CLAWBOT_HOME to a writable folder") from None
+        raise ConfigError(
+            f"cannot create the home folder {home}: {exc.strerror}",
+            hint="set CLAWBOT_HOME to a writable folder",
+        ) from None
     marker = home / SEEDED_MARKER
     if marker.exists():
         return []
@@ -57,6 +59,8 @@ def prepare_home(settings: Settings) -> list[Path]:
         copied += _copy_missing(SHIPPED_AGENTS, settings.agents_dir)
         marker.write_text("The shipped workspace and agents were copied here once.\n")
     except OSError as exc:
-        raise ConfigError(f"cannot seed the home folder {home}: {exc}",
-                          hint="set CLAWBOT_HOME to a writable folder") from None
+        raise ConfigError(
+            f"cannot seed the home folder {home}: {exc}",
+            hint="set CLAWBOT_HOME to a writable folder",
+        ) from None
     return copied

@@ -19,7 +19,6 @@ from typing import Any
 
 from clawbot.errors import MissingCredentialsError, ProviderError
 from clawbot.messages import (
-    TextBlock,
     ToolCallBlock,
     ToolResultBlock,
     TranscriptEntry,
@@ -157,19 +156,21 @@ def reply_from_response(response: Any) -> ModelReply:
         for index, call in enumerate(getattr(message, "tool_calls", None) or ())
     )
     usage_obj = getattr(response, "usage", None)
-    usage = {
-        key: int(getattr(usage_obj, key, 0) or 0)
-        for key in ("prompt_tokens", "completion_tokens")
-    } if usage_obj else {}
+    usage = (
+        {
+            key: int(getattr(usage_obj, key, 0) or 0)
+            for key in ("prompt_tokens", "completion_tokens")
+        }
+        if usage_obj
+        else {}
+    )
     return ModelReply(text=message.content or "", tool_calls=calls, usage=usage)
 
 
 class ModelClient:
     """Calls models through litellm with retry and backoff for transient failures."""
 
-    def __init__(
-        self, *, timeout: float = 60.0, retries: int = 3, backoff: float = 1.0
-    ) -> None:
+    def __init__(self, *, timeout: float = 60.0, retries: int = 3, backoff: float = 1.0) -> None:
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff

@@ -63,7 +63,9 @@ class Outbox:
             log.error("delivery failed for session %s: %s", message.session_key, exc)
             return Delivery(status="failed", error=str(exc))
         except Exception as exc:
-            log.exception("delivery to %s crashed for session %s", message.channel, message.session_key)
+            log.exception(
+                "delivery to %s crashed for session %s", message.channel, message.session_key
+            )
             return Delivery(status="failed", error=f"{type(exc).__name__}: {exc}")
         return Delivery(status="sent", parts=tuple(parts))
 

@@ -225,7 +225,9 @@ class Router:
         kind: Literal["command", "rejected", "error"],
         session: Session | None = None,
     ) -> Handled:
-        delivery = await self._send(message, text, session, kind="error" if kind == "error" else "notice")
+        delivery = await self._send(
+            message, text, session, kind="error" if kind == "error" else "notice"
+        )
         return Handled(kind=kind, reply=text, delivery=delivery)
 
     async def _send(

@@ -162,7 +162,9 @@ class Runtime:
         pending: list[TranscriptEntry] = []
         while True:
             offer_tools = final_note is None
-            messages = self._messages(resolved, transcript.tail(resolved.history_limit), ephemeral, final_note)
+            messages = self._messages(
+                resolved, transcript.tail(resolved.history_limit), ephemeral, final_note
+            )
             try:
                 reply = await self.client.complete(
                     resolved.model,
@@ -190,7 +192,9 @@ class Runtime:
                 signature = f"{tool_call.name}:{json.dumps(tool_call.arguments, sort_keys=True)}"
                 seen[signature] += 1
                 if seen[signature] >= REPEAT_WARN_AT:
-                    log.warning("repeated identical call to %s (%d times)", tool_call.name, seen[signature])
+                    log.warning(
+                        "repeated identical call to %s (%d times)", tool_call.name, seen[signature]
+                    )
                     results.append(_repeated(tool_call))
                     continue
                 log.info("tool %s", tool_call.name)
@@ -240,8 +244,16 @@ class Runtime:
         await self.store.finish_turn(session, turn_id, pending, status="failed", error=str(exc))
         transcript = await self.transcripts.get(session)
         transcript.append(pending)
-        what = "The model provider is unavailable" if isinstance(exc, ProviderError) else "The turn failed"
-        reply = f"{what}: {exc.message}. {exc.hint.capitalize()}." if exc.hint else f"{what}: {exc.message}."
+        what = (
+            "The model provider is unavailable"
+            if isinstance(exc, ProviderError)
+            else "The turn failed"
+        )
+        reply = (
+            f"{what}: {exc.message}. {exc.hint.capitalize()}."
+            if exc.hint
+            else f"{what}: {exc.message}."
+        )
         return TurnResult(
             turn_id=turn_id, status="failed", reply=reply, rounds=rounds, error=str(exc)
         )

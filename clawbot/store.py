@@ -7,6 +7,7 @@ ever appended to; ``/new`` starts a new epoch instead of deleting history.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import uuid
@@ -68,7 +69,9 @@ class Store:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise StoreError(f"cannot create the folder for the database {path}: {exc}") from None
+                raise StoreError(
+                    f"cannot create the folder for the database {path}: {exc}"
+                ) from None
         try:
             conn = await aiosqlite.connect(str(path))
         except sqlite3.Error as exc:
@@ -213,7 +216,7 @@ class Store:
                 turn_id=row[4],
                 created_at=datetime.fromisoformat(row[5]),
             )
-            for row in reversed(rows)
+            for row in reversed(list(rows))
         ]
 
     async def count_messages(self, key: str) -> int:
@@ -224,7 +227,9 @@ class Store:
         return int(row[0]) if row else 0
 
     async def append_entries(self, session: Session, entries: Sequence[TranscriptEntry]) -> None:
-        await self._write_many(_INSERT_MESSAGE, [_entry_row(session.key, session.epoch, e) for e in entries])
+        await self._write_many(
+            _INSERT_MESSAGE, [_entry_row(session.key, session.epoch, e) for e in entries]
+        )
 
     # turns ----------------------------------------------------------------------------
 
@@ -339,10 +344,8 @@ class Store:
             raise _describe(exc, self.path) from None
 
     async def _rollback(self) -> None:
-        try:
+        with contextlib.suppress(sqlite3.Error):
             await self._conn.rollback()
-        except sqlite3.Error:
-            pass
 
 
 def _describe(exc: sqlite3.DatabaseError, path: Path) -> StoreError:

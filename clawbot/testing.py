@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections import deque
 import json
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,7 +139,7 @@ _handler: Any = None
 
 def install(model: ScriptedModel) -> None:
     """Register the scripted provider with litellm (once) and this model under its name."""
-    litellm = litellm_module()
+    litellm: Any = litellm_module()
     global _handler
     if _handler is None:
         _handler = _make_handler(litellm)
@@ -150,7 +150,7 @@ def install(model: ScriptedModel) -> None:
         ]
         from litellm.utils import custom_llm_setup
 
-        custom_llm_setup()
+        custom_llm_setup()  # type: ignore[no-untyped-call]
     _models[model.name] = model
 
 
@@ -160,7 +160,7 @@ def uninstall(model: ScriptedModel) -> None:
 
 
 def _make_handler(litellm: Any) -> Any:
-    from litellm import CustomLLM
+    from litellm.llms.custom_llm import CustomLLM
     from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message
 
     class ScriptedHandler(CustomLLM):  # type: ignore[misc]
@@ -249,7 +249,9 @@ class MemoryChannel(Adapter):
         self.sent.append(message)
         return [SentMessage(channel=self.name, chat_id=message.chat_id)]
 
-    def message(self, text: str, *, chat_id: str = "chat1", sender_id: str = "user1", **fields: Any) -> InboundMessage:
+    def message(
+        self, text: str, *, chat_id: str = "chat1", sender_id: str = "user1", **fields: Any
+    ) -> InboundMessage:
         """An inbound message on this channel, with test-friendly defaults."""
         return InboundMessage(
             channel=self.name, chat_id=chat_id, sender_id=sender_id, text=text, **fields

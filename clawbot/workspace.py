@@ -52,7 +52,9 @@ class Workspace:
     def relative(self, path: Path) -> str:
         return str(path.relative_to(self.root)) if path != self.root else "."
 
-    def bootstrap(self, agent_id: str | None = None, *, overlay: bool = True) -> list[BootstrapFile]:
+    def bootstrap(
+        self, agent_id: str | None = None, *, overlay: bool = True
+    ) -> list[BootstrapFile]:
         """The bootstrap files that exist, each from the agent's overlay when it has one."""
         found = []
         for name in BOOTSTRAP_FILES:

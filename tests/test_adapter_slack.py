@@ -520,9 +520,7 @@ async def test_attachment_is_fetched_with_the_bot_token_under_the_cap(
     assert data == b"twelve bytes"
 
 
-async def test_attachment_over_the_cap_is_refused(
-    harness: SlackHarness, running: Running
-) -> None:
+async def test_attachment_over_the_cap_is_refused(harness: SlackHarness, running: Running) -> None:
     adapter, inbox = running
     file = harness.standin.add_file("big.bin", b"x" * 5000, "application/octet-stream")
     await harness.inject_message("", files=[file])

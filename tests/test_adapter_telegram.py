@@ -145,8 +145,14 @@ def test_mention_of_someone_else_is_kept_and_not_mentioned() -> None:
 def test_text_mention_of_the_bot_counts_as_mention() -> None:
     raw = message("", chat_type="group")
     raw["text"] = "Clawbot summarize this"
-    raw["entities"] = [{"type": "text_mention", "offset": 0, "length": 7,
-                        "user": {"id": DEFAULT_BOT_ID, "is_bot": True, "first_name": "Clawbot"}}]
+    raw["entities"] = [
+        {
+            "type": "text_mention",
+            "offset": 0,
+            "length": 7,
+            "user": {"id": DEFAULT_BOT_ID, "is_bot": True, "first_name": "Clawbot"},
+        }
+    ]
     inbound = convert(raw)
     assert inbound is not None
     assert inbound.mentioned and inbound.text == "summarize this"
@@ -171,8 +177,9 @@ def test_forum_topic_message_has_thread_id_and_no_reply_context() -> None:
 def test_reply_in_a_plain_group_is_not_a_thread() -> None:
     raw = message("I agree", chat_type="group")
     raw["message_thread_id"] = 90  # Telegram sets this on replies in supergroups
-    raw["reply_to_message"] = message("original", chat_type="group", sender_id="2002",
-                                      sender_name="Bob", message_id="90")
+    raw["reply_to_message"] = message(
+        "original", chat_type="group", sender_id="2002", sender_name="Bob", message_id="90"
+    )
     inbound = convert(raw)
     assert inbound is not None
     assert inbound.thread_id is None
@@ -192,8 +199,13 @@ def test_document_becomes_attachment_metadata_with_caption_as_text() -> None:
     raw = message("")
     del raw["text"]
     raw["caption"] = "please read"
-    raw["document"] = {"file_id": "FILE1", "file_unique_id": "U1", "file_name": "report.pdf",
-                       "mime_type": "application/pdf", "file_size": 1234}
+    raw["document"] = {
+        "file_id": "FILE1",
+        "file_unique_id": "U1",
+        "file_name": "report.pdf",
+        "mime_type": "application/pdf",
+        "file_size": 1234,
+    }
     inbound = convert(raw)
     assert inbound is not None
     assert inbound.text == "please read"
@@ -230,9 +242,13 @@ def test_other_bot_is_kept_when_ignore_other_bots_is_off() -> None:
 
 
 def test_channel_post_is_a_channel_message_from_the_channel() -> None:
-    post = {"message_id": 7, "date": 1700000000, "text": "news",
-            "chat": {"id": -1002000000002, "type": "channel", "title": "News"},
-            "sender_chat": {"id": -1002000000002, "type": "channel", "title": "News"}}
+    post = {
+        "message_id": 7,
+        "date": 1700000000,
+        "text": "news",
+        "chat": {"id": -1002000000002, "type": "channel", "title": "News"},
+        "sender_chat": {"id": -1002000000002, "type": "channel", "title": "News"},
+    }
     inbound = update_to_inbound(make_update(post, kind="channel_post"), BOT)
     assert inbound is not None
     assert inbound.chat_type == "channel" and inbound.sender_name == "News"
@@ -260,7 +276,8 @@ def test_malformed_update_is_skipped_with_a_warning(caplog: pytest.LogCaptureFix
 def test_part_becomes_html_send_into_thread_replying_to_the_message() -> None:
     part = RenderedPart(text="<b>hi</b>", plain="hi", markup="telegram_html")
     kwargs = part_to_send_kwargs(
-        part, outbound("**hi**", chat_id="-100123", thread_id="55", reply_to_message_id="9"),
+        part,
+        outbound("**hi**", chat_id="-100123", thread_id="55", reply_to_message_id="9"),
         first=True,
     )
     assert kwargs["chat_id"] == -100123 and kwargs["text"] == "<b>hi</b>"
@@ -270,8 +287,9 @@ def test_part_becomes_html_send_into_thread_replying_to_the_message() -> None:
 
 def test_later_parts_and_plain_fallback_carry_no_reply_and_no_parse_mode() -> None:
     part = RenderedPart(text="<b>hi</b>", plain="hi", markup="telegram_html")
-    kwargs = part_to_send_kwargs(part, outbound("**hi**", reply_to_message_id="9"),
-                                 first=False, plain=True)
+    kwargs = part_to_send_kwargs(
+        part, outbound("**hi**", reply_to_message_id="9"), first=False, plain=True
+    )
     assert kwargs == {"chat_id": 1001, "text": "hi"}
 
 
@@ -420,8 +438,14 @@ async def test_reply_lands_in_the_thread_as_a_reply(
     adapter, inbox = running
     await harness.inject_message("question", chat_type="group", mention=True, thread_id="55")
     [inbound] = await inbox.wait(1)
-    await adapter.send(outbound("answer", chat_id=inbound.chat_id, thread_id=inbound.thread_id,
-                                reply_to_message_id=inbound.message_id))
+    await adapter.send(
+        outbound(
+            "answer",
+            chat_id=inbound.chat_id,
+            thread_id=inbound.thread_id,
+            reply_to_message_id=inbound.message_id,
+        )
+    )
     [record] = harness.sent()
     assert (record.chat_id, record.thread_id) == (str(DEFAULT_GROUP_ID), "55")
     assert record.raw["reply_parameters"]["message_id"] == int(inbound.message_id or 0)
@@ -582,9 +606,10 @@ async def post_update(url: str, update: dict[str, Any], secret: str | None) -> i
     headers = {"Content-Type": "application/json"}
     if secret is not None:
         headers["X-Telegram-Bot-Api-Secret-Token"] = secret
-    async with aiohttp.ClientSession() as session, session.post(
-        url, data=json.dumps(update), headers=headers
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=json.dumps(update), headers=headers) as response,
+    ):
         return response.status
 
 

@@ -24,7 +24,11 @@ def standin() -> Iterator[OpenAIStandin]:
 
 
 def environment(home: Path, standin: OpenAIStandin | None = None, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAWBOT_", "OPENAI_", "ANTHROPIC_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CLAWBOT_", "OPENAI_", "ANTHROPIC_"))
+    }
     env.update(CLAWBOT_HOME=str(home), CLAWBOT_RETRY_BACKOFF="0")
     if standin is not None:
         env.update(OPENAI_API_BASE=standin.base_url, OPENAI_API_KEY="sk-test-not-a-real-key-000000")
@@ -32,12 +36,21 @@ def environment(home: Path, standin: OpenAIStandin | None = None, **extra: str) 
     return env
 
 
-def run(args: list[str], stdin: bytes, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(CLAWBOT + args, input=stdin, env=env, cwd=cwd, capture_output=True, timeout=120)
+def run(
+    args: list[str], stdin: bytes, env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        CLAWBOT + args, input=stdin, env=env, cwd=cwd, capture_output=True, timeout=120
+    )
 
 
-def test_piped_chat_answers_each_line_on_stdout_with_logs_on_stderr(standin: OpenAIStandin, tmp_path: Path) -> None:
-    standin.script = [{"tool_calls": [("file_write", {"path": "todo.md", "content": "milk"})]}, "Saved."]
+def test_piped_chat_answers_each_line_on_stdout_with_logs_on_stderr(
+    standin: OpenAIStandin, tmp_path: Path
+) -> None:
+    standin.script = [
+        {"tool_calls": [("file_write", {"path": "todo.md", "content": "milk"})]},
+        "Saved.",
+    ]
     stdin = b"remember milk\n\n\xff\xfe broken\n" + b"x" * 1_048_576 + b"\n/help\nstill there?\n"
 
     result = run(["chat"], stdin, environment(tmp_path / "home", standin), tmp_path)
@@ -57,7 +70,9 @@ def test_piped_chat_answers_each_line_on_stdout_with_logs_on_stderr(standin: Ope
     assert len(standin.requests) == 3
 
 
-def test_the_conversation_continues_after_the_process_restarts(standin: OpenAIStandin, tmp_path: Path) -> None:
+def test_the_conversation_continues_after_the_process_restarts(
+    standin: OpenAIStandin, tmp_path: Path
+) -> None:
     env = environment(tmp_path / "home", standin)
     run(["chat"], b"my name is Ann\n", env, tmp_path)
 
@@ -69,12 +84,18 @@ def test_the_conversation_continues_after_the_process_restarts(standin: OpenAISt
 
 
 def test_a_missing_provider_key_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
-    result = run(["chat", "--model", "anthropic/claude-sonnet-4-5"], b"hi\n", environment(tmp_path / "home"), tmp_path)
+    result = run(
+        ["chat", "--model", "anthropic/claude-sonnet-4-5"],
+        b"hi\n",
+        environment(tmp_path / "home"),
+        tmp_path,
+    )
 
     assert result.returncode == 2
     assert result.stdout == b""
     assert result.stderr.decode().strip().splitlines() == [
-        "clawbot: no API key for model 'anthropic/claude-sonnet-4-5' — set ANTHROPIC_API_KEY in the environment or .env"
+        "clawbot: no API key for model 'anthropic/claude-sonnet-4-5'"
+        " — set ANTHROPIC_API_KEY in the environment or .env"
     ]
 
 
@@ -88,7 +109,9 @@ def test_an_invalid_setting_is_named_with_exit_code_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr.decode()
 
 
-def test_a_corrupt_database_is_reported_and_left_untouched(standin: OpenAIStandin, tmp_path: Path) -> None:
+def test_a_corrupt_database_is_reported_and_left_untouched(
+    standin: OpenAIStandin, tmp_path: Path
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     garbage = b"this is not a database" * 100
@@ -104,7 +127,9 @@ def test_a_corrupt_database_is_reported_and_left_untouched(standin: OpenAIStandi
     assert (home / "clawbot.db").read_bytes() == garbage
 
 
-@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else False, reason="root ignores file permissions")
+@pytest.mark.skipif(
+    os.geteuid() == 0 if hasattr(os, "geteuid") else False, reason="root ignores file permissions"
+)
 def test_a_read_only_database_is_reported(standin: OpenAIStandin, tmp_path: Path) -> None:
     home = tmp_path / "home"
     run(["chat"], b"first\n", environment(home, standin), tmp_path)
@@ -118,7 +143,9 @@ def test_a_read_only_database_is_reported(standin: OpenAIStandin, tmp_path: Path
     assert "read-only" in (result.stdout + result.stderr).decode()
 
 
-def test_a_workspace_that_does_not_exist_is_reported(standin: OpenAIStandin, tmp_path: Path) -> None:
+def test_a_workspace_that_does_not_exist_is_reported(
+    standin: OpenAIStandin, tmp_path: Path
+) -> None:
     env = environment(tmp_path / "home", standin, CLAWBOT_WORKSPACE=str(tmp_path / "missing"))
 
     result = run(["chat"], b"hi\n", env, tmp_path)
@@ -128,7 +155,9 @@ def test_a_workspace_that_does_not_exist_is_reported(standin: OpenAIStandin, tmp
     assert "Traceback" not in result.stderr.decode()
 
 
-def test_first_run_seeds_the_home_and_never_overwrites_edits(standin: OpenAIStandin, tmp_path: Path) -> None:
+def test_first_run_seeds_the_home_and_never_overwrites_edits(
+    standin: OpenAIStandin, tmp_path: Path
+) -> None:
     home = tmp_path / "home"
     run(["chat"], b"/status\n", environment(home, standin), tmp_path)
     soul = home / "workspace" / "SOUL.md"
@@ -142,7 +171,7 @@ def test_first_run_seeds_the_home_and_never_overwrites_edits(standin: OpenAIStan
 
 
 def test_help_lists_the_commands(tmp_path: Path) -> None:
-    result = subprocess.run(CLAWBOT + ["--help"], capture_output=True, timeout=30, cwd=tmp_path)
+    result = subprocess.run([*CLAWBOT, "--help"], capture_output=True, timeout=30, cwd=tmp_path)
 
     assert result.returncode == 0
     assert b"chat" in result.stdout

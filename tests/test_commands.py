@@ -43,7 +43,9 @@ async def test_unknown_command_gets_a_helpful_reply_and_no_turn(
     result = await chat.say("/stauts")
 
     assert result.kind == "command"
-    assert channel.texts == ["Unknown command /stauts. Did you mean /status? Type /help to see the commands."]
+    assert channel.texts == [
+        "Unknown command /stauts. Did you mean /status? Type /help to see the commands."
+    ]
     assert scripted.requests == []
 
 

@@ -39,7 +39,9 @@ async def test_piped_lines_are_handled_in_order_each_reply_before_the_next_line(
 
     async def on_message(message: InboundMessage) -> None:
         seen.append(message.text)
-        await adapter.send(OutboundMessage(channel="console", chat_id="local", text=f"re: {message.text}"))
+        await adapter.send(
+            OutboundMessage(channel="console", chat_id="local", text=f"re: {message.text}")
+        )
 
     await adapter.start(on_message)
     await adapter.wait_closed()

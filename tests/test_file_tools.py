@@ -32,7 +32,9 @@ async def run(workspace: Path, name: str, **arguments: object) -> tuple[str, boo
         workspace=workspace,
         settings=Settings(_env_file=None),  # type: ignore[call-arg]
     )
-    result = await registry.execute(ToolCallBlock(id="1", name=name, arguments=dict(arguments)), context)
+    result = await registry.execute(
+        ToolCallBlock(id="1", name=name, arguments=dict(arguments)), context
+    )
     return result.content, result.is_error
 
 
@@ -113,6 +115,9 @@ def test_tool_schema_is_derived_from_the_signature() -> None:
 
     schema = tools["file_edit"].parameters
     assert schema["required"] == ["path", "old_text", "new_text"]
-    assert schema["properties"]["path"] == {"type": "string", "description": "file path relative to the workspace"}
+    assert schema["properties"]["path"] == {
+        "type": "string",
+        "description": "file path relative to the workspace",
+    }
     assert "ctx" not in schema["properties"]
     assert tools["list_dir"].parameters["properties"]["path"]["default"] == "."

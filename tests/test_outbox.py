@@ -23,11 +23,20 @@ def _outbox_with(*names: str) -> tuple[Outbox, dict[str, MemoryChannel]]:
     ("deliver", "kind", "thread_id"),
     list(itertools.product([True, False], ["reply", "notice", "error"], [None, "t1"])),
 )
-async def test_internal_channel_never_reaches_an_adapter(deliver: bool, kind: str, thread_id: str | None) -> None:
+async def test_internal_channel_never_reaches_an_adapter(
+    deliver: bool, kind: str, thread_id: str | None
+) -> None:
     outbox, channels = _outbox_with("telegram", "memory")
 
     delivery = await outbox.deliver(
-        OutboundMessage(channel=INTERNAL_CHANNEL, chat_id="c", text="secret plan", deliver=deliver, kind=kind, thread_id=thread_id)  # type: ignore[arg-type]
+        OutboundMessage(
+            channel=INTERNAL_CHANNEL,
+            chat_id="c",
+            text="secret plan",
+            deliver=deliver,
+            kind=kind,
+            thread_id=thread_id,
+        )  # type: ignore[arg-type]
     )
 
     assert delivery.status == "withheld"
@@ -71,7 +80,9 @@ async def test_message_for_an_unconnected_channel_fails_visibly() -> None:
     assert "slack" in (delivery.error or "")
 
 
-async def test_a_session_with_deliver_false_produces_no_platform_message(bot, channel, scripted) -> None:
+async def test_a_session_with_deliver_false_produces_no_platform_message(
+    bot, channel, scripted
+) -> None:
     session = await bot.router.session_for(channel.message("x"))
     await bot.router.update_session(session, deliver=False)
 

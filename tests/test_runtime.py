@@ -8,7 +8,9 @@ from clawbot.testing import MemoryChannel, ScriptedFailure, ScriptedModel, call
 from .conftest import Chat
 
 
-async def test_a_plain_message_gets_the_models_answer(chat: Chat, scripted: ScriptedModel, channel: MemoryChannel) -> None:
+async def test_a_plain_message_gets_the_models_answer(
+    chat: Chat, scripted: ScriptedModel, channel: MemoryChannel
+) -> None:
     scripted.add("Hello there!")
 
     await chat.say("hi")
@@ -43,7 +45,12 @@ async def test_a_tool_calling_turn_with_two_rounds_reaches_a_final_answer(
     assert result.turn is not None and result.turn.rounds == 2
     assert "notes.md" in scripted.requests[1].tool_results[0]
     assert scripted.requests[2].tool_results[-1] == "buy milk"
-    assert set(scripted.requests[0].tool_names) == {"file_read", "file_write", "file_edit", "list_dir"}
+    assert set(scripted.requests[0].tool_names) == {
+        "file_read",
+        "file_write",
+        "file_edit",
+        "list_dir",
+    }
 
 
 async def test_tool_loop_stops_at_max_tool_rounds_and_asks_for_a_final_answer(
@@ -52,7 +59,9 @@ async def test_tool_loop_stops_at_max_tool_rounds_and_asks_for_a_final_answer(
     settings = settings.model_copy(update={"max_tool_rounds": 3})
     counter = iter(range(100))
     scripted.function = lambda request: (
-        "Stopped: I ran out of tool rounds." if not request.tools else call("list_dir", path=f"d{next(counter)}")
+        "Stopped: I ran out of tool rounds."
+        if not request.tools
+        else call("list_dir", path=f"d{next(counter)}")
     )
     async with await Clawbot.open(settings) as bot:
         channel = MemoryChannel()
@@ -74,7 +83,9 @@ async def test_a_repeated_identical_call_is_not_executed_again_and_ends_the_loop
     bot: Clawbot, chat: Chat, scripted: ScriptedModel, channel: MemoryChannel
 ) -> None:
     (bot.workspace.root / "a.txt").write_text("A")
-    scripted.function = lambda request: "Done looping." if not request.tools else call("file_read", path="a.txt")
+    scripted.function = lambda request: (
+        "Done looping." if not request.tools else call("file_read", path="a.txt")
+    )
 
     await chat.say("read a.txt forever")
 

@@ -24,13 +24,19 @@ def test_two_people_in_dms_never_share_a_session() -> None:
 
 
 def test_everyone_in_a_group_shares_its_session() -> None:
-    ann = InboundMessage(channel="telegram", chat_id="-100", chat_type="group", sender_id="ann", text="a")
-    bob = InboundMessage(channel="telegram", chat_id="-100", chat_type="group", sender_id="bob", text="b")
+    ann = InboundMessage(
+        channel="telegram", chat_id="-100", chat_type="group", sender_id="ann", text="a"
+    )
+    bob = InboundMessage(
+        channel="telegram", chat_id="-100", chat_type="group", sender_id="bob", text="b"
+    )
 
     assert session_key_for(ann) == session_key_for(bob) == "telegram:-100"
 
 
-async def test_the_transcript_survives_closing_and_reopening_the_database(settings, scripted: ScriptedModel) -> None:
+async def test_the_transcript_survives_closing_and_reopening_the_database(
+    settings, scripted: ScriptedModel
+) -> None:
     async with await Clawbot.open(settings) as bot:
         channel = MemoryChannel()
         bot.connect(channel)
@@ -49,7 +55,9 @@ async def test_the_transcript_survives_closing_and_reopening_the_database(settin
     ]
 
 
-async def test_a_redelivered_message_is_processed_once(chat, scripted: ScriptedModel, channel: MemoryChannel) -> None:
+async def test_a_redelivered_message_is_processed_once(
+    chat, scripted: ScriptedModel, channel: MemoryChannel
+) -> None:
     first = await chat.say("hello", message_id="m1")
     second = await chat.say("hello", message_id="m1")
 

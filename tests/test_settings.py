@@ -27,14 +27,18 @@ def test_an_invalid_number_names_the_setting(monkeypatch: pytest.MonkeyPatch) ->
 def test_an_out_of_range_value_says_what_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLAWBOT_MAX_TOOL_ROUNDS", "0")
 
-    with pytest.raises(ConfigError, match=r"CLAWBOT_MAX_TOOL_ROUNDS: Input should be greater than or equal to 1"):
+    with pytest.raises(
+        ConfigError, match=r"CLAWBOT_MAX_TOOL_ROUNDS: Input should be greater than or equal to 1"
+    ):
         load_settings()
 
 
 def test_an_unknown_choice_lists_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLAWBOT_DM_POLICY", "everyone")
 
-    with pytest.raises(ConfigError, match="CLAWBOT_DM_POLICY.*'pairing', 'allowlist', 'open' or 'disabled'"):
+    with pytest.raises(
+        ConfigError, match=r"CLAWBOT_DM_POLICY.*'pairing', 'allowlist', 'open' or 'disabled'"
+    ):
         load_settings()
 
 
@@ -44,7 +48,9 @@ def test_dotenv_file_is_read(tmp_path: Path) -> None:
     assert load_settings().model == "anthropic/claude-sonnet-4"
 
 
-def test_toml_file_is_read_and_the_environment_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_toml_file_is_read_and_the_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "clawbot.toml").write_text('model = "ollama/llama3"\nmax_tool_rounds = 4\n')
     monkeypatch.setenv("CLAWBOT_MAX_TOOL_ROUNDS", "5")
 

@@ -223,7 +223,9 @@ class SlackStandIn:
         ticket = f"ticket-{next(self._ids)}"
         self._tickets.add(ticket)
         self.connections_opened += 1
-        return web.json_response({"ok": True, "url": f"ws://127.0.0.1:{self.port}/link/?ticket={ticket}"})
+        return web.json_response(
+            {"ok": True, "url": f"ws://127.0.0.1:{self.port}/link/?ticket={ticket}"}
+        )
 
     def _post_message(self, args: dict[str, Any]) -> web.Response:
         channel = str(args.get("channel") or "")
@@ -375,9 +377,7 @@ class SlackHarness:
         }
         values.update(overrides)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
-        self.http_url = (
-            f"http://{settings.slack_http_host}:{settings.slack_http_port}{settings.slack_http_path}"
-        )
+        self.http_url = f"http://{settings.slack_http_host}:{settings.slack_http_port}{settings.slack_http_path}"
         return SlackAdapter.from_settings(settings)
 
     async def inject_message(

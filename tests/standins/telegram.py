@@ -31,8 +31,22 @@ MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
 
 # Tags Telegram accepts with parse_mode=HTML; anything else is "Unsupported start tag".
 _ALLOWED_TAGS = {
-    "b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a",
-    "tg-emoji", "code", "pre", "blockquote",
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "span",
+    "tg-spoiler",
+    "a",
+    "tg-emoji",
+    "code",
+    "pre",
+    "blockquote",
 }
 
 
@@ -311,14 +325,19 @@ class TelegramStandIn:
         return True
 
     async def _m_getwebhookinfo(self, params: dict[str, Any]) -> Any:
-        return {"url": self.webhook_url, "has_custom_certificate": False,
-                "pending_update_count": len(self.updates)}
+        return {
+            "url": self.webhook_url,
+            "has_custom_certificate": False,
+            "pending_update_count": len(self.updates),
+        }
 
     async def _m_getupdates(self, params: dict[str, Any]) -> Any:
         if self.webhook_url:
             raise ApiError(
-                409, "Conflict: can't use getUpdates method while webhook is active; "
-                "use deleteWebhook to delete the webhook first")
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
         offset = int(params.get("offset") or 0)
         limit = int(params.get("limit") or 100)
         timeout = min(float(params.get("timeout") or 0), 50.0)
@@ -358,16 +377,20 @@ class TelegramStandIn:
             status, retry_after = self.fail_sends.pop(0)
             if status == 429:
                 raise ApiError(
-                    429, f"Too Many Requests: retry after {retry_after:g}",
-                    {"retry_after": retry_after})
+                    429,
+                    f"Too Many Requests: retry after {retry_after:g}",
+                    {"retry_after": retry_after},
+                )
             raise ApiError(status, "Internal Server Error")
         text = str(params.get("text", ""))
         parse_mode = params.get("parse_mode")
         formatted = bool(parse_mode)
         if formatted and self.reject_formatting:
             self.reject_formatting -= 1
-            raise ApiError(400, "Bad Request: can't parse entities: Unsupported start tag "
-                           '"x" at byte offset 0')
+            raise ApiError(
+                400,
+                'Bad Request: can\'t parse entities: Unsupported start tag "x" at byte offset 0',
+            )
         if formatted and str(parse_mode).upper() == "HTML":
             visible = parse_telegram_html(text)
         else:
@@ -393,14 +416,16 @@ class TelegramStandIn:
         if isinstance(reply, dict) and (chat_id, reply.get("message_id")) in self.messages:
             message["reply_to_message"] = self.messages[(chat_id, reply["message_id"])]
         self.store_message(message)
-        self.sent.append(SentRecord(
-            chat_id=str(chat_id),
-            text=visible,
-            thread_id=None if thread is None else str(thread),
-            formatted=formatted,
-            message_id=str(message["message_id"]),
-            raw=params,
-        ))
+        self.sent.append(
+            SentRecord(
+                chat_id=str(chat_id),
+                text=visible,
+                thread_id=None if thread is None else str(thread),
+                formatted=formatted,
+                message_id=str(message["message_id"]),
+                raw=params,
+            )
+        )
         await self._notify()
         return message
 
@@ -446,22 +471,40 @@ class TelegramHarness:
 
     # inbound
 
-    def _user(self, sender_id: str, sender_name: str, *, from_bot: bool, from_self: bool
-              ) -> dict[str, Any]:
+    def _user(
+        self, sender_id: str, sender_name: str, *, from_bot: bool, from_self: bool
+    ) -> dict[str, Any]:
         if from_self:
             return dict(self.server.bot_user)
         if from_bot:
             return dict(OTHER_BOT)
-        return {"id": int(sender_id), "is_bot": False, "first_name": sender_name,
-                "language_code": "en"}
+        return {
+            "id": int(sender_id),
+            "is_bot": False,
+            "first_name": sender_name,
+            "language_code": "en",
+        }
 
-    def _chat(self, chat_type: Literal["dm", "group"], chat_id: str | None, sender: dict[str, Any],
-              *, forum: bool) -> dict[str, Any]:
+    def _chat(
+        self,
+        chat_type: Literal["dm", "group"],
+        chat_id: str | None,
+        sender: dict[str, Any],
+        *,
+        forum: bool,
+    ) -> dict[str, Any]:
         if chat_type == "dm":
-            return {"id": int(chat_id) if chat_id else sender["id"], "type": "private",
-                    "first_name": sender.get("first_name", "")}
-        return {"id": int(chat_id) if chat_id else DEFAULT_GROUP_ID, "type": "supergroup",
-                "title": "Test group", "is_forum": forum}
+            return {
+                "id": int(chat_id) if chat_id else sender["id"],
+                "type": "private",
+                "first_name": sender.get("first_name", ""),
+            }
+        return {
+            "id": int(chat_id) if chat_id else DEFAULT_GROUP_ID,
+            "type": "supergroup",
+            "title": "Test group",
+            "is_forum": forum,
+        }
 
     def build_message(
         self,
@@ -547,9 +590,17 @@ class TelegramHarness:
         """Deliver a message update; re-injecting a ``message_id`` redelivers the same message
         in a fresh update, as Telegram does when an update was not confirmed."""
         message = self.build_message(
-            text, chat_type=chat_type, sender_id=sender_id, sender_name=sender_name,
-            chat_id=chat_id, mention=mention, thread_id=thread_id, reply_to_bot=reply_to_bot,
-            from_bot=from_bot, from_self=from_self, message_id=message_id,
+            text,
+            chat_type=chat_type,
+            sender_id=sender_id,
+            sender_name=sender_name,
+            chat_id=chat_id,
+            mention=mention,
+            thread_id=thread_id,
+            reply_to_bot=reply_to_bot,
+            from_bot=from_bot,
+            from_self=from_self,
+            message_id=message_id,
         )
         self.server.store_message(message)
         await self.server.push_update({"message": message})
