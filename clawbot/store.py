@@ -101,12 +101,15 @@ class Store:
             row = await cursor.fetchone()
         version = int(row[0]) if row else 0
         known = migrations()
-        if version > len(known):
+        latest = known[-1][0] if known else 0
+        if version > latest:
             raise StoreError(
                 f"the database {self.path} was written by a newer clawbot (schema {version})",
                 hint="upgrade clawbot or point CLAWBOT_HOME at another folder",
             )
-        for number, _name, script in known[version:]:
+        for number, _name, script in known:
+            if number <= version:
+                continue
             await self._conn.executescript(
                 f"BEGIN;\n{script}\nPRAGMA user_version={number};\nCOMMIT;"
             )
