@@ -7,13 +7,16 @@ from types import TracebackType
 
 from clawbot.agents import DEFAULT_AGENT, AgentSpec
 from clawbot.channels import Adapter
+from clawbot.clock import Clock
 from clawbot.commands import CommandRegistry, builtin_commands
 from clawbot.file_tools import file_tools
 from clawbot.home import prepare_home
 from clawbot.llm import ModelClient
 from clawbot.outbox import Outbox
+from clawbot.queue_commands import register_queue_commands
 from clawbot.router import AccessCheck, Router, allow_everyone
 from clawbot.runtime import AgentResolver, Runtime
+from clawbot.scheduler import Scheduler
 from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.tools import ToolRegistry
@@ -34,6 +37,7 @@ class Clawbot:
     runtime: Runtime
     router: Router
     outbox: Outbox
+    scheduler: Scheduler
 
     @classmethod
     async def open(
@@ -45,6 +49,7 @@ class Clawbot:
         agents: AgentResolver = default_agents,
         commands: CommandRegistry | None = None,
         access: AccessCheck = allow_everyone,
+        clock: Clock | None = None,
     ) -> Clawbot:
         """Prepare the home folder, open and migrate the database, wire the pipeline."""
         prepare_home(settings)
@@ -65,21 +70,38 @@ class Clawbot:
             agents=agents,
         )
         outbox = Outbox()
+        scheduler = Scheduler(
+            settings=settings, store=store, runtime=runtime, outbox=outbox, clock=clock
+        )
+        if commands is None:
+            commands = builtin_commands()
+            register_queue_commands(commands)
         router = Router(
             settings=settings,
             store=store,
             runtime=runtime,
             outbox=outbox,
-            commands=commands or builtin_commands(),
+            commands=commands,
             access=access,
+            scheduler=scheduler,
         )
-        return cls(settings, store, workspace, registry, runtime, router, outbox)
+        return cls(settings, store, workspace, registry, runtime, router, outbox, scheduler)
 
     def connect(self, adapter: Adapter) -> None:
         self.outbox.connect(adapter)
 
+    async def start(self) -> None:
+        """Resume the work a previous process left (call it once adapters are connected;
+        the first message starts it otherwise)."""
+        await self.scheduler.start()
+
     async def close(self) -> None:
-        await self.store.close()
+        """Let running turns finish or stop at a tool boundary (``shutdown_timeout``), keep
+        the rest as resumable jobs, then close the database."""
+        try:
+            await self.scheduler.shutdown()
+        finally:
+            await self.store.close()
 
     async def __aenter__(self) -> Clawbot:
         return self

@@ -108,6 +108,7 @@ async def _chat(settings: Settings) -> None:
     adapter = adapter_class("console").from_settings(settings)
     async with await Clawbot.open(settings) as bot:
         bot.connect(adapter)
+        await bot.start()
 
         async def on_message(message: InboundMessage) -> None:
             await bot.router.handle(message)
@@ -115,6 +116,7 @@ async def _chat(settings: Settings) -> None:
         await adapter.start(on_message)
         try:
             await adapter.wait_closed()
+            await bot.scheduler.wait_idle()
         finally:
             await adapter.stop()
 

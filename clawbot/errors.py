@@ -74,3 +74,15 @@ class DeliveryError(ClawbotError):
     """An outbound message could not be delivered to its channel."""
 
     hint = "check the channel's connection and token; the reply is kept in the transcript"
+
+
+class LeaseLostError(StoreError):
+    """Another process took over a job whose lease this process let expire."""
+
+    hint = "nothing to do: the other process finishes the turn and sends its reply"
+
+
+class ShuttingDownError(ClawbotError):
+    """A message arrived after shutdown began; it was not accepted."""
+
+    hint = "send it again in a minute, once clawbot is back"

@@ -1,31 +1,37 @@
 """The router: every inbound message enters here.
 
 It rejects bad input with a clear reply, resolves the session, answers slash commands without
-an LLM call, and runs agent turns one at a time per session, delivering replies through the
-outbox. A failure handling one message never stops the next one.
+an LLM call, and hands messages for the agent to the scheduler, which stores them, runs one
+turn at a time per session and delivers replies through the outbox. A failure handling one
+message never stops the next one.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from clawbot.commands import CommandContext, CommandRegistry, builtin_commands, parse_command
 from clawbot.errors import ClawbotError
-from clawbot.messages import InboundMessage, OutboundMessage, Provenance, TextBlock, TranscriptEntry
+from clawbot.jobs import Lane
+from clawbot.messages import (
+    INTERNAL_CHANNEL,
+    InboundMessage,
+    OutboundMessage,
+    Provenance,
+    TextBlock,
+    TranscriptEntry,
+)
 from clawbot.outbox import Delivery, Outbox
 from clawbot.runtime import Runtime, TurnResult
+from clawbot.scheduler import Scheduler, TurnHandle
 from clawbot.sessions import Session, session_key_for
 from clawbot.settings import Settings
 from clawbot.store import Store
 
 log = logging.getLogger("clawbot.router")
-
-TYPING_REFRESH_SECONDS = 4.0
 
 
 @dataclass(frozen=True)
@@ -53,10 +59,34 @@ async def allow_everyone(message: InboundMessage) -> AccessDecision:
 class Handled:
     """The outcome of one inbound message, for callers that wait on it (console, tests)."""
 
-    kind: Literal["turn", "command", "rejected", "duplicate", "ignored", "error"]
+    kind: Literal[
+        "turn", "command", "rejected", "duplicate", "ignored", "error", "cancelled", "deferred"
+    ]
     reply: str | None = None
     delivery: Delivery | None = None
     turn: TurnResult | None = None
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What :meth:`Router.receive` did with a message: stored and queued for a turn
+    (``job``), or already answered (``handled``: a command, a rejection, a duplicate)."""
+
+    handled: Handled | None = None
+    job: TurnHandle | None = None
+
+    async def wait(self) -> Handled:
+        """The message's outcome; for a turn, once its reply went out."""
+        if self.job is None:
+            return self.handled or Handled(kind="ignored")
+        outcome = await self.job.outcome()
+        status = outcome.status
+        return Handled(
+            kind="turn" if status == "done" or status == "failed" else status,
+            reply=outcome.reply,
+            delivery=outcome.delivery,
+            turn=outcome.result,
+        )
 
 
 class Router:
@@ -69,6 +99,7 @@ class Router:
         outbox: Outbox,
         commands: CommandRegistry | None = None,
         access: AccessCheck = allow_everyone,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -76,57 +107,66 @@ class Router:
         self.outbox = outbox
         self.commands = commands or builtin_commands()
         self.access = access
+        self.scheduler = scheduler or Scheduler(
+            settings=settings, store=store, runtime=runtime, outbox=outbox
+        )
         self._sessions: dict[str, Session] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
 
     async def handle(self, message: InboundMessage) -> Handled:
-        """Process one inbound message to completion; never raises."""
+        """Process one inbound message to completion (its reply sent); never raises."""
+        receipt = await self.receive(message)
+        return await receipt.wait()
+
+    async def receive(self, message: InboundMessage) -> Receipt:
+        """Check, store and queue one inbound message, and return without waiting for its
+        turn: once this returns the message is durable, so an adapter may acknowledge it to
+        the platform. Commands and rejections are answered before it returns. Never raises.
+        """
         try:
-            return await self._handle(message)
+            return await self._receive(message)
         except ClawbotError as exc:
             log.error("could not handle a %s message: %s", message.channel, exc)
-            return await self._reply(message, f"Sorry, that failed: {exc}", kind="error")
+            handled = await self._reply(message, f"Sorry, that failed: {exc}", kind="error")
         except Exception:
             log.exception("unexpected error handling a %s message", message.channel)
-            return await self._reply(
+            handled = await self._reply(
                 message, "Sorry, something went wrong on my side. Please try again.", kind="error"
             )
+        return Receipt(handled=handled)
 
-    async def _handle(self, message: InboundMessage) -> Handled:
+    async def _receive(self, message: InboundMessage) -> Receipt:
         decision = await self.access(message)
         if not decision.allow:
             if decision.reply:
-                return await self._reply(message, decision.reply, kind="rejected")
-            return Handled(kind="ignored")
+                return Receipt(await self._reply(message, decision.reply, kind="rejected"))
+            return Receipt(Handled(kind="ignored"))
         problem = self._input_problem(message)
         if problem:
-            return await self._reply(message, problem, kind="rejected")
+            return Receipt(await self._reply(message, problem, kind="rejected"))
         command = parse_command(message.text)
         if command is not None:
             if not decision.commands:
-                return Handled(kind="ignored")
+                return Receipt(Handled(kind="ignored"))
             session = await self.session_for(message)
             name, args = command
             context = CommandContext(router=self, session=session, message=message, args=args)
             text = await self.commands.dispatch(name, context)
-            return await self._reply(message, text, kind="command", session=context.session)
+            return Receipt(
+                await self._reply(message, text, kind="command", session=context.session)
+            )
         session = await self.session_for(message)
         entry = _user_entry(message)
         if not decision.start_turn:
             await self.store.append_entries(session, [entry])
-            return Handled(kind="ignored")
-        async with self._session_lock(session.key):
-            session = await self.session_for(message)
-            turn_id = await self.runtime.accept(session, entry, dedup_id=message.message_id)
-            if turn_id is None:
-                log.info("dropped a redelivered %s message %s", message.channel, message.message_id)
-                return Handled(kind="duplicate")
-            async with self._typing(message):
-                result = await self.runtime.run_turn(session, turn_id)
-        delivery = await self._send(message, result.reply, session, kind="reply")
-        if delivery.status == "failed":
-            await self.store.mark_delivery_failed(turn_id, delivery.error or "unknown")
-        return Handled(kind="turn", reply=result.reply, delivery=delivery, turn=result)
+            return Receipt(Handled(kind="ignored"))
+        lane: Lane = "announce" if message.channel == INTERNAL_CHANNEL else "main"
+        job = await self.scheduler.submit(
+            session, entry, lane=lane, reply_to=message.message_id, dedup_id=message.message_id
+        )
+        if job is None:
+            log.info("dropped a redelivered %s message %s", message.channel, message.message_id)
+            return Receipt(Handled(kind="duplicate"))
+        return Receipt(job=job)
 
     def _input_problem(self, message: InboundMessage) -> str | None:
         text = message.text
@@ -158,6 +198,7 @@ class Router:
         updated = session.with_changes(**changes)
         await self.store.save_session(updated)
         self._sessions[updated.key] = updated
+        self.scheduler.refresh(updated)
         if "epoch" in changes:
             self.runtime.transcripts.forget(updated.key)
         return updated
@@ -183,39 +224,7 @@ class Router:
             ]
         )
 
-    @contextlib.asynccontextmanager
-    async def _session_lock(self, key: str) -> AsyncIterator[None]:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = self._locks[key] = asyncio.Lock()
-        try:
-            async with lock:
-                yield
-        finally:
-            if not lock.locked() and not lock._waiters:  # type: ignore[attr-defined]
-                self._locks.pop(key, None)
-
     # delivery --------------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def _typing(self, message: InboundMessage) -> AsyncIterator[None]:
-        adapter = self.outbox.adapter(message.channel)
-        if adapter is None or not adapter.supports_typing:
-            yield
-            return
-
-        async def refresh() -> None:
-            while True:
-                await self.outbox.typing(message.channel, message.chat_id, message.thread_id)
-                await asyncio.sleep(TYPING_REFRESH_SECONDS)
-
-        task = asyncio.create_task(refresh())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _reply(
         self,

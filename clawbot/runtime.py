@@ -45,6 +45,23 @@ REPEAT_NOTE = (
     "You repeated an identical tool call several times. Stop calling tools and answer the user "
     "with what you have."
 )
+NOT_RUN_STEERED = "not run: interrupted by a newer message; resumes from the backlog"
+
+
+class TurnControl:
+    """The scheduler's seam into a running turn, asked at each safe tool boundary (before
+    each tool call of an assistant message, and before the next model call) whether the
+    turn should stop there. The default never stops a turn."""
+
+    def should_yield(self) -> bool:
+        return False
+
+    def not_run_note(self) -> str:
+        """The result given to tool calls a yielding turn did not start."""
+        return NOT_RUN_STEERED
+
+
+NEVER_YIELD = TurnControl()
 
 
 @dataclass(frozen=True)
@@ -52,7 +69,7 @@ class TurnResult:
     """What a turn produced; ``reply`` is what the user should see."""
 
     turn_id: str
-    status: Literal["done", "failed"]
+    status: Literal["done", "failed", "yielded"]
     reply: str
     rounds: int
     entries: tuple[TranscriptEntry, ...] = ()
@@ -129,16 +146,23 @@ class Runtime:
         return turn_id
 
     async def run_turn(
-        self, session: Session, turn_id: str, *, ephemeral: Sequence[str] = ()
+        self,
+        session: Session,
+        turn_id: str,
+        *,
+        ephemeral: Sequence[str] = (),
+        control: TurnControl = NEVER_YIELD,
     ) -> TurnResult:
         """Run the tool loop for an accepted turn and persist what it produced.
 
         ``ephemeral`` blocks (memory recall, announce payloads) are shown to the model for
-        this turn only and never written to the transcript.
+        this turn only and never written to the transcript. When ``control`` asks to yield
+        at a tool boundary, the turn stops there with status "yielded"; its ``entries`` are
+        every round it made (already persisted), for the resume token.
         """
         resolved = self.resolve(session)
         with agent_scope(resolved.agent.agent_id):
-            return await self._loop(session, resolved, turn_id, ephemeral)
+            return await self._loop(session, resolved, turn_id, ephemeral, control)
 
     async def _loop(
         self,
@@ -146,6 +170,7 @@ class Runtime:
         resolved: ResolvedTurn,
         turn_id: str,
         ephemeral: Sequence[str],
+        control: TurnControl,
     ) -> TurnResult:
         transcript = await self.transcripts.get(session)
         specs = [t.spec() for t in resolved.tools]
@@ -160,6 +185,7 @@ class Runtime:
         rounds = 0
         final_note: str | None = None
         pending: list[TranscriptEntry] = []
+        made: list[TranscriptEntry] = []
         while True:
             offer_tools = final_note is None
             messages = self._messages(
@@ -188,7 +214,13 @@ class Runtime:
                 )
             rounds += 1
             results: list[ToolResultBlock] = []
+            yielding = False
             for tool_call in entry.tool_calls:
+                # Not-yet-started calls are a safe boundary; each still gets a result.
+                if yielding or control.should_yield():
+                    yielding = True
+                    results.append(_not_run(tool_call, control.not_run_note()))
+                    continue
                 signature = f"{tool_call.name}:{json.dumps(tool_call.arguments, sort_keys=True)}"
                 seen[signature] += 1
                 if seen[signature] >= REPEAT_WARN_AT:
@@ -209,7 +241,13 @@ class Runtime:
             # Each finished round is durable, so a crash loses at most the round in flight.
             await self.store.append_entries(session, pending)
             transcript.append(pending)
+            made.extend(pending)
             pending = []
+            if yielding or control.should_yield():
+                log.info("turn yields at a tool boundary after %d rounds", rounds)
+                return TurnResult(
+                    turn_id=turn_id, status="yielded", reply="", rounds=rounds, entries=tuple(made)
+                )
             if max(seen.values()) >= REPEAT_STOP_AT:
                 final_note = REPEAT_NOTE
             elif rounds >= self.settings.max_tool_rounds:
@@ -271,6 +309,12 @@ def _assistant_entry(reply: ModelReply, turn_id: str, tools_offered: bool) -> Tr
         provenance=Provenance(source="agent"),
         meta={"usage": reply.usage} if reply.usage and any(reply.usage.values()) else {},
         turn_id=turn_id,
+    )
+
+
+def _not_run(tool_call: ToolCallBlock, note: str) -> ToolResultBlock:
+    return ToolResultBlock(
+        tool_call_id=tool_call.id, name=tool_call.name, content=note, is_error=True
     )
 
 

@@ -96,6 +96,15 @@ class Settings(BaseSettings):
     attachment_max_bytes: int = Field(default=20_000_000, ge=0)
     shutdown_timeout: float = Field(default=20.0, gt=0)
 
+    lane_main: int = Field(default=8, ge=1, description="concurrent turns of user messages")
+    lane_subagent: int = Field(default=8, ge=1, description="concurrent subagent turns")
+    lane_cron: int = Field(default=2, ge=1, description="concurrent scheduled turns")
+    lane_announce: int = Field(default=4, ge=1, description="concurrent internal announce turns")
+    max_active_turns: int = Field(default=16, ge=1, description="concurrent turns in all lanes")
+    job_lease: float = Field(default=60.0, gt=0, description="seconds a running job's lease lasts")
+    job_max_attempts: int = Field(default=3, ge=1, description="starts before a job is failed")
+    turn_watchdog: float = Field(default=300.0, gt=0, description="log turns held this long")
+
     @field_validator("home", "workspace", mode="after")
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:

@@ -9,23 +9,28 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
 import sqlite3
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import aiosqlite
 from pydantic import TypeAdapter
 
-from clawbot.errors import StoreError
+from clawbot.backlog import BacklogItem
+from clawbot.errors import LeaseLostError, StoreError
+from clawbot.jobs import TurnJob
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
 from clawbot.migrations import migrations
 from clawbot.sessions import Session
 
 _blocks = TypeAdapter(tuple[ContentBlock, ...])
 TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+T = TypeVar("T")
 
 
 def _now() -> str:
@@ -61,6 +66,8 @@ class Store:
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
+        # Who holds the leases of the jobs this process runs: host, pid and a per-open tag.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> Store:
@@ -295,19 +302,22 @@ class Store:
         status: TurnStatus = "done",
         error: str | None = None,
     ) -> None:
-        """Append the turn's remaining entries and close its job, atomically."""
+        """Append the turn's remaining entries and close its job (and the jobs merged into
+        it), atomically. Raises LeaseLostError when another process took the job over."""
         rows = [_entry_row(session.key, session.epoch, e) for e in entries]
-        try:
+        now = _now()
+
+        def finish(conn: sqlite3.Connection) -> None:
+            _check_owner(conn, job_id, self.owner)
             if rows:
-                await self._conn.executemany(_INSERT_MESSAGE, rows)
-            await self._conn.execute(
-                "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ? WHERE id = ?",
-                (status, error, _now(), job_id),
+                conn.executemany(_INSERT_MESSAGE, rows)
+            conn.execute(
+                "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?"
+                " WHERE id = ? OR merged_into = ?",
+                (status, error, now, now, job_id, job_id),
             )
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
+
+        await self._transaction(finish)
 
     async def turn_job(self, job_id: str) -> dict[str, Any] | None:
         async with self._conn.execute(
@@ -327,6 +337,246 @@ class Store:
         ) as cursor:
             rows = await cursor.fetchall()
         return [{"id": r[0], "status": r[1], "error": r[2]} for r in rows]
+
+    # scheduling -----------------------------------------------------------------------
+
+    async def submit_job(
+        self,
+        session: Session,
+        job: TurnJob,
+        *,
+        entry: TranscriptEntry | None = None,
+        item: BacklogItem | None = None,
+        dedup_id: str | None = None,
+        replied: Sequence[str] = (),
+    ) -> bool:
+        """Persist an inbound message and its TurnJob in one transaction: its ``entry`` goes
+        into the transcript (an idle session) or its backlog ``item`` into the backlog (a
+        busy one). A redelivered platform message id writes nothing and returns False.
+        ``replied`` marks earlier jobs whose replies went out (batched here for free)."""
+        now = _now()
+
+        def submit(conn: sqlite3.Connection) -> bool:
+            if dedup_id is not None:
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
+                    " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
+                    (session.channel, session.chat_id, dedup_id, session.key, now),
+                )
+                if cursor.rowcount != 1:
+                    return False
+            message_id = None
+            if entry is not None:
+                message_id = conn.execute(
+                    _INSERT_MESSAGE, _entry_row(session.key, session.epoch, entry)
+                ).lastrowid
+            conn.execute(
+                "INSERT INTO turn_jobs (id, session_key, lane, status, attempts,"
+                " input_message_id, owner, lease_until, reply_to, started_at, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    job.id,
+                    session.key,
+                    job.lane,
+                    job.status,
+                    job.attempts,
+                    message_id,
+                    job.owner,
+                    _iso(job.lease_until),
+                    job.reply_to,
+                    now if job.status == "running" else None,
+                    now,
+                    now,
+                ),
+            )
+            if item is not None:
+                _insert_backlog(conn, session.key, item, now)
+            _mark_replied(conn, replied)
+            return True
+
+        return await self._transaction(submit)
+
+    async def start_job(
+        self,
+        session: Session,
+        job_id: str,
+        *,
+        lease_until: datetime,
+        entries: Sequence[TranscriptEntry] = (),
+        carried: Sequence[str] = (),
+        replied: Sequence[str] = (),
+    ) -> None:
+        """Begin a job's turn in one transaction: drain the backlog rows of the jobs it
+        carries, write its input ``entries``, merge the ``carried`` jobs into it and take its
+        lease."""
+        now = _now()
+        lease = _iso(lease_until)
+
+        def start(conn: sqlite3.Connection) -> None:
+            drained = [job_id, *carried]
+            conn.execute(f"DELETE FROM backlog WHERE job_id IN ({_marks(drained)})", drained)
+            input_id = None
+            for entry in entries:
+                row_id = conn.execute(
+                    _INSERT_MESSAGE, _entry_row(session.key, session.epoch, entry)
+                ).lastrowid
+                input_id = input_id or row_id
+            if carried:
+                conn.execute(
+                    f"UPDATE turn_jobs SET merged_into = ?, updated_at = ?"
+                    f" WHERE id IN ({_marks(carried)}) OR merged_into IN ({_marks(carried)})",
+                    (job_id, now, *carried, *carried),
+                )
+            conn.execute(
+                "UPDATE turn_jobs SET status = 'running', owner = ?, lease_until = ?,"
+                " attempts = max(attempts, 1), started_at = ?, updated_at = ?,"
+                " input_message_id = coalesce(?, input_message_id) WHERE id = ?",
+                (self.owner, lease, now, now, input_id, job_id),
+            )
+            _mark_replied(conn, replied)
+
+        await self._transaction(start)
+
+    async def claim_job(self, job: TurnJob, lease_until: datetime) -> bool:
+        """Take over an orphaned job (its owner crashed or its lease expired), counting an
+        attempt. False when another process claimed it first."""
+        now = _now()
+
+        def claim(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE turn_jobs SET status = 'running', owner = ?, lease_until = ?,"
+                " attempts = attempts + 1, started_at = ?, updated_at = ?"
+                " WHERE id = ? AND status = ? AND owner IS ?",
+                (self.owner, _iso(lease_until), now, now, job.id, job.status, job.owner),
+            )
+            return cursor.rowcount == 1
+
+        return await self._transaction(claim)
+
+    async def requeue_job(
+        self, session: Session, job_id: str, item: BacklogItem | None = None
+    ) -> None:
+        """A turn stopped at a tool boundary or for shutdown: its job waits again, without
+        an owner, with its resume token (when given) in the backlog."""
+        now = _now()
+
+        def requeue(conn: sqlite3.Connection) -> None:
+            _check_owner(conn, job_id, self.owner)
+            conn.execute(
+                "UPDATE turn_jobs SET status = 'queued', owner = NULL, lease_until = NULL,"
+                " updated_at = ? WHERE id = ?",
+                (now, job_id),
+            )
+            if item is not None:
+                _insert_backlog(conn, session.key, item, now)
+
+        await self._transaction(requeue)
+
+    async def close_jobs(
+        self, job_ids: Sequence[str], status: TurnStatus, error: str | None = None
+    ) -> None:
+        """Close jobs (and the jobs merged into them) that end without a normal finish:
+        stopped, past the deadline or out of attempts. Their backlog rows go too; the user
+        was told already, so they count as replied."""
+        if not job_ids:
+            return
+        now = _now()
+        ids = list(job_ids)
+
+        def close(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"UPDATE turn_jobs SET status = ?, error = ?, replied = 1, updated_at = ?,"
+                f" finished_at = ? WHERE id IN ({_marks(ids)}) OR merged_into IN ({_marks(ids)})",
+                (status, error, now, now, *ids, *ids),
+            )
+            conn.execute(f"DELETE FROM backlog WHERE job_id IN ({_marks(ids)})", ids)
+
+        await self._transaction(close)
+
+    async def renew_leases(self, job_ids: Sequence[str], until: datetime) -> None:
+        """Extend the leases of long-running jobs this process still owns (one statement)."""
+        if not job_ids:
+            return
+        ids = list(job_ids)
+
+        def renew(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"UPDATE turn_jobs SET lease_until = ? WHERE owner = ? AND id IN ({_marks(ids)})",
+                (_iso(until), self.owner, *ids),
+            )
+
+        await self._transaction(renew)
+
+    async def mark_replied(self, job_ids: Sequence[str]) -> None:
+        if job_ids:
+            await self._transaction(lambda conn: _mark_replied(conn, job_ids))
+
+    async def open_jobs(self) -> list[TurnJob]:
+        """Every queued or running job, oldest first: the work to recover at start-up."""
+        return await self._jobs("status IN ('queued', 'running')")
+
+    async def unreplied_jobs(self) -> list[TurnJob]:
+        """Finished turns whose reply may not have gone out before a crash."""
+        return await self._jobs(
+            "status IN ('done', 'failed') AND replied = 0 AND owner IS NOT NULL"
+            " AND merged_into IS NULL"
+        )
+
+    async def turn_reply(self, job_id: str) -> str | None:
+        """The final answer a finished turn stored, for sending it again."""
+        async with self._conn.execute(
+            "SELECT content_json FROM messages WHERE turn_id = ? AND role = 'assistant'"
+            " ORDER BY id DESC LIMIT 1",
+            (job_id,),
+        ) as cursor:
+            row = await cursor.fetchone()
+        if row is None:
+            return None
+        entry = TranscriptEntry(role="assistant", content=_blocks.validate_json(row[0]))
+        return entry.text
+
+    async def backlog_items(self, session_key: str | None = None) -> list[tuple[str, BacklogItem]]:
+        """(session key, item) of the stored backlog, oldest first; of one session if given."""
+        sql = "SELECT session_key, payload_json FROM backlog"
+        params: tuple[Any, ...] = ()
+        if session_key is not None:
+            sql += " WHERE session_key = ?"
+            params = (session_key,)
+        async with self._conn.execute(sql + " ORDER BY id", params) as cursor:
+            rows = await cursor.fetchall()
+        return [(row[0], BacklogItem.model_validate_json(row[1])) for row in rows]
+
+    async def _jobs(self, where: str) -> list[TurnJob]:
+        async with self._conn.execute(
+            f"SELECT {_JOB_COLUMNS} FROM turn_jobs WHERE {where} ORDER BY created_at, rowid"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [_job(row) for row in rows]
+
+    async def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` as one transaction in aiosqlite's worker thread: a single hop, and
+        atomic with respect to every other statement (the thread runs its queue in order).
+        A savepoint keeps a failure from rolling back another caller's pending statement."""
+
+        def run() -> T:
+            conn: sqlite3.Connection = self._conn._conn  # aiosqlite's sqlite3 connection
+            conn.execute("SAVEPOINT clawbot_tx")
+            try:
+                value = body(conn)
+            except BaseException:
+                conn.execute("ROLLBACK TO clawbot_tx")
+                conn.execute("RELEASE clawbot_tx")
+                raise
+            conn.execute("RELEASE clawbot_tx")
+            if conn.in_transaction:
+                conn.commit()
+            return value
+
+        try:
+            result: T = await self._conn._execute(run)  # type: ignore[no-untyped-call]
+        except sqlite3.DatabaseError as exc:
+            raise _describe(exc, self.path) from None
+        return result
 
     # plumbing -------------------------------------------------------------------------
 
@@ -364,3 +614,61 @@ def _describe(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
             hint="make the file and its folder writable, or point CLAWBOT_HOME elsewhere",
         )
     return StoreError(f"database error on {path}: {text}")
+
+
+_JOB_COLUMNS = (
+    "id, session_key, lane, status, attempts, owner, lease_until, merged_into, reply_to,"
+    " replied, error, created_at, started_at, finished_at"
+)
+
+
+def _job(row: Sequence[Any]) -> TurnJob:
+    return TurnJob(
+        id=row[0],
+        session_key=row[1],
+        lane=row[2],
+        status=row[3],
+        attempts=int(row[4]),
+        owner=row[5],
+        lease_until=_parse(row[6]),
+        merged_into=row[7],
+        reply_to=row[8],
+        replied=bool(row[9]),
+        error=row[10],
+        created_at=_parse(row[11]),
+        started_at=_parse(row[12]),
+        finished_at=_parse(row[13]),
+    )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value is not None else None
+
+
+def _parse(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _insert_backlog(conn: sqlite3.Connection, key: str, item: BacklogItem, now: str) -> None:
+    conn.execute(
+        "INSERT INTO backlog (session_key, job_id, kind, payload_json, created_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (key, item.job_id, item.kind, item.model_dump_json(), now),
+    )
+
+
+def _mark_replied(conn: sqlite3.Connection, job_ids: Sequence[str]) -> None:
+    if job_ids:
+        ids = list(job_ids)
+        conn.execute(f"UPDATE turn_jobs SET replied = 1 WHERE id IN ({_marks(ids)})", ids)
+
+
+def _check_owner(conn: sqlite3.Connection, job_id: str, owner: str) -> None:
+    """Fencing: a job another process has claimed is no longer ours to write."""
+    row = conn.execute("SELECT owner FROM turn_jobs WHERE id = ?", (job_id,)).fetchone()
+    if row is not None and row[0] is not None and row[0] != owner:
+        raise LeaseLostError(f"job {job_id} is now run by {row[0]}")

@@ -1,0 +1,33 @@
+"""TurnJobs: the persisted unit of scheduled work, one turn of one session, in a lane."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+Lane = Literal["main", "subagent", "cron", "announce"]
+LANES: tuple[Lane, ...] = ("main", "subagent", "cron", "announce")
+JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class TurnJob:
+    """One job as stored. ``merged_into`` names the job whose turn carries this one's input
+    (messages merged into a ``[Backlog]`` turn share its outcome); ``reply_to`` is the
+    platform message id a group reply quotes."""
+
+    id: str
+    session_key: str
+    lane: Lane = "main"
+    status: JobStatus = "queued"
+    attempts: int = 0
+    owner: str | None = None
+    lease_until: datetime | None = None
+    merged_into: str | None = None
+    reply_to: str | None = None
+    replied: bool = False
+    error: str | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None

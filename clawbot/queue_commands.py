@@ -1,0 +1,65 @@
+"""``/queue`` and ``/stop``: see and control a conversation's scheduling from the chat."""
+
+from __future__ import annotations
+
+from clawbot.backlog import shorten
+from clawbot.clock import human_duration
+from clawbot.commands import CommandContext, CommandRegistry
+from clawbot.scheduler import QueueState, StopReport
+
+
+def register_queue_commands(registry: CommandRegistry) -> None:
+    @registry.command("queue", "show the running turn and what waits in this conversation")
+    async def _queue(ctx: CommandContext) -> str:
+        return render_queue(ctx.router.scheduler.queue_state(ctx.session.key))
+
+    @registry.command("stop", "stop the running turn now (waiting messages are still answered)")
+    async def _stop(ctx: CommandContext) -> str:
+        return render_stop(await ctx.router.scheduler.stop(ctx.session.key))
+
+
+def render_queue(state: QueueState) -> str:
+    if state.active is None and not state.backlog and not state.queued:
+        return "Nothing is running in this conversation and nothing is waiting."
+    lines = []
+    if state.active is not None:
+        active = state.active
+        lines.append(
+            f"Running: {_KIND[active.kind]} in the {active.lane} lane "
+            f"for {human_duration(active.seconds)} (job {active.job_id})."
+        )
+    else:
+        lines.append("Nothing is running right now.")
+    if state.queued:
+        lane = f" for a {state.waiting_lane} lane slot" if state.waiting_lane else ""
+        lines.append(f"Waiting{lane}: {state.queued} message(s).")
+    if state.backlog:
+        lines.append(f"Backlog ({len(state.backlog)}):")
+        for number, item in enumerate(state.backlog, 1):
+            if item.kind == "message":
+                steer = " — runs at the next tool boundary" if item.steers else ""
+                lines.append(f"{number}. message: {shorten(item.text, 80)}{steer}")
+            elif item.resume is not None:
+                steps = len(item.resume.steps)
+                lines.append(
+                    f"{number}. interrupted task: {shorten(item.resume.task, 80)} "
+                    f"({steps} tool call(s) done)"
+                )
+    return "\n".join(lines)
+
+
+def render_stop(report: StopReport) -> str:
+    text = "Stopped the running turn." if report.stopped else "Nothing was running."
+    if report.dropped:
+        text += f" Dropped {report.dropped} interrupted task(s) waiting to resume."
+    if report.waiting:
+        text += f" {report.waiting} waiting message(s) will still be answered."
+    return text
+
+
+_KIND = {
+    "message": "a turn",
+    "steered": "a turn for messages that interrupted the previous one",
+    "backlog": "a [Backlog] turn",
+    "recovered": "a turn resumed after a restart",
+}
