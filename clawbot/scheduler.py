@@ -363,7 +363,7 @@ class Scheduler:
         reply_to: str | None,
         dedup_id: str | None,
     ) -> TurnHandle | None:
-        steers = lane != "announce" and queue.session.channel != INTERNAL_CHANNEL
+        steers = lane == "main" and queue.session.channel != INTERNAL_CHANNEL
         item = BacklogItem(
             kind="message", job_id=job_id, lane=lane, entry=entry, reply_to=reply_to, steers=steers
         )
@@ -430,13 +430,13 @@ class Scheduler:
             await self.store.close_jobs(dropped, "cancelled", "dropped by /stop")
             for job_id in dropped:
                 self._resolve(job_id, TurnOutcome(job_id=job_id, status="cancelled"))
+        waiting = len(queue.direct) + sum(1 for item in queue.backlog if item.kind == "message")
         run = queue.run
         if run is not None:
             run.cancel_reason = "stop"
             if run.task is not None:
                 run.task.cancel()
                 await asyncio.wait({run.task})
-        waiting = len(queue.direct) + sum(1 for item in queue.backlog if item.kind == "message")
         self._settle(queue)
         return StopReport(
             stopped=run.job.id if run is not None else None, dropped=len(resumes), waiting=waiting
@@ -775,8 +775,8 @@ class Scheduler:
         if session is not None:
             await self._send(
                 session,
-                "Sorry, I could not finish your request: clawbot stopped while working on it "
-                f"{job.attempts} times. Please send it again.",
+                "Sorry, I could not finish your request: clawbot was interrupted while working "
+                f"on it ({job.attempts} of {job.attempts} attempts). Please send it again.",
                 job.reply_to,
                 kind="error",
             )

@@ -456,18 +456,18 @@ class Store:
     async def requeue_job(
         self, session: Session, job_id: str, item: BacklogItem | None = None
     ) -> None:
-        """A turn stopped at a tool boundary or for shutdown: its job waits again, without
-        an owner, with its resume token (when given) in the backlog."""
+        """A running turn stopped at a tool boundary or for shutdown: its job waits again,
+        without an owner, with its resume token (when given) in the backlog."""
         now = _now()
 
         def requeue(conn: sqlite3.Connection) -> None:
             _check_owner(conn, job_id, self.owner)
-            conn.execute(
+            cursor = conn.execute(
                 "UPDATE turn_jobs SET status = 'queued', owner = NULL, lease_until = NULL,"
-                " updated_at = ? WHERE id = ?",
+                " updated_at = ? WHERE id = ? AND status = 'running'",
                 (now, job_id),
             )
-            if item is not None:
+            if item is not None and cursor.rowcount == 1:
                 _insert_backlog(conn, session.key, item, now)
 
         await self._transaction(requeue)
