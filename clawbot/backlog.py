@@ -51,8 +51,9 @@ class BacklogItem(Frozen):
     """A deferred message (its user entry, not yet in the transcript) or a resume token.
 
     ``steers`` marks a person's message (main lane, not the internal channel) that arrived
-    while a turn was in flight: the running turn yields to it at the next safe tool boundary. It lives only in memory; after
-    a restart everything left in the backlog runs as one ``[Backlog]`` turn.
+    while a turn was in flight: the running turn yields to it at the next safe tool
+    boundary. It lives only in memory; after a restart everything left in the backlog runs
+    as one ``[Backlog]`` turn.
     """
 
     kind: Literal["message", "resume"]
