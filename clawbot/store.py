@@ -477,7 +477,8 @@ class Store:
     ) -> None:
         """Close jobs (and the jobs merged into them) that end without a normal finish:
         stopped, past the deadline or out of attempts. Their backlog rows go too; the user
-        was told already, so they count as replied."""
+        was told already, so they count as replied. Taking ownership fences out a stale
+        runner of a job given up on."""
         if not job_ids:
             return
         now = _now()
@@ -485,9 +486,10 @@ class Store:
 
         def close(conn: sqlite3.Connection) -> None:
             conn.execute(
-                f"UPDATE turn_jobs SET status = ?, error = ?, replied = 1, updated_at = ?,"
-                f" finished_at = ? WHERE id IN ({_marks(ids)}) OR merged_into IN ({_marks(ids)})",
-                (status, error, now, now, *ids, *ids),
+                f"UPDATE turn_jobs SET status = ?, error = ?, replied = 1, owner = ?,"
+                f" updated_at = ?, finished_at = ?"
+                f" WHERE id IN ({_marks(ids)}) OR merged_into IN ({_marks(ids)})",
+                (status, error, self.owner, now, now, *ids, *ids),
             )
             conn.execute(f"DELETE FROM backlog WHERE job_id IN ({_marks(ids)})", ids)
 

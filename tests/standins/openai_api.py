@@ -19,7 +19,9 @@ from typing import Any
 
 from aiohttp import web
 
-Reply = str | dict[str, Any]  # text, {"tool_calls": [(name, args)...]} or {"status": 429}
+# text, {"tool_calls": [(name, args)...]}, {"status": 429}, or {"hang": True}: the request
+# never gets an answer (``hung`` is set), to kill the client mid-call.
+Reply = str | dict[str, Any]
 
 
 class OpenAIStandin:
@@ -31,6 +33,8 @@ class OpenAIStandin:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._ready = threading.Event()
+        self.hung = threading.Event()
+        self._release: asyncio.Event | None = None
 
     async def _completions(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -43,6 +47,11 @@ class OpenAIStandin:
                 (m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), ""
             )
             reply = f"echo: {last}"
+        if isinstance(reply, dict) and reply.get("hang"):
+            self.hung.set()
+            assert self._release is not None
+            await self._release.wait()
+            return web.json_response({"error": {"message": "stand-in stopped"}}, status=503)
         if isinstance(reply, dict) and "status" in reply:
             return web.json_response(
                 {"error": {"message": "scripted failure", "type": "rate_limit_error"}},
@@ -81,6 +90,7 @@ class OpenAIStandin:
     def _serve(self) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
+        self._release = asyncio.Event()
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/chat/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._completions)
@@ -103,6 +113,7 @@ class OpenAIStandin:
         try:
             yield self
         finally:
-            assert self._loop is not None
+            assert self._loop is not None and self._release is not None
+            self._loop.call_soon_threadsafe(self._release.set)
             self._loop.call_soon_threadsafe(self._loop.stop)
             thread.join(10)

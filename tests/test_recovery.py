@@ -1,0 +1,309 @@
+"""Nothing lost, nothing stuck: leases, take-over after a crash, attempts, shutdown, resending
+replies, the watchdog, and a real process killed with SIGKILL mid-turn."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import subprocess
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from clawbot.app import Clawbot
+from clawbot.channels import SentMessage
+from clawbot.clock import ManualClock
+from clawbot.messages import OutboundMessage
+from clawbot.settings import Settings
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, call
+
+from .standins.openai_api import OpenAIStandin
+from .test_cli import CLAWBOT, environment, run
+from .test_scheduler import Steps
+
+
+class HeldModel:
+    """The first model call waits until ``release`` is set; later calls answer at once."""
+
+    def __init__(self, scripted: ScriptedModel, first: str, later: str) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.scripted = scripted
+        self.first, self.later = first, later
+        scripted.function = self.answer
+
+    async def answer(self, request: ModelRequest) -> str:
+        if len(self.scripted.requests) == 1:
+            self.entered.set()
+            await self.release.wait()
+            return self.first
+        return self.later
+
+
+async def test_a_job_whose_lease_expired_is_taken_over_and_the_stale_runner_stays_silent(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    clock = ManualClock()
+    model = HeldModel(scripted, first="stale answer", later="Here is the report.")
+    async with await Clawbot.open(settings, clock=clock) as crashed:
+        lost = MemoryChannel()
+        crashed.connect(lost)
+        receipt = await crashed.router.receive(lost.message("write the report"))
+        await model.entered.wait()
+        async with await Clawbot.open(settings, clock=clock) as restarted:
+            channel = MemoryChannel()
+            restarted.connect(channel)
+            await restarted.start()
+            still_leased = (list(channel.texts), len(scripted.requests))
+
+            clock.advance(settings.job_lease + 1)
+            await restarted.scheduler.tick()
+            await restarted.scheduler.wait_idle()
+            model.release.set()
+            stale = await receipt.wait()
+            stored = await restarted.store.load_transcript("memory:chat1", 0)
+            jobs = await restarted.store.turn_jobs_for("memory:chat1")
+
+    assert still_leased == ([], 1)
+    assert channel.texts == ["Here is the report."]
+    assert [m["content"] for m in scripted.requests[1].messages[1:]] == ["write the report"]
+    assert (stale.kind, lost.texts) == ("deferred", [])
+    assert [e.text for e in stored] == ["write the report", "Here is the report."]
+    assert [j["status"] for j in jobs] == ["done"]
+
+
+async def test_a_job_out_of_attempts_is_failed_with_a_note_to_the_user(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    settings = settings.model_copy(update={"job_max_attempts": 1})
+    clock = ManualClock()
+    model = HeldModel(scripted, first="stale answer", later="unused")
+    async with await Clawbot.open(settings, clock=clock) as crashed:
+        lost = MemoryChannel()
+        crashed.connect(lost)
+        receipt = await crashed.router.receive(lost.message("write the report"))
+        await model.entered.wait()
+        async with await Clawbot.open(settings, clock=clock) as restarted:
+            channel = MemoryChannel()
+            restarted.connect(channel)
+            clock.advance(settings.job_lease + 1)
+
+            await restarted.start()
+            model.release.set()
+            await receipt.wait()
+            jobs = await restarted.store.turn_jobs_for("memory:chat1")
+
+    assert channel.texts == [
+        "Sorry, I could not finish your request: clawbot was interrupted while working on it "
+        "(1 of 1 attempts). Please send it again."
+    ]
+    assert len(scripted.requests) == 1
+    assert lost.texts == []
+    assert [(j["status"], j["error"]) for j in jobs] == [
+        ("failed", "gave up after 1 interrupted attempts")
+    ]
+
+
+async def test_a_long_turn_renews_its_lease_so_no_other_process_takes_it_over(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    clock = ManualClock()
+    start = clock.now()
+    model = HeldModel(scripted, first="Done at last.", later="unused")
+    async with await Clawbot.open(settings, clock=clock) as runner:
+        channel = MemoryChannel()
+        runner.connect(channel)
+        receipt = await runner.router.receive(channel.message("a long job"))
+        await model.entered.wait()
+        clock.advance(settings.job_lease / 2)
+        await runner.scheduler.tick()
+        clock.advance(settings.job_lease / 2 + 1)  # past the first lease, within the renewal
+
+        async with await Clawbot.open(settings, clock=clock) as other:
+            other.connect(MemoryChannel())
+            await other.start()
+            await other.scheduler.tick()
+            [job] = await other.store.open_jobs()
+        model.release.set()
+        await receipt.wait()
+
+    assert (job.owner, job.lease_until) == (
+        runner.store.owner,
+        start + timedelta(seconds=settings.job_lease * 1.5),
+    )
+    assert len(scripted.requests) == 1
+    assert channel.texts == ["Done at last."]
+
+
+async def test_the_watchdog_logs_a_session_holding_its_turn_too_long(
+    settings: Settings, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock()
+    model = HeldModel(scripted, first="ok", later="ok")
+    async with await Clawbot.open(settings, clock=clock) as bot:
+        bot.connect(MemoryChannel())
+        receipt = await bot.router.receive(MemoryChannel().message("think hard"))
+        await model.entered.wait()
+        with caplog.at_level(logging.WARNING, logger="clawbot.scheduler"):
+            clock.advance(settings.turn_watchdog - 1)
+            await bot.scheduler.tick()
+            clock.advance(1)
+            await bot.scheduler.tick()
+            clock.advance(1)
+            await bot.scheduler.tick()
+        model.release.set()
+        await receipt.wait()
+
+    assert receipt.job is not None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"watchdog: session memory:chat1 has held its turn for 5 minutes "
+        f"(job {receipt.job.job_id}, main lane)"
+    ]
+
+
+async def test_shutdown_lets_a_turn_reach_a_tool_boundary_and_it_resumes_after_restart(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    steps = Steps()
+    steps.hold(1)
+    scripted.add(call("step", n=1), call("step", n=2), "Finished after the restart.")
+    bot = await Clawbot.open(settings, tools=steps.registry())
+    bot.connect(MemoryChannel())
+    receipt = await bot.router.receive(MemoryChannel().message("do the steps"))
+    await steps.entered[1].wait()
+
+    closing = asyncio.create_task(bot.close())
+    await asyncio.sleep(0)  # let close() begin: intake stops, turns are asked to yield
+    assert bot.scheduler.closing
+    steps.release(1)
+    await closing
+    outcome = await receipt.wait()
+    async with await Clawbot.open(settings, tools=steps.registry()) as again:
+        channel = MemoryChannel()
+        again.connect(channel)
+        await again.start()
+        await again.scheduler.wait_idle()
+
+    assert outcome.kind == "deferred"
+    assert channel.texts == ["Finished after the restart."]
+    assert steps.ran == [1, 2]
+    assert scripted.requests[2].last_user_text == (
+        "[Backlog]\n"
+        "Interrupted work to resume:\n"
+        '1. Resume the task you were working on when clawbot restarted: "do the steps"\n'
+        "Tool calls already made (full results are earlier in this chat):\n"
+        '- step({"n": 1}) -> step 1 done\n'
+        "Continue from where you stopped."
+    )
+
+
+async def test_shutdown_keeps_a_turn_that_missed_its_timeout_as_a_job_resumed_after_restart(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    model = HeldModel(scripted, first="never sent", later="The essay, at last.")
+    bot = await Clawbot.open(settings)
+    bot.connect(MemoryChannel())
+    receipt = await bot.router.receive(MemoryChannel().message("write the essay"))
+    await model.entered.wait()
+
+    await bot.scheduler.shutdown(timeout=0.05)
+    [job] = await bot.store.open_jobs()
+    await bot.close()
+    async with await Clawbot.open(settings) as again:
+        channel = MemoryChannel()
+        again.connect(channel)
+        await again.start()
+        await again.scheduler.wait_idle()
+
+    assert (await receipt.wait()).kind == "deferred"
+    assert (job.status, job.owner, job.lease_until) == ("queued", None, None)
+    assert channel.texts == ["The essay, at last."]
+    assert [m["content"] for m in scripted.requests[1].messages[1:]] == ["write the essay"]
+
+
+class StuckChannel(MemoryChannel):
+    """A platform that never confirms a send: the process dies with the reply unsent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sending = asyncio.Event()
+
+    async def send(self, message: OutboundMessage) -> list[SentMessage]:
+        self.sending.set()
+        await asyncio.Event().wait()
+        return []
+
+
+async def test_a_reply_stored_but_maybe_unsent_before_a_crash_is_sent_at_start_up(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    clock = ManualClock()
+    scripted.add("Hello from before the crash.")
+    crashed = await Clawbot.open(settings, clock=clock)
+    stuck = StuckChannel()
+    crashed.connect(stuck)
+    await crashed.router.receive(stuck.message("hi"))
+    await stuck.sending.wait()
+    try:
+        async with await Clawbot.open(settings, clock=clock) as restarted:
+            channel = MemoryChannel()
+            restarted.connect(channel)
+            clock.advance(settings.job_lease + 1)
+            await restarted.start()
+            await restarted.scheduler.shutdown()
+            [job] = await restarted.store.turn_jobs_for("memory:chat1")
+            unreplied = await restarted.store.unreplied_jobs()
+    finally:
+        await crashed.scheduler.shutdown(timeout=0)
+        await crashed.close()
+
+    assert channel.texts == ["Hello from before the crash."]
+    assert job["status"] == "done"
+    assert unreplied == []
+
+
+def test_a_process_killed_mid_turn_resumes_the_turn_after_a_restart(
+    standin: OpenAIStandin, tmp_path: Path
+) -> None:
+    standin.script = ["Noted.", {"hang": True}]
+    env = environment(tmp_path / "home", standin)
+    process = subprocess.Popen(
+        [*CLAWBOT, "chat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"remember the milk\nnow write the report\n")
+    process.stdin.flush()
+    try:
+        assert standin.hung.wait(60), "the second turn never reached the model"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+    before = process.stdout.read().decode()
+    process.stdin.close()
+    process.stdout.close()
+    assert process.stderr is not None
+    process.stderr.close()
+
+    restarted = run(["chat"], b"", env, tmp_path)
+
+    assert before == "Noted.\n"
+    assert restarted.returncode == 0, restarted.stderr.decode()
+    assert restarted.stdout.decode() == "echo: now write the report\n"
+    users = [m["content"] for m in standin.requests[-1]["messages"] if m["role"] == "user"]
+    assert users == ["remember the milk", "now write the report"]
+    assert "resuming job" in restarted.stderr.decode()
+
+
+@pytest.fixture
+def standin() -> Iterator[OpenAIStandin]:
+    server = OpenAIStandin()
+    with server.running():
+        yield server
