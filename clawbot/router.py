@@ -164,12 +164,7 @@ class Router:
 
     async def status_text(self, session: Session) -> str:
         resolved = self.runtime.resolve(session)
-        if session.model_override:
-            source = "session override"
-        elif resolved.agent.model:
-            source = "agent default"
-        else:
-            source = "global default"
+        source = resolved.model_source
         transcript = await self.runtime.transcripts.get(session)
         files = ", ".join(resolved.prompt_files) or "none"
         return "\n".join(
@@ -179,6 +174,7 @@ class Router:
                 f"Session: {session.key}",
                 f"Messages in this conversation: {len(transcript.entries)}",
                 f"Tools: {', '.join(t.name for t in resolved.tools) or 'none'}",
+                f"Skills: {', '.join(s.name for s in resolved.skills) or 'none'}",
                 f"Prompt files: {files}",
             ]
         )

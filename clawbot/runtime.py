@@ -12,9 +12,9 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from clawbot.agents import AgentSpec
+from clawbot.agents import AgentSpec, ModelSource, effective_model
 from clawbot.errors import ClawbotError, ProviderError
 from clawbot.llm import ModelClient, ModelReply
 from clawbot.logs import agent_scope
@@ -27,10 +27,14 @@ from clawbot.messages import (
 )
 from clawbot.sessions import Session
 from clawbot.settings import Settings
+from clawbot.skills import Skill, SkillLibrary, skills_prompt
 from clawbot.store import Store, new_id
 from clawbot.tools import Tool, ToolContext, ToolRegistry
 from clawbot.transcripts import TranscriptCache
 from clawbot.workspace import Workspace
+
+if TYPE_CHECKING:
+    from clawbot.switchboard import Switchboard
 
 log = logging.getLogger("clawbot.runtime")
 
@@ -69,6 +73,8 @@ class ResolvedTurn:
     system_prompt: str
     history_limit: int
     prompt_files: tuple[str, ...] = field(default=())
+    model_source: ModelSource = "global default"
+    skills: tuple[Skill, ...] = ()
 
 
 AgentResolver = Callable[[str], AgentSpec]
@@ -84,6 +90,7 @@ class Runtime:
         workspace: Workspace,
         client: ModelClient,
         agents: AgentResolver,
+        switchboard: Switchboard | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -91,18 +98,24 @@ class Runtime:
         self.workspace = workspace
         self.client = client
         self.agents = agents
+        self.switchboard = switchboard
+        self.skills = SkillLibrary(workspace.root / "skills")
         self.transcripts = TranscriptCache(store, keep=max(settings.max_history_messages, 2))
 
     def resolve(self, session: Session) -> ResolvedTurn:
+        """Session -> active agent -> model, allowed tools and skills, and the prompt."""
         agent = self.agents(session.agent_id)
-        model = session.model_override or agent.model or self.settings.model
-        tools = tuple(t for t in self.tools if agent.tools.permits(t.name, t.groups))
+        model, source = effective_model(session.model_override, agent, self.settings.model)
+        tools = tuple(t for t in self.tools if agent.allows_tool(t.name, t.groups))
+        skills = self.skills.for_agent(agent, {t.name for t in tools})
         files = self.workspace.bootstrap(agent.agent_id, overlay=agent.workspace_overlay)
         sections = [f"## {f.name}\n{f.text.strip()}" for f in files]
         if agent.system_prompt:
             sections.insert(0, agent.system_prompt.strip())
         if not sections:
             sections.append(f"You are {agent.name}, a helpful assistant in a chat.")
+        if skills:
+            sections.append(skills_prompt(skills))
         return ResolvedTurn(
             agent=agent,
             model=model,
@@ -110,6 +123,8 @@ class Runtime:
             system_prompt="\n\n".join(sections),
             history_limit=agent.context.max_history_messages or self.settings.max_history_messages,
             prompt_files=tuple(str(self.workspace.relative(f.path)) for f in files),
+            model_source=source,
+            skills=skills,
         )
 
     async def accept(
@@ -155,6 +170,8 @@ class Runtime:
             workspace=self.workspace.root,
             settings=self.settings,
             agent_id=resolved.agent.agent_id,
+            skills=resolved.skills,
+            switchboard=self.switchboard,
         )
         seen: Counter[str] = Counter()
         rounds = 0

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import aiosqlite
 from pydantic import TypeAdapter
 
+from clawbot.agents import AgentRecord, AgentSpec
 from clawbot.errors import StoreError
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
 from clawbot.migrations import migrations
@@ -327,6 +328,39 @@ class Store:
         ) as cursor:
             rows = await cursor.fetchall()
         return [{"id": r[0], "status": r[1], "error": r[2]} for r in rows]
+
+    # agents ---------------------------------------------------------------------------
+
+    async def list_agent_specs(self) -> list[AgentRecord]:
+        async with self._conn.execute(
+            "SELECT config_json, source, file_hash FROM agent_specs ORDER BY agent_id"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [
+            AgentRecord(spec=AgentSpec.model_validate_json(row[0]), source=row[1], file_hash=row[2])
+            for row in rows
+        ]
+
+    async def save_agent_spec(self, record: AgentRecord) -> None:
+        """Insert or replace one agent profile."""
+        now = _now()
+        spec = record.spec
+        await self._write(
+            "INSERT INTO agent_specs (agent_id, name, config_json, source, file_hash,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (agent_id) DO UPDATE SET name = excluded.name,"
+            " config_json = excluded.config_json, source = excluded.source,"
+            " file_hash = excluded.file_hash, updated_at = excluded.updated_at",
+            (
+                spec.agent_id,
+                spec.name,
+                spec.model_dump_json(),
+                record.source,
+                record.file_hash,
+                now,
+                now,
+            ),
+        )
 
     # plumbing -------------------------------------------------------------------------
 
