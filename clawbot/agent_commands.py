@@ -50,7 +50,7 @@ def register_agent_commands(registry: CommandRegistry, board: Switchboard) -> No
         for spec in board.agents.all():
             mark = "▶" if spec.agent_id == ctx.session.agent_id else "•"
             model = f" [{spec.model}]" if spec.model else ""
-            lines.append(f"{mark} {spec.name} ({spec.agent_id}){model} — {spec.description}")
+            lines.append(f"{mark} {spec.label}{model} — {spec.description}")
         problems = board.agents.problems
         if problems:
             lines.append(f"{len(problems)} agent file(s) could not be loaded:")
@@ -62,10 +62,7 @@ def register_agent_commands(registry: CommandRegistry, board: Switchboard) -> No
         current = board.agents.get(ctx.session.agent_id)
         ref = ctx.args.strip()
         if not ref:
-            return (
-                f"Agent: {current.name} ({current.agent_id}). Switch with /agent <name|id>; "
-                "/agents lists them."
-            )
+            return f"Agent: {current.label}. Switch with /agent <name|id>; /agents lists them."
         spec = board.agents.exact(ref)
         if spec is None:
             close = board.agents.suggest(ref)
@@ -76,21 +73,18 @@ def register_agent_commands(registry: CommandRegistry, board: Switchboard) -> No
             )
             return f"No agent is called {ref!r}; still {current.agent_id}.{hint}"
         if spec.agent_id == current.agent_id:
-            return f"Already talking to {spec.name} ({spec.agent_id})."
+            return f"Already talking to {spec.label}."
         await ctx.update_session(agent_id=spec.agent_id)
         model, source = board.model_of(ctx.session)
-        return (
-            f"Switched to {spec.name} ({spec.agent_id}): {spec.description}\n"
-            f"Model: {model} ({source})."
-        )
+        return f"Switched to {spec.label}: {spec.description}\nModel: {model} ({source})."
 
     @registry.command("skills", "list the skills of this conversation's agent")
     async def _skills(ctx: CommandContext) -> str:
         resolved = ctx.router.runtime.resolve(ctx.session)
         agent = resolved.agent
         if not resolved.skills:
-            return f"{agent.name} ({agent.agent_id}) has no skills."
-        lines = [f"Skills of {agent.name} ({agent.agent_id}):"]
+            return f"{agent.label} has no skills."
+        lines = [f"Skills of {agent.label}:"]
         lines += [f"• {skill.name} — {skill.description}" for skill in resolved.skills]
         return "\n".join(lines)
 
@@ -99,7 +93,7 @@ def register_agent_commands(registry: CommandRegistry, board: Switchboard) -> No
         resolved = ctx.router.runtime.resolve(ctx.session)
         agent = resolved.agent
         lines = [
-            f"Agent: {agent.name} ({agent.agent_id})",
+            f"Agent: {agent.label}",
             f"Model: {resolved.model} ({resolved.model_source})",
             "System prompt: "
             + ("the agent's own prompt, then " if agent.system_prompt else "")

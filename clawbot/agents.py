@@ -69,6 +69,11 @@ class AgentSpec(BaseModel):
             raise ValueError("must not start or end with spaces")
         return value
 
+    @property
+    def label(self) -> str:
+        """``name (id)``, or just the id when they are the same."""
+        return self.agent_id if self.name == self.agent_id else f"{self.name} ({self.agent_id})"
+
     def allows_tool(self, name: str, groups: Iterable[str] = ()) -> bool:
         """The tool policy, plus the default denial of high-risk tools outside ``main``."""
         groups = tuple(groups)

@@ -8,6 +8,7 @@ many models shows its first ``PER_PROVIDER`` then ``+ (n more)``.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,8 +23,10 @@ PER_PROVIDER = 8
 KnownModels = Callable[[], Mapping[str, Sequence[str]]]
 
 
+@functools.cache
 def litellm_chat_models() -> dict[str, list[str]]:
-    """provider -> its chat models as ``provider/model``, from litellm's bundled list."""
+    """provider -> its chat models as ``provider/model``, from litellm's bundled list (which
+    does not change while the process runs)."""
     litellm = litellm_module()
     found: dict[str, list[str]] = {}
     for provider, names in litellm.models_by_provider.items():
