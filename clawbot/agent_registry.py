@@ -207,7 +207,9 @@ class AgentRegistry:
                 invalid.append(
                     f"agent_id: {spec.agent_id!r} already exists (use agent_update to change it)"
                 )
-            owner = self._name_owner(spec.name, other_than=spec.agent_id)
+            owner = self._name_owner(
+                spec.name, other_than=spec.agent_id if updating is not None else None
+            )
             if owner is not None:
                 invalid.append(f"name: {spec.name!r} is already used by agent {owner.agent_id!r}")
         if missing or invalid:
