@@ -155,7 +155,9 @@ class Router:
         return session
 
     async def update_session(self, session: Session, **changes: Any) -> Session:
-        updated = session.with_changes(**changes)
+        # Apply the changes to the freshest copy: a tool holding the turn's snapshot must not
+        # undo a command (or another tool) that changed the session meanwhile.
+        updated = self._sessions.get(session.key, session).with_changes(**changes)
         await self.store.save_session(updated)
         self._sessions[updated.key] = updated
         if "epoch" in changes:

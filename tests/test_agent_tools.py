@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from clawbot.agent_files import read_agent_file
 from clawbot.app import Clawbot, default_tools
 from clawbot.settings import Settings
-from clawbot.testing import MemoryChannel, ScriptedModel, call
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 from clawbot.tools import ToolContext, make_tool
 
 from .conftest import Chat
@@ -347,3 +348,29 @@ async def test_a_tool_outside_the_policy_is_not_offered_and_never_runs_when_call
         "error: tool 'launch_rocket' is not available to this agent"
     )
     assert launched == []
+
+
+async def test_a_switch_by_a_tool_keeps_a_model_change_made_while_the_turn_ran(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def reply(request: ModelRequest) -> Step:
+        if len(scripted.requests) == 1:
+            entered.set()
+            await release.wait()
+            return call("session_set_agent", agent="coder")
+        return "Switched."
+
+    scripted.function = reply
+    turn = asyncio.create_task(chat.say("hand me to the coder"))
+    await entered.wait()
+    await chat.say("/model scripted/other")
+    release.set()
+    await turn
+
+    session = await bot.router.session_for(MemoryChannel().message("x"))
+    assert (session.agent_id, session.model_override) == ("coder", "scripted/other")
+    stored = await bot.store.get_session(session.key)
+    assert stored is not None
+    assert (stored.agent_id, stored.model_override) == ("coder", "scripted/other")

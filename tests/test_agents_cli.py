@@ -10,6 +10,8 @@ from pathlib import Path
 from clawbot.agent_files import read_agent_file
 from clawbot.agent_registry import AgentRegistry
 from clawbot.agents import AgentSpec
+from clawbot.home import prepare_home
+from clawbot.settings import Settings
 from clawbot.store import Store
 
 
@@ -50,7 +52,7 @@ async def test_export_writes_the_registry_including_agents_created_from_chat(
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "home"
-    assert clawbot(home, "list").returncode == 0
+    prepare_home(Settings(home=home, _env_file=None))  # type: ignore[call-arg]
     store = await Store.open(home / "clawbot.db")
     registry = await AgentRegistry.open(store, home / "agents")
     created = AgentSpec(agent_id="poet", name="Poet", description="Writes verse.")
