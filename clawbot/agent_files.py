@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from clawbot.agents import AgentSpec
+from clawbot.agents import AgentSpec, spec_problems
 from clawbot.errors import ConfigError
 
 _POSITION = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)$")
@@ -63,11 +63,10 @@ def read_agent_file(path: Path) -> AgentFile:
         spec = AgentSpec.model_validate(raw)
     except ValidationError as exc:
         problems = []
-        for error in exc.errors():
-            loc = tuple(str(part) for part in error["loc"])
+        for loc, _kind, message in spec_problems(exc):
             line = _line_of(text, loc)
             at = f"line {line}: " if line else ""
-            problems.append(f"{at}{'.'.join(loc)}: {_message(error)}")
+            problems.append(f"{at}{'.'.join(loc)}: {message}")
         raise AgentFileError(f"{path.name}: " + "; ".join(problems)) from None
     if spec.agent_id != path.stem:
         line = _line_of(text, ("agent_id",))
@@ -76,12 +75,6 @@ def read_agent_file(path: Path) -> AgentFile:
             hint=f"rename the file to {spec.agent_id}.toml or set agent_id = {path.stem!r}",
         )
     return AgentFile(path=path, spec=spec, content_hash=content_hash(data))
-
-
-def _message(error: Any) -> str:
-    if error["type"] == "extra_forbidden":
-        return "not an agent setting (" + ", ".join(AgentSpec.model_fields) + ")"
-    return str(error["msg"])
 
 
 def _line_of(text: str, loc: tuple[str, ...]) -> int | None:

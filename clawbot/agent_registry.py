@@ -19,7 +19,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from clawbot.agent_files import agent_toml, content_hash, load_agent_folder, write_agent_file
-from clawbot.agents import DEFAULT_AGENT, DEFAULT_AGENT_ID, AgentRecord, AgentSpec
+from clawbot.agents import (
+    DEFAULT_AGENT,
+    DEFAULT_AGENT_ID,
+    AgentRecord,
+    AgentSpec,
+    spec_problems,
+)
 from clawbot.store import Store
 
 log = logging.getLogger("clawbot.agents")
@@ -166,15 +172,16 @@ class AgentRegistry:
         self, draft: Mapping[str, Any], *, updating: AgentSpec | None = None
     ) -> DraftReview:
         """Check a new agent's draft (or a patch of ``updating``) without writing anything."""
+        missing: dict[str, str] = {}
         if updating is None:
             data = dict(draft)
             if not data.get("agent_id") and isinstance(data.get("name"), str):
-                data["agent_id"] = _slug(data["name"])
-            missing = [
-                f"{key} ({why})" for key, why in DRAFT_REQUIRED.items() if not _given(data.get(key))
-            ]
+                data.pop("agent_id", None)
+                if _slug(data["name"]):
+                    data["agent_id"] = _slug(data["name"])
+            missing = {key: why for key, why in DRAFT_REQUIRED.items() if not _given(data.get(key))}
             if _given(data.get("name")) and not data.get("agent_id"):
-                missing.append("agent_id (a short id: lowercase letters, digits, '-' or '_')")
+                missing["agent_id"] = "a short id: lowercase letters, digits, '-' or '_'"
         else:
             if "agent_id" in draft and draft["agent_id"] != updating.agent_id:
                 return DraftReview(spec=None, invalid=("agent_id: an agent's id cannot change",))
@@ -184,24 +191,15 @@ class AgentRegistry:
                     data[key] = {**data[key], **value}
                 else:
                     data[key] = value
-            missing = []
         invalid: list[str] = []
         spec: AgentSpec | None = None
         try:
             spec = AgentSpec.model_validate(data)
         except ValidationError as exc:
-            for error in exc.errors():
-                loc = ".".join(str(part) for part in error["loc"]) or "draft"
-                if error["type"] == "missing" or (
-                    loc in DRAFT_REQUIRED and any(loc in item for item in missing)
-                ):
+            for loc, kind, message in spec_problems(exc):
+                if kind == "missing" or (loc and loc[0] in missing):
                     continue
-                if error["type"] == "extra_forbidden":
-                    invalid.append(
-                        f"{loc}: not an agent field ({', '.join(AgentSpec.model_fields)})"
-                    )
-                else:
-                    invalid.append(f"{loc}: {error['msg']}")
+                invalid.append(f"{'.'.join(loc) or 'draft'}: {message}")
         if spec is not None:
             if updating is None and spec.agent_id in self._records:
                 invalid.append(
@@ -213,7 +211,8 @@ class AgentRegistry:
             if owner is not None:
                 invalid.append(f"name: {spec.name!r} is already used by agent {owner.agent_id!r}")
         if missing or invalid:
-            return DraftReview(spec=None, missing=tuple(missing), invalid=tuple(invalid))
+            listed = tuple(f"{key} ({why})" for key, why in missing.items())
+            return DraftReview(spec=None, missing=listed, invalid=tuple(invalid))
         return DraftReview(spec=spec)
 
     async def create(self, spec: AgentSpec) -> AgentSpec:

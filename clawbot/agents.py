@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 DEFAULT_AGENT_ID = "main"
 
@@ -122,3 +122,24 @@ def effective_model(
     if agent.model:
         return agent.model, "agent default"
     return default, "global default"
+
+
+_PATTERN_HINTS = {
+    "agent_id": "use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit",
+    "model": "write it as provider/model, e.g. openai/gpt-4o-mini",
+}
+
+
+def spec_problems(exc: ValidationError) -> list[tuple[tuple[str, ...], str, str]]:
+    """(location, error type, readable message) for each problem of an AgentSpec."""
+    problems = []
+    for error in exc.errors():
+        loc = tuple(str(part) for part in error["loc"])
+        kind = error["type"]
+        message = str(error["msg"])
+        if kind == "extra_forbidden":
+            message = "not an agent setting (" + ", ".join(AgentSpec.model_fields) + ")"
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] in _PATTERN_HINTS:
+            message = _PATTERN_HINTS[loc[-1]]
+        problems.append((loc, kind, message))
+    return problems

@@ -53,7 +53,9 @@ class Clawbot:
         commands: CommandRegistry | None = None,
         access: AccessCheck = allow_everyone,
     ) -> Clawbot:
-        """Prepare the home folder, open and migrate the database, wire the pipeline."""
+        """Prepare the home folder, open and migrate the database, load the agents, wire
+        the pipeline. A ``commands`` or ``tools`` registry passed in is used as given (the
+        agent commands and tools are added only to the default ones)."""
         prepare_home(settings)
         workspace = Workspace(settings.workspace_dir)
         store = await Store.open(settings.db_path, synchronous=settings.db_synchronous)

@@ -190,6 +190,16 @@ async def test_an_invalid_value_names_the_field_and_its_line(store: Store, folde
     assert registry.find("hot") is None
 
 
+async def test_a_model_without_provider_is_explained(store: Store, folder: Path) -> None:
+    write(folder, "bare.toml", 'name = "Bare"\nmodel = "gpt-4o"\n')
+
+    registry = await AgentRegistry.open(store, folder)
+
+    assert registry.problems[0].startswith(
+        "bare.toml: line 2: model: write it as provider/model, e.g. openai/gpt-4o-mini"
+    )
+
+
 async def test_an_agent_id_that_differs_from_the_file_name_is_reported(
     store: Store, folder: Path
 ) -> None:

@@ -174,9 +174,21 @@ async def test_agent_create_names_wrong_fields_and_writes_nothing(
 
     result = scripted.requests[1].tool_results[0]
     assert "wrong: temperature: Input should be less than or equal to 2" in result
-    assert "colour: not an agent field" in result
+    assert "colour: not an agent setting" in result
     assert bot.agents.find("translator") is None
     assert "translator" not in [r.spec.agent_id for r in await bot.store.list_agent_specs()]
+
+
+async def test_agent_create_asks_for_an_id_when_none_can_be_made_from_the_name(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    scripted.add(call("agent_create", draft={**COMPLETE_DRAFT, "name": "翻译"}), "Which id?")
+
+    await chat.say("make a translator called 翻译")
+
+    result = scripted.requests[1].tool_results[0]
+    assert result.startswith("error: nothing was saved — missing: agent_id (a short id: ")
+    assert "wrong" not in result
 
 
 async def test_agent_create_checks_the_model(
