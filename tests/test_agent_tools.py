@@ -188,7 +188,7 @@ async def test_agent_create_asks_for_an_id_when_none_can_be_made_from_the_name(
 
     result = scripted.requests[1].tool_results[0]
     assert result.startswith("error: nothing was saved — missing: agent_id (a short id: ")
-    assert "wrong" not in result
+    assert "wrong:" not in result
 
 
 async def test_agent_create_checks_the_model(
