@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -24,8 +25,9 @@ def other() -> Iterator[ScriptedModel]:
 @pytest.fixture(autouse=True)
 def no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """Which providers list their models depends on the keys present: none, unless set."""
-    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "BIGCO_API_KEY", "GEMINI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):
+        if name.endswith(("_API_KEY", "_TOKEN")):
+            monkeypatch.delenv(name)
 
 
 async def give_model(bot: Clawbot, agent_id: str, model: str) -> None:
@@ -409,3 +411,29 @@ async def test_context_shows_which_files_went_into_the_prompt(
         "TOOLS.md",
     ]
     assert "Skills listed: code-review" in lines
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "/models",
+        "/models scripted",
+        "/model",
+        "/model scripted/other",
+        "/model default",
+        "/agents",
+        "/agent",
+        "/agent writer",
+        "/agent wrtier",
+        "/skills",
+        "/context",
+    ],
+)
+async def test_every_agent_command_is_answered_without_a_model_call(
+    chat: Chat, channel: MemoryChannel, scripted: ScriptedModel, command: str
+) -> None:
+    result = await chat.say(command)
+
+    assert result.kind == "command"
+    assert len(channel.texts) == 1 and channel.texts[0]
+    assert scripted.requests == []
