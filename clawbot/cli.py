@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -19,6 +18,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: importing rich costs more than the 0.3 s budget
 )
 
 ModelOption = Annotated[
@@ -85,6 +85,8 @@ def chat(
 ) -> None:
     """Talk to the agent in the terminal (piped stdin: one message per line)."""
     settings = load(model, home, console_session=session)
+    import asyncio
+
     from clawbot.errors import ClawbotError
     from clawbot.llm import check_credentials, preload_in_background
 
