@@ -157,7 +157,9 @@ def _random_markdown(rng: random.Random) -> str:
             )
             blocks.append(f"{fence}{language}\n{body}\n{fence}")
         elif kind < 0.4:
-            blocks.append("\n".join(f"- {rng.choice(words)} item" for _ in range(rng.randint(1, 8))))
+            blocks.append(
+                "\n".join(f"- {rng.choice(words)} item" for _ in range(rng.randint(1, 8)))
+            )
         else:
             sentences = (
                 " ".join(rng.choice(words) for _ in range(rng.randint(1, 15))) + rng.choice(".!? ")
