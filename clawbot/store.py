@@ -7,6 +7,7 @@ ever appended to; ``/new`` starts a new epoch instead of deleting history.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import uuid
@@ -80,9 +81,12 @@ class Store:
         try:
             await store._configure(synchronous)
             await store._migrate()
-        except sqlite3.DatabaseError as exc:
-            await conn.close()
-            raise _describe(exc, path) from None
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise _describe(exc, path) from None
+            raise
         return store
 
     async def _configure(self, synchronous: str) -> None:
