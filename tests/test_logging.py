@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from clawbot.logs import RedactingFormatter, SecretRedactor, agent_scope, redactor, setup_logging
-from clawbot.testing import MemoryChannel, ScriptedModel, call
+from clawbot.testing import ScriptedModel, call
 
 from .conftest import Chat
 
