@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: importing rich costs more than the 0.3 s budget
 )
 
 ModelOption = Annotated[
@@ -87,6 +87,8 @@ def chat(
 ) -> None:
     """Talk to the agent in the terminal (piped stdin: one message per line)."""
     settings = load(model, home, console_session=session)
+    import asyncio
+
     from clawbot.errors import ClawbotError
     from clawbot.llm import check_credentials, preload_in_background
 
@@ -140,6 +142,8 @@ app.add_typer(agents_app, name="agents")
 
 def _open_registry(settings: Settings, work: Callable[[AgentRegistry], Awaitable[None]]) -> None:
     """Run ``work`` on the registry as the bot would load it (the agents folder applied)."""
+    import asyncio
+
     from clawbot.agent_registry import AgentRegistry
     from clawbot.errors import ClawbotError
     from clawbot.home import prepare_home

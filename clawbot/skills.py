@@ -116,6 +116,8 @@ class SkillLibrary:
         self._fingerprint: tuple[tuple[str, int, int], ...] | None = None
         self._skills: tuple[Skill, ...] = ()
         self.problems: tuple[str, ...] = ()
+        self.generation = 0
+        """Counts reloads, so callers can memoize on the current set of skills."""
 
     def all(self) -> tuple[Skill, ...]:
         fingerprint = self._scan()
@@ -170,6 +172,7 @@ class SkillLibrary:
         self._skills = tuple(sorted(skills.values(), key=lambda s: s.name))
         self.problems = tuple(problems)
         self._fingerprint = fingerprint
+        self.generation += 1
 
 
 def skills_prompt(skills: Collection[Skill]) -> str:

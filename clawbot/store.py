@@ -11,10 +11,10 @@ import contextlib
 import json
 import sqlite3
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import aiosqlite
 from pydantic import TypeAdapter
@@ -26,6 +26,7 @@ from clawbot.migrations import migrations
 from clawbot.sessions import Session
 
 _blocks = TypeAdapter(tuple[ContentBlock, ...])
+T = TypeVar("T")
 TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
@@ -81,9 +82,12 @@ class Store:
         try:
             await store._configure(synchronous)
             await store._migrate()
-        except sqlite3.DatabaseError as exc:
-            await conn.close()
-            raise _describe(exc, path) from None
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise _describe(exc, path) from None
+            raise
         return store
 
     async def _configure(self, synchronous: str) -> None:
@@ -252,33 +256,26 @@ class Store:
         """
         assert user_entry.turn_id, "the turn id is assigned before the entry is stored"
         now = _now()
-        try:
+        row = _entry_row(session.key, session.epoch, user_entry)
+
+        def write(db: sqlite3.Connection) -> bool:
             if dedup_id is not None:
-                cursor = await self._conn.execute(
+                seen = db.execute(
                     "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
                     " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
                     (session.channel, session.chat_id, dedup_id, session.key, now),
                 )
-                fresh = cursor.rowcount == 1
-                await cursor.close()
-                if not fresh:
-                    await self._conn.rollback()
+                if seen.rowcount != 1:
                     return False
-            cursor = await self._conn.execute(
-                _INSERT_MESSAGE, _entry_row(session.key, session.epoch, user_entry)
-            )
-            message_id = cursor.lastrowid
-            await cursor.close()
-            await self._conn.execute(
+            message_id = db.execute(_INSERT_MESSAGE, row).lastrowid
+            db.execute(
                 "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, input_message_id,"
                 " created_at, updated_at) VALUES (?, ?, ?, 'running', 1, ?, ?, ?)",
                 (user_entry.turn_id, session.key, lane, message_id, now, now),
             )
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
-        return True
+            return True
+
+        return await self.transaction(write)
 
     async def mark_delivery_failed(self, turn_id: str, error: str) -> None:
         """A reply that could not be delivered leaves a visible mark on its turn."""
@@ -298,17 +295,17 @@ class Store:
     ) -> None:
         """Append the turn's remaining entries and close its job, atomically."""
         rows = [_entry_row(session.key, session.epoch, e) for e in entries]
-        try:
+        now = _now()
+
+        def write(db: sqlite3.Connection) -> None:
             if rows:
-                await self._conn.executemany(_INSERT_MESSAGE, rows)
-            await self._conn.execute(
+                db.executemany(_INSERT_MESSAGE, rows)
+            db.execute(
                 "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ? WHERE id = ?",
-                (status, error, _now(), job_id),
+                (status, error, now, job_id),
             )
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
+
+        await self.transaction(write)
 
     async def turn_job(self, job_id: str) -> dict[str, Any] | None:
         async with self._conn.execute(
@@ -364,25 +361,34 @@ class Store:
 
     # plumbing -------------------------------------------------------------------------
 
-    async def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+    async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` as one transaction on aiosqlite's thread, committed or rolled back.
+
+        Each public aiosqlite call is one thread hop (~40 µs here, far more when the event
+        loop is busy); a turn's writes are a few statements, so they travel together in a
+        single hop through ``Connection._execute``, the internal entry every aiosqlite method
+        uses (aiosqlite has no public way to run a function on its thread).
+        """
+
+        def run(db: sqlite3.Connection) -> T:
+            try:
+                result = work(db)
+            except BaseException:
+                db.rollback()
+                raise
+            db.commit()
+            return result
+
         try:
-            await self._conn.execute(sql, params)
-            await self._conn.commit()
+            return await self._conn._execute(run, self._conn._conn)  # type: ignore[no-untyped-call,no-any-return]
         except sqlite3.DatabaseError as exc:
-            await self._rollback()
             raise _describe(exc, self.path) from None
+
+    async def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        await self.transaction(lambda db: db.execute(sql, params))
 
     async def _write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        try:
-            await self._conn.executemany(sql, rows)
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
-
-    async def _rollback(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
-            await self._conn.rollback()
+        await self.transaction(lambda db: db.executemany(sql, rows))
 
 
 def _describe(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
