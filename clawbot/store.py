@@ -11,7 +11,7 @@ import contextlib
 import json
 import sqlite3
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +22,7 @@ from pydantic import TypeAdapter
 from clawbot.errors import StoreError
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
 from clawbot.migrations import migrations
+from clawbot.pairing import PAIRING_COLUMNS, PairingRequest, stamp
 from clawbot.sessions import Session
 
 _blocks = TypeAdapter(tuple[ContentBlock, ...])
@@ -327,6 +328,179 @@ class Store:
         ) as cursor:
             rows = await cursor.fetchall()
         return [{"id": r[0], "status": r[1], "error": r[2]} for r in rows]
+
+    # access ---------------------------------------------------------------------------
+
+    async def is_approved_sender(self, channel: str, sender_id: str) -> bool:
+        async with self._conn.execute(
+            "SELECT 1 FROM approved_senders WHERE channel = ? AND sender_id = ?",
+            (channel, sender_id),
+        ) as cursor:
+            return await cursor.fetchone() is not None
+
+    async def approved_senders(self) -> list[tuple[str, str, str]]:
+        """(channel, sender_id, sender_name) of every approved sender."""
+        async with self._conn.execute(
+            "SELECT channel, sender_id, sender_name FROM approved_senders"
+            " ORDER BY channel, approved_at"
+        ) as cursor:
+            return [(row[0], row[1], row[2]) async for row in cursor]
+
+    async def request_pairing(
+        self,
+        *,
+        channel: str,
+        sender_id: str,
+        sender_name: str,
+        chat_id: str,
+        now: datetime,
+        expires_at: datetime,
+        max_pending: int,
+        new_code: Callable[[], str],
+    ) -> PairingRequest | None:
+        """The sender's pending pairing request, created if needed; None when the channel
+        already has ``max_pending`` requests waiting.
+
+        The cap and the one-pending-per-sender rule are enforced by single statements (a
+        conditional INSERT and a partial unique index), so concurrent messages cannot
+        exceed them.
+        """
+        at = stamp(now)
+        await self._write(
+            "UPDATE pairing_requests SET status = 'expired', decided_at = ?"
+            " WHERE status = 'pending' AND expires_at <= ?",
+            (at, at),
+        )
+        for _attempt in range(5):
+            existing = await self._pending_pairing_of(channel, sender_id)
+            if existing is not None:
+                return existing
+            try:
+                cursor = await self._conn.execute(
+                    "INSERT INTO pairing_requests (channel, code, sender_id, sender_name,"
+                    " chat_id, status, created_at, expires_at)"
+                    " SELECT ?, ?, ?, ?, ?, 'pending', ?, ? WHERE (SELECT count(*) FROM"
+                    " pairing_requests WHERE channel = ? AND status = 'pending') < ?",
+                    (
+                        channel,
+                        new_code(),
+                        sender_id,
+                        sender_name,
+                        chat_id,
+                        at,
+                        stamp(expires_at),
+                        channel,
+                        max_pending,
+                    ),
+                )
+                inserted = cursor.rowcount == 1
+                await cursor.close()
+                await self._conn.commit()
+            except sqlite3.IntegrityError:
+                # The code was taken (or the sender's request appeared meanwhile): look again.
+                await self._rollback()
+                continue
+            except sqlite3.DatabaseError as exc:
+                await self._rollback()
+                raise _describe(exc, self.path) from None
+            if not inserted:
+                return None
+        return await self._pending_pairing_of(channel, sender_id)
+
+    async def _pending_pairing_of(self, channel: str, sender_id: str) -> PairingRequest | None:
+        async with self._conn.execute(
+            f"SELECT {PAIRING_COLUMNS} FROM pairing_requests"
+            " WHERE channel = ? AND sender_id = ? AND status = 'pending'",
+            (channel, sender_id),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return PairingRequest.from_row(row) if row is not None else None
+
+    async def pairing_request(self, channel: str, code: str) -> PairingRequest | None:
+        async with self._conn.execute(
+            f"SELECT {PAIRING_COLUMNS} FROM pairing_requests WHERE channel = ? AND code = ?",
+            (channel, code),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return PairingRequest.from_row(row) if row is not None else None
+
+    async def pending_pairings(self, now: datetime) -> list[PairingRequest]:
+        """Requests still waiting for the owner, oldest first."""
+        async with self._conn.execute(
+            f"SELECT {PAIRING_COLUMNS} FROM pairing_requests"
+            " WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
+            (stamp(now),),
+        ) as cursor:
+            return [PairingRequest.from_row(row) async for row in cursor]
+
+    async def decide_pairing(
+        self, channel: str, code: str, *, approve: bool, now: datetime
+    ) -> bool:
+        """Approve (remembering the sender) or reject a pending, unexpired request, in one
+        transaction; False when there was no such request."""
+        at = stamp(now)
+        try:
+            cursor = await self._conn.execute(
+                "UPDATE pairing_requests SET status = ?, decided_at = ?"
+                " WHERE channel = ? AND code = ? AND status = 'pending' AND expires_at > ?",
+                ("approved" if approve else "rejected", at, channel, code, at),
+            )
+            changed = cursor.rowcount == 1
+            await cursor.close()
+            if changed and approve:
+                await self._conn.execute(
+                    "INSERT OR REPLACE INTO approved_senders (channel, sender_id, sender_name,"
+                    " approved_at, code) SELECT channel, sender_id, sender_name, ?, code"
+                    " FROM pairing_requests WHERE channel = ? AND code = ?",
+                    (at, channel, code),
+                )
+            await self._conn.commit()
+        except sqlite3.DatabaseError as exc:
+            await self._rollback()
+            raise _describe(exc, self.path) from None
+        return changed
+
+    async def revoke_sender(self, channel: str, sender_id: str) -> bool:
+        try:
+            cursor = await self._conn.execute(
+                "DELETE FROM approved_senders WHERE channel = ? AND sender_id = ?",
+                (channel, sender_id),
+            )
+            removed = cursor.rowcount == 1
+            await cursor.close()
+            await self._conn.commit()
+        except sqlite3.DatabaseError as exc:
+            await self._rollback()
+            raise _describe(exc, self.path) from None
+        return removed
+
+    async def append_context(
+        self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
+    ) -> bool:
+        """Store a message that starts no turn (group chatter kept as context).
+
+        Like ``begin_turn``, a redelivered message (same ``dedup_id``) is stored once:
+        returns False then.
+        """
+        now = _now()
+        try:
+            if dedup_id is not None:
+                cursor = await self._conn.execute(
+                    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
+                    " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
+                    (session.channel, session.chat_id, dedup_id, session.key, now),
+                )
+                fresh = cursor.rowcount == 1
+                await cursor.close()
+                if not fresh:
+                    await self._conn.rollback()
+                    return False
+            await self._conn.execute(_INSERT_MESSAGE, _entry_row(session.key, session.epoch, entry))
+            await self._conn.commit()
+        except sqlite3.DatabaseError as exc:
+            await self._rollback()
+            raise _describe(exc, self.path) from None
+        return True
 
     # plumbing -------------------------------------------------------------------------
 
