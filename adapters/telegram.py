@@ -583,6 +583,22 @@ class TelegramAdapter(Adapter):
                 error_callback=self._polling_error,
             )
 
+    async def stop_intake(self) -> None:
+        """Stop fetching updates and hand over those already fetched (``Application.stop``
+        processes its queue); the bot stays usable for replies until ``stop``."""
+        async with self._lock:
+            app = self._app
+            if app is None:
+                return
+            try:
+                async with asyncio.timeout(self._settings.shutdown_timeout):
+                    if app.updater is not None and app.updater.running:
+                        await app.updater.stop()
+                    if app.running:
+                        await app.stop()
+            except TimeoutError:
+                log.warning("telegram: stopping intake took too long; continuing the shutdown")
+
     async def stop(self) -> None:
         async with self._lock:
             app, self._app = self._app, None

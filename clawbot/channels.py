@@ -66,6 +66,10 @@ class Adapter(abc.ABC):
     async def stop(self) -> None:
         """Stop intake and close connections; must be safe to call twice."""
 
+    async def stop_intake(self) -> None:  # noqa: B027
+        """Stop receiving new messages but keep sending, so turns still running at shutdown
+        can deliver their replies; ``stop`` follows. By default intake ends with ``stop``."""
+
     @abc.abstractmethod
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         """Deliver one outbound message (already gated by the outbox)."""
