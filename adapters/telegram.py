@@ -406,7 +406,7 @@ class TelegramAdapter(Adapter):
     """Telegram through python-telegram-bot, pointed at ``settings.telegram_api_base``."""
 
     name = CHANNEL
-    limits = ChannelLimits(max_message_chars=4096, markup="telegram_html")
+    limits = ChannelLimits(max_message_chars=4096, markup="telegram_html", length_unit="utf16")
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings

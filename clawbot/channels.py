@@ -10,7 +10,7 @@ import abc
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from clawbot.messages import Attachment, InboundMessage, OutboundMessage
 
@@ -26,6 +26,9 @@ class ChannelLimits:
 
     max_message_chars: int = 4000
     markup: str = "plain"  # "plain" | "telegram_html" | "slack_mrkdwn" | "discord_markdown"
+    length_unit: Literal["chars", "utf16"] = "chars"
+    """How the platform counts ``max_message_chars``: Python characters (code points) or
+    UTF-16 code units (Telegram), where an emoji beyond U+FFFF counts twice."""
 
 
 @dataclass(frozen=True)
