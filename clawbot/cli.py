@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -23,6 +20,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: importing rich costs more than the 0.3 s budget
 )
 
 ModelOption = Annotated[
@@ -89,6 +87,8 @@ def chat(
 ) -> None:
     """Talk to the agent in the terminal (piped stdin: one message per line)."""
     settings = load(model, home, console_session=session)
+    import asyncio
+
     from clawbot.errors import ClawbotError
     from clawbot.llm import check_credentials, preload_in_background
 
@@ -179,6 +179,8 @@ def run(
 ) -> None:
     """Serve the agent on Telegram, Discord and Slack until SIGINT/SIGTERM."""
     settings = load(model, home)
+    import asyncio
+
     from clawbot.errors import ClawbotError
     from clawbot.llm import check_credentials, preload_in_background
 
@@ -206,6 +208,8 @@ async def _run(settings: Settings, names: list[str]) -> None:
 @app.command()
 def doctor(model: ModelOption = None, home: HomeOption = None) -> None:
     """Check channel settings and token formats, the model key, home folder and database."""
+    import asyncio
+
     from dotenv import load_dotenv
 
     from clawbot.doctor import all_ok, diagnose
@@ -238,17 +242,22 @@ app.add_typer(pairing_app, name="pairing")
 @pairing_app.command("list")
 def pairing_list(home: HomeOption = None) -> None:
     """Show the pairing codes waiting for approval."""
+    import asyncio
+
     from clawbot.access import Pairing
     from clawbot.messages import utcnow
 
     async def pending() -> list[str]:
-        async with _store(settings) as store:
+        store = await _open_store(settings)
+        try:
             now = utcnow()
             return [
                 f"{r.channel:<9} {r.code}  {r.sender_name or '?'} ({r.sender_id}), "
                 f"expires in {max(1, round((r.expires_at - now).total_seconds() / 60))} min"
                 for r in await Pairing(store).pending()
             ]
+        finally:
+            await store.close()
 
     settings = load(home=home)
     lines = asyncio.run(pending())
@@ -281,17 +290,22 @@ def pairing_reject(
 
 
 def _decide(channel: str, code: str, *, approve: bool, home: Path | None) -> PairingRequest:
+    import asyncio
+
     from clawbot.access import Pairing
     from clawbot.errors import ClawbotError
 
     settings = load(home=home)
 
     async def decide() -> PairingRequest:
-        async with _store(settings) as store:
+        store = await _open_store(settings)
+        try:
             pairing = Pairing(store)
             if approve:
                 return await pairing.approve(channel, code)
             return await pairing.reject(channel, code)
+        finally:
+            await store.close()
 
     try:
         return asyncio.run(decide())
@@ -299,19 +313,14 @@ def _decide(channel: str, code: str, *, approve: bool, home: Path | None) -> Pai
         fail(str(exc), code=1)
 
 
-@contextlib.asynccontextmanager
-async def _store(settings: Settings) -> AsyncIterator[Store]:
+async def _open_store(settings: Settings) -> Store:
     from clawbot.errors import ClawbotError
     from clawbot.store import Store
 
     try:
-        store = await Store.open(settings.db_path, synchronous=settings.db_synchronous)
+        return await Store.open(settings.db_path, synchronous=settings.db_synchronous)
     except ClawbotError as exc:
         fail(str(exc), code=1)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from clawbot.agents import AgentSpec
@@ -30,7 +31,7 @@ from clawbot.settings import Settings
 from clawbot.store import Store, new_id
 from clawbot.tools import Tool, ToolContext, ToolRegistry
 from clawbot.transcripts import TranscriptCache
-from clawbot.workspace import Workspace
+from clawbot.workspace import BootstrapFile, Workspace
 
 log = logging.getLogger("clawbot.runtime")
 
@@ -66,12 +67,15 @@ class ResolvedTurn:
     agent: AgentSpec
     model: str
     tools: tuple[Tool, ...]
+    tool_specs: tuple[dict[str, Any], ...]
     system_prompt: str
     history_limit: int
     prompt_files: tuple[str, ...] = field(default=())
 
 
 AgentResolver = Callable[[str], AgentSpec]
+# tools, their specs, the system prompt and the files it came from
+_AgentParts = tuple[tuple[Tool, ...], tuple[dict[str, Any], ...], str, tuple[str, ...]]
 
 
 class Runtime:
@@ -92,25 +96,40 @@ class Runtime:
         self.client = client
         self.agents = agents
         self.transcripts = TranscriptCache(store, keep=max(settings.max_history_messages, 2))
+        self._resolved_parts: dict[tuple[AgentSpec, tuple[tuple[Path, int], ...]], _AgentParts] = {}
 
     def resolve(self, session: Session) -> ResolvedTurn:
+        """Session -> agent -> model, tools and prompt. Runs every turn, so the parts that
+        depend only on the agent and the bootstrap files are memoized on exactly those."""
         agent = self.agents(session.agent_id)
         model = session.model_override or agent.model or self.settings.model
+        files = tuple(self.workspace.bootstrap(agent.agent_id, overlay=agent.workspace_overlay))
+        key = (agent, tuple((f.path, f.mtime) for f in files))
+        parts = self._resolved_parts.get(key)
+        if parts is None:
+            parts = self._resolved_parts[key] = self._build_parts(agent, files)
+        tools, specs, system_prompt, prompt_files = parts
+        return ResolvedTurn(
+            agent=agent,
+            model=model,
+            tools=tools,
+            tool_specs=specs,
+            system_prompt=system_prompt,
+            history_limit=agent.context.max_history_messages or self.settings.max_history_messages,
+            prompt_files=prompt_files,
+        )
+
+    def _build_parts(self, agent: AgentSpec, files: tuple[BootstrapFile, ...]) -> _AgentParts:
+        if len(self._resolved_parts) > 256:
+            self._resolved_parts.clear()
         tools = tuple(t for t in self.tools if agent.tools.permits(t.name, t.groups))
-        files = self.workspace.bootstrap(agent.agent_id, overlay=agent.workspace_overlay)
         sections = [f"## {f.name}\n{f.text.strip()}" for f in files]
         if agent.system_prompt:
             sections.insert(0, agent.system_prompt.strip())
         if not sections:
             sections.append(f"You are {agent.name}, a helpful assistant in a chat.")
-        return ResolvedTurn(
-            agent=agent,
-            model=model,
-            tools=tools,
-            system_prompt="\n\n".join(sections),
-            history_limit=agent.context.max_history_messages or self.settings.max_history_messages,
-            prompt_files=tuple(str(self.workspace.relative(f.path)) for f in files),
-        )
+        prompt_files = tuple(self.workspace.relative(f.path) for f in files)
+        return tools, tuple(t.spec() for t in tools), "\n\n".join(sections), prompt_files
 
     async def accept(
         self, session: Session, user_entry: TranscriptEntry, *, dedup_id: str | None = None
@@ -148,7 +167,7 @@ class Runtime:
         ephemeral: Sequence[str],
     ) -> TurnResult:
         transcript = await self.transcripts.get(session)
-        specs = [t.spec() for t in resolved.tools]
+        specs = resolved.tool_specs
         allowed = {t.name for t in resolved.tools}
         context = ToolContext(
             session=session,

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import aiosqlite
 from pydantic import TypeAdapter
@@ -26,6 +26,7 @@ from clawbot.pairing import PAIRING_COLUMNS, PairingRequest, stamp
 from clawbot.sessions import Session
 
 _blocks = TypeAdapter(tuple[ContentBlock, ...])
+T = TypeVar("T")
 TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
@@ -81,9 +82,12 @@ class Store:
         try:
             await store._configure(synchronous)
             await store._migrate()
-        except sqlite3.DatabaseError as exc:
-            await conn.close()
-            raise _describe(exc, path) from None
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise _describe(exc, path) from None
+            raise
         return store
 
     async def _configure(self, synchronous: str) -> None:
@@ -252,33 +256,26 @@ class Store:
         """
         assert user_entry.turn_id, "the turn id is assigned before the entry is stored"
         now = _now()
-        try:
+        row = _entry_row(session.key, session.epoch, user_entry)
+
+        def write(db: sqlite3.Connection) -> bool:
             if dedup_id is not None:
-                cursor = await self._conn.execute(
+                seen = db.execute(
                     "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
                     " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
                     (session.channel, session.chat_id, dedup_id, session.key, now),
                 )
-                fresh = cursor.rowcount == 1
-                await cursor.close()
-                if not fresh:
-                    await self._conn.rollback()
+                if seen.rowcount != 1:
                     return False
-            cursor = await self._conn.execute(
-                _INSERT_MESSAGE, _entry_row(session.key, session.epoch, user_entry)
-            )
-            message_id = cursor.lastrowid
-            await cursor.close()
-            await self._conn.execute(
+            message_id = db.execute(_INSERT_MESSAGE, row).lastrowid
+            db.execute(
                 "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, input_message_id,"
                 " created_at, updated_at) VALUES (?, ?, ?, 'running', 1, ?, ?, ?)",
                 (user_entry.turn_id, session.key, lane, message_id, now, now),
             )
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
-        return True
+            return True
+
+        return await self.transaction(write)
 
     async def mark_delivery_failed(self, turn_id: str, error: str) -> None:
         """A reply that could not be delivered leaves a visible mark on its turn."""
@@ -298,17 +295,17 @@ class Store:
     ) -> None:
         """Append the turn's remaining entries and close its job, atomically."""
         rows = [_entry_row(session.key, session.epoch, e) for e in entries]
-        try:
+        now = _now()
+
+        def write(db: sqlite3.Connection) -> None:
             if rows:
-                await self._conn.executemany(_INSERT_MESSAGE, rows)
-            await self._conn.execute(
+                db.executemany(_INSERT_MESSAGE, rows)
+            db.execute(
                 "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ? WHERE id = ?",
-                (status, error, _now(), job_id),
+                (status, error, now, job_id),
             )
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
+
+        await self.transaction(write)
 
     async def turn_job(self, job_id: str) -> dict[str, Any] | None:
         async with self._conn.execute(
@@ -359,62 +356,49 @@ class Store:
         new_code: Callable[[], str],
     ) -> PairingRequest | None:
         """The sender's pending pairing request, created if needed; None when the channel
-        already has ``max_pending`` requests waiting.
-
-        The cap and the one-pending-per-sender rule are enforced by single statements (a
-        conditional INSERT and a partial unique index), so concurrent messages cannot
-        exceed them.
-        """
+        already has ``max_pending`` requests waiting. One transaction, so concurrent
+        messages can neither exceed the cap nor give one sender two codes."""
         at = stamp(now)
-        await self._write(
-            "UPDATE pairing_requests SET status = 'expired', decided_at = ?"
-            " WHERE status = 'pending' AND expires_at <= ?",
-            (at, at),
-        )
-        for _attempt in range(5):
-            existing = await self._pending_pairing_of(channel, sender_id)
-            if existing is not None:
-                return existing
-            try:
-                cursor = await self._conn.execute(
-                    "INSERT INTO pairing_requests (channel, code, sender_id, sender_name,"
-                    " chat_id, status, created_at, expires_at)"
-                    " SELECT ?, ?, ?, ?, ?, 'pending', ?, ? WHERE (SELECT count(*) FROM"
-                    " pairing_requests WHERE channel = ? AND status = 'pending') < ?",
-                    (
-                        channel,
-                        new_code(),
-                        sender_id,
-                        sender_name,
-                        chat_id,
-                        at,
-                        stamp(expires_at),
-                        channel,
-                        max_pending,
-                    ),
-                )
-                inserted = cursor.rowcount == 1
-                await cursor.close()
-                await self._conn.commit()
-            except sqlite3.IntegrityError:
-                # The code was taken (or the sender's request appeared meanwhile): look again.
-                await self._rollback()
-                continue
-            except sqlite3.DatabaseError as exc:
-                await self._rollback()
-                raise _describe(exc, self.path) from None
-            if not inserted:
-                return None
-        return await self._pending_pairing_of(channel, sender_id)
-
-    async def _pending_pairing_of(self, channel: str, sender_id: str) -> PairingRequest | None:
-        async with self._conn.execute(
+        select = (
             f"SELECT {PAIRING_COLUMNS} FROM pairing_requests"
-            " WHERE channel = ? AND sender_id = ? AND status = 'pending'",
-            (channel, sender_id),
-        ) as cursor:
-            row = await cursor.fetchone()
-        return PairingRequest.from_row(row) if row is not None else None
+            " WHERE channel = ? AND sender_id = ? AND status = 'pending'"
+        )
+
+        def write(db: sqlite3.Connection) -> PairingRequest | None:
+            db.execute(
+                "UPDATE pairing_requests SET status = 'expired', decided_at = ?"
+                " WHERE status = 'pending' AND expires_at <= ?",
+                (at, at),
+            )
+            for _attempt in range(10):
+                row = db.execute(select, (channel, sender_id)).fetchone()
+                if row is not None:
+                    return PairingRequest.from_row(row)
+                try:
+                    inserted = db.execute(
+                        "INSERT INTO pairing_requests (channel, code, sender_id, sender_name,"
+                        " chat_id, status, created_at, expires_at)"
+                        " SELECT ?, ?, ?, ?, ?, 'pending', ?, ? WHERE (SELECT count(*) FROM"
+                        " pairing_requests WHERE channel = ? AND status = 'pending') < ?",
+                        (
+                            channel,
+                            new_code(),
+                            sender_id,
+                            sender_name,
+                            chat_id,
+                            at,
+                            stamp(expires_at),
+                            channel,
+                            max_pending,
+                        ),
+                    )
+                except sqlite3.IntegrityError:
+                    continue  # the code is taken on this channel: draw another
+                if inserted.rowcount != 1:
+                    return None
+            raise sqlite3.DatabaseError("could not draw an unused pairing code")
+
+        return await self.transaction(write)
 
     async def pairing_request(self, channel: str, code: str) -> PairingRequest | None:
         async with self._conn.execute(
@@ -439,40 +423,37 @@ class Store:
         """Approve (remembering the sender) or reject a pending, unexpired request, in one
         transaction; False when there was no such request."""
         at = stamp(now)
-        try:
-            cursor = await self._conn.execute(
+
+        def write(db: sqlite3.Connection) -> bool:
+            changed = db.execute(
                 "UPDATE pairing_requests SET status = ?, decided_at = ?"
                 " WHERE channel = ? AND code = ? AND status = 'pending' AND expires_at > ?",
                 ("approved" if approve else "rejected", at, channel, code, at),
             )
-            changed = cursor.rowcount == 1
-            await cursor.close()
-            if changed and approve:
-                await self._conn.execute(
+            if changed.rowcount != 1:
+                return False
+            if approve:
+                db.execute(
                     "INSERT OR REPLACE INTO approved_senders (channel, sender_id, sender_name,"
                     " approved_at, code) SELECT channel, sender_id, sender_name, ?, code"
                     " FROM pairing_requests WHERE channel = ? AND code = ?",
                     (at, channel, code),
                 )
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
-        return changed
+            return True
+
+        return await self.transaction(write)
 
     async def revoke_sender(self, channel: str, sender_id: str) -> bool:
-        try:
-            cursor = await self._conn.execute(
-                "DELETE FROM approved_senders WHERE channel = ? AND sender_id = ?",
-                (channel, sender_id),
+        def write(db: sqlite3.Connection) -> bool:
+            return (
+                db.execute(
+                    "DELETE FROM approved_senders WHERE channel = ? AND sender_id = ?",
+                    (channel, sender_id),
+                ).rowcount
+                == 1
             )
-            removed = cursor.rowcount == 1
-            await cursor.close()
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
-        return removed
+
+        return await self.transaction(write)
 
     async def append_context(
         self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
@@ -483,46 +464,52 @@ class Store:
         returns False then.
         """
         now = _now()
-        try:
+        row = _entry_row(session.key, session.epoch, entry)
+
+        def write(db: sqlite3.Connection) -> bool:
             if dedup_id is not None:
-                cursor = await self._conn.execute(
+                seen = db.execute(
                     "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
                     " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
                     (session.channel, session.chat_id, dedup_id, session.key, now),
                 )
-                fresh = cursor.rowcount == 1
-                await cursor.close()
-                if not fresh:
-                    await self._conn.rollback()
+                if seen.rowcount != 1:
                     return False
-            await self._conn.execute(_INSERT_MESSAGE, _entry_row(session.key, session.epoch, entry))
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
-        return True
+            db.execute(_INSERT_MESSAGE, row)
+            return True
+
+        return await self.transaction(write)
 
     # plumbing -------------------------------------------------------------------------
 
-    async def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+    async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` as one transaction on aiosqlite's thread, committed or rolled back.
+
+        Each public aiosqlite call is one thread hop (~40 µs here, far more when the event
+        loop is busy); a turn's writes are a few statements, so they travel together in a
+        single hop through ``Connection._execute``, the internal entry every aiosqlite method
+        uses (aiosqlite has no public way to run a function on its thread).
+        """
+
+        def run(db: sqlite3.Connection) -> T:
+            try:
+                result = work(db)
+            except BaseException:
+                db.rollback()
+                raise
+            db.commit()
+            return result
+
         try:
-            await self._conn.execute(sql, params)
-            await self._conn.commit()
+            return await self._conn._execute(run, self._conn._conn)  # type: ignore[no-untyped-call,no-any-return]
         except sqlite3.DatabaseError as exc:
-            await self._rollback()
             raise _describe(exc, self.path) from None
+
+    async def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        await self.transaction(lambda db: db.execute(sql, params))
 
     async def _write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        try:
-            await self._conn.executemany(sql, rows)
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
-
-    async def _rollback(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
-            await self._conn.rollback()
+        await self.transaction(lambda db: db.executemany(sql, rows))
 
 
 def _describe(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
