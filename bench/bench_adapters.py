@@ -36,11 +36,50 @@ from tests.standins.slack import BOT_ID
 from tests.standins.slack import BOT_USER_ID as SLACK_BOT_USER
 from tests.standins.telegram import DEFAULT_BOT_ID, DEFAULT_BOT_USERNAME, TelegramHarness
 
-WORDS = (
-    "the deploy is on friday please check logs again tomorrow cache latency ok thanks "
-    "database migration failed because index was missing could you look into it why "
-    "what when where and or but not quite sure maybe later review merged branch tests"
-).split()
+WORDS = [
+    "the",
+    "deploy",
+    "is",
+    "on",
+    "friday",
+    "please",
+    "check",
+    "logs",
+    "again",
+    "tomorrow",
+    "cache",
+    "latency",
+    "ok",
+    "thanks",
+    "database",
+    "migration",
+    "failed",
+    "because",
+    "index",
+    "was",
+    "missing",
+    "could",
+    "you",
+    "look",
+    "into",
+    "it",
+    "why",
+    "what",
+    "when",
+    "where",
+    "and",
+    "or",
+    "but",
+    "not",
+    "quite",
+    "sure",
+    "maybe",
+    "later",
+    "review",
+    "merged",
+    "branch",
+    "tests",
+]
 EMOJI = ["🎉", "🚀", "👍", "😀", "🔥"]
 
 
