@@ -32,6 +32,7 @@ class Workspace:
             )
         self.root = root.resolve()
         self._cache: dict[Path, tuple[int, str]] = {}
+        self._candidate_cache: dict[str | None, list[tuple[str, tuple[Path, ...]]]] = {}
 
     def resolve(self, relative: str) -> Path:
         """The real path of ``relative`` inside the workspace, or a WorkspaceError.
@@ -61,10 +62,7 @@ class Workspace:
         Runs every turn, so each file costs one ``stat`` and is re-read only when it changed.
         """
         found = []
-        for name in BOOTSTRAP_FILES:
-            candidates = [self.root / name]
-            if overlay and agent_id:
-                candidates.insert(0, self.root / "agents" / agent_id / name)
+        for name, candidates in self._candidates(agent_id if overlay else None):
             for path in candidates:
                 try:
                     mtime = os.stat(path).st_mtime_ns
@@ -75,6 +73,22 @@ class Workspace:
                     found.append(BootstrapFile(name=name, path=path, text=text, mtime=mtime))
                 break
         return found
+
+    def _candidates(self, agent_id: str | None) -> list[tuple[str, tuple[Path, ...]]]:
+        """Per bootstrap file, the paths to try in order (the overlay first)."""
+        cached = self._candidate_cache.get(agent_id)
+        if cached is None:
+            cached = [
+                (
+                    name,
+                    (self.root / "agents" / agent_id / name, self.root / name)
+                    if agent_id
+                    else (self.root / name,),
+                )
+                for name in BOOTSTRAP_FILES
+            ]
+            self._candidate_cache[agent_id] = cached
+        return cached
 
     def _read_cached(self, path: Path, mtime: int) -> str:
         cached = self._cache.get(path)
