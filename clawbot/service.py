@@ -2,9 +2,10 @@
 
 Each inbound message is handed to the router in its own tracked task, so an adapter's
 receive loop never waits for a turn (the router still runs one turn at a time per session).
-Shutdown is graceful and bounded: intake stops first, running turns get ``shutdown_timeout``
-seconds to finish and deliver, what is left is cancelled and logged (its inbound message and
-turn job are already persisted), then connections close.
+Shutdown is graceful and bounded: intake stops first, running turns get what is left of
+``shutdown_timeout`` seconds to finish and deliver, what is left is cancelled and logged (its
+inbound message and turn job are already persisted), then connections close (at most
+``CLOSE_TIMEOUT`` more seconds).
 """
 
 from __future__ import annotations
@@ -99,7 +100,13 @@ class Service:
     async def stop(self) -> ShutdownReport:
         """Stop intake, let running turns finish within the timeout, cancel the rest, close."""
         started = time.monotonic()
-        await asyncio.gather(*(self._quietly(adapter, "stop_intake") for adapter in self._started))
+        try:
+            async with asyncio.timeout(self.shutdown_timeout):
+                await asyncio.gather(
+                    *(self._quietly(adapter, "stop_intake") for adapter in self._started)
+                )
+        except TimeoutError:
+            log.warning("stopping intake took over %.0fs; going on", self.shutdown_timeout)
         self._accepting = False
         pending = set(self._tasks)
         waiting = len(pending)

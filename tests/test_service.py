@@ -211,3 +211,22 @@ async def test_a_message_already_in_flight_when_stopping_still_gets_its_answer(
     await service.stop()
 
     assert channel.texts == ["still answered"]
+
+
+async def test_a_channel_that_never_stops_its_intake_cannot_hold_up_shutdown(
+    bot: Clawbot, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Stuck(PushChannel):
+        async def stop_intake(self) -> None:
+            await asyncio.Event().wait()
+
+    channel = Stuck()
+    service = Service(bot, [channel], shutdown_timeout=0.05)
+    await service.start()
+
+    with caplog.at_level(logging.WARNING, logger="clawbot.service"):
+        report = await asyncio.wait_for(service.stop(), 10)
+
+    assert report.cancelled == ()
+    assert channel.events[-1] == "stop"
+    assert "stopping intake took over" in caplog.text
