@@ -335,14 +335,6 @@ class Store:
         ) as cursor:
             return await cursor.fetchone() is not None
 
-    async def approved_senders(self) -> list[tuple[str, str, str]]:
-        """(channel, sender_id, sender_name) of every approved sender."""
-        async with self._conn.execute(
-            "SELECT channel, sender_id, sender_name FROM approved_senders"
-            " ORDER BY channel, approved_at"
-        ) as cursor:
-            return [(row[0], row[1], row[2]) async for row in cursor]
-
     async def request_pairing(
         self,
         *,
@@ -440,18 +432,6 @@ class Store:
                     (at, channel, code),
                 )
             return True
-
-        return await self.transaction(write)
-
-    async def revoke_sender(self, channel: str, sender_id: str) -> bool:
-        def write(db: sqlite3.Connection) -> bool:
-            return (
-                db.execute(
-                    "DELETE FROM approved_senders WHERE channel = ? AND sender_id = ?",
-                    (channel, sender_id),
-                ).rowcount
-                == 1
-            )
 
         return await self.transaction(write)
 
