@@ -18,7 +18,7 @@ from markdown_it.rules_inline.autolink import autolink
 from markdown_it.tree import SyntaxTreeNode
 
 from clawbot.channels import ChannelLimits
-from clawbot.chunking import split_markdown
+from clawbot.chunking import split_markdown, utf16_length
 
 Markup = Literal["plain", "telegram_html", "slack_mrkdwn", "discord_markdown"]
 MARKUPS: tuple[Markup, ...] = get_args(Markup)
@@ -77,9 +77,29 @@ def render_parts(markdown: str, limits: ChannelLimits) -> list[RenderedPart]:
     markup = as_markup(limits.markup)
     limit = limits.max_message_chars
     parts: list[RenderedPart] = []
+    if limits.length_unit == "utf16":
+        for chunk in split_markdown(markdown, limit, measure=utf16_length):
+            _render_fitting_units(chunk, markup, limit, parts)
+        return parts
     for chunk in split_markdown(markdown, limit):
         _render_fitting(chunk, markup, limit, parts)
     return parts
+
+
+def _render_fitting_units(chunk: str, markup: Markup, limit: int, out: list[RenderedPart]) -> None:
+    """``_render_fitting`` for a limit in UTF-16 code units: parts that fit in characters but
+    not in code units (astral characters such as emoji count twice) are split again."""
+    staged: list[RenderedPart] = []
+    _render_fitting(chunk, markup, limit, staged)
+    longest = max((max(utf16_length(p.text), utf16_length(p.plain)) for p in staged), default=0)
+    if longest <= limit:
+        out.extend(staged)
+        return
+    smaller = min(utf16_length(chunk) - 1, utf16_length(chunk) * limit * 9 // (longest * 10))
+    if smaller < 2:
+        raise ValueError(f"cannot render {chunk!r} as {markup} within {limit} UTF-16 units")
+    for piece in split_markdown(chunk, smaller, measure=utf16_length):
+        _render_fitting_units(piece, markup, limit, out)
 
 
 def as_markup(name: str) -> Markup:

@@ -113,7 +113,13 @@ class Router:
         session = await self.session_for(message)
         entry = _user_entry(message)
         if not decision.start_turn:
-            await self.store.append_entries(session, [entry])
+            # Kept as context: stored once (redeliveries deduplicated), in order with the
+            # session's turns, and visible to the next turn through the transcript cache.
+            async with self._session_lock(session.key):
+                session = await self.session_for(message)
+                transcript = await self.runtime.transcripts.get(session)
+                if await self.store.append_context(session, entry, dedup_id=message.message_id):
+                    transcript.append([entry])
             return Handled(kind="ignored")
         async with self._session_lock(session.key):
             session = await self.session_for(message)

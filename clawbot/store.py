@@ -23,6 +23,7 @@ from clawbot.agents import AgentRecord, AgentSpec
 from clawbot.errors import StoreError
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
 from clawbot.migrations import migrations
+from clawbot.pairing import PAIRING_COLUMNS, PairingRequest, stamp
 from clawbot.sessions import Session
 
 _blocks = TypeAdapter(tuple[ContentBlock, ...])
@@ -358,6 +359,140 @@ class Store:
                 now,
             ),
         )
+
+    # access ---------------------------------------------------------------------------
+
+    async def is_approved_sender(self, channel: str, sender_id: str) -> bool:
+        async with self._conn.execute(
+            "SELECT 1 FROM approved_senders WHERE channel = ? AND sender_id = ?",
+            (channel, sender_id),
+        ) as cursor:
+            return await cursor.fetchone() is not None
+
+    async def request_pairing(
+        self,
+        *,
+        channel: str,
+        sender_id: str,
+        sender_name: str,
+        chat_id: str,
+        now: datetime,
+        expires_at: datetime,
+        max_pending: int,
+        new_code: Callable[[], str],
+    ) -> PairingRequest | None:
+        """The sender's pending pairing request, created if needed; None when the channel
+        already has ``max_pending`` requests waiting. One transaction, so concurrent
+        messages can neither exceed the cap nor give one sender two codes."""
+        at = stamp(now)
+        select = (
+            f"SELECT {PAIRING_COLUMNS} FROM pairing_requests"
+            " WHERE channel = ? AND sender_id = ? AND status = 'pending'"
+        )
+
+        def write(db: sqlite3.Connection) -> PairingRequest | None:
+            db.execute(
+                "UPDATE pairing_requests SET status = 'expired', decided_at = ?"
+                " WHERE status = 'pending' AND expires_at <= ?",
+                (at, at),
+            )
+            for _attempt in range(10):
+                row = db.execute(select, (channel, sender_id)).fetchone()
+                if row is not None:
+                    return PairingRequest.from_row(row)
+                try:
+                    inserted = db.execute(
+                        "INSERT INTO pairing_requests (channel, code, sender_id, sender_name,"
+                        " chat_id, status, created_at, expires_at)"
+                        " SELECT ?, ?, ?, ?, ?, 'pending', ?, ? WHERE (SELECT count(*) FROM"
+                        " pairing_requests WHERE channel = ? AND status = 'pending') < ?",
+                        (
+                            channel,
+                            new_code(),
+                            sender_id,
+                            sender_name,
+                            chat_id,
+                            at,
+                            stamp(expires_at),
+                            channel,
+                            max_pending,
+                        ),
+                    )
+                except sqlite3.IntegrityError:
+                    continue  # the code is taken on this channel: draw another
+                if inserted.rowcount != 1:
+                    return None
+            raise sqlite3.DatabaseError("could not draw an unused pairing code")
+
+        return await self.transaction(write)
+
+    async def pairing_request(self, channel: str, code: str) -> PairingRequest | None:
+        async with self._conn.execute(
+            f"SELECT {PAIRING_COLUMNS} FROM pairing_requests WHERE channel = ? AND code = ?",
+            (channel, code),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return PairingRequest.from_row(row) if row is not None else None
+
+    async def pending_pairings(self, now: datetime) -> list[PairingRequest]:
+        """Requests still waiting for the owner, oldest first."""
+        async with self._conn.execute(
+            f"SELECT {PAIRING_COLUMNS} FROM pairing_requests"
+            " WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
+            (stamp(now),),
+        ) as cursor:
+            return [PairingRequest.from_row(row) async for row in cursor]
+
+    async def decide_pairing(
+        self, channel: str, code: str, *, approve: bool, now: datetime
+    ) -> bool:
+        """Approve (remembering the sender) or reject a pending, unexpired request, in one
+        transaction; False when there was no such request."""
+        at = stamp(now)
+
+        def write(db: sqlite3.Connection) -> bool:
+            changed = db.execute(
+                "UPDATE pairing_requests SET status = ?, decided_at = ?"
+                " WHERE channel = ? AND code = ? AND status = 'pending' AND expires_at > ?",
+                ("approved" if approve else "rejected", at, channel, code, at),
+            )
+            if changed.rowcount != 1:
+                return False
+            if approve:
+                db.execute(
+                    "INSERT OR REPLACE INTO approved_senders (channel, sender_id, sender_name,"
+                    " approved_at, code) SELECT channel, sender_id, sender_name, ?, code"
+                    " FROM pairing_requests WHERE channel = ? AND code = ?",
+                    (at, channel, code),
+                )
+            return True
+
+        return await self.transaction(write)
+
+    async def append_context(
+        self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
+    ) -> bool:
+        """Store a message that starts no turn (group chatter kept as context).
+
+        Like ``begin_turn``, a redelivered message (same ``dedup_id``) is stored once:
+        returns False then.
+        """
+        now = _now()
+        row = _entry_row(session.key, session.epoch, entry)
+
+        def write(db: sqlite3.Connection) -> bool:
+            if dedup_id is not None:
+                seen = db.execute(
+                    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
+                    " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
+                    (session.channel, session.chat_id, dedup_id, session.key, now),
+                )
+                if seen.rowcount != 1:
+                    return False
+            db.execute(_INSERT_MESSAGE, row)
+            return True
+
+        return await self.transaction(write)
 
     # plumbing -------------------------------------------------------------------------
 
