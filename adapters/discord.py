@@ -454,6 +454,10 @@ class DiscordAdapter(Adapter):
             except Exception:
                 log.exception("discord: the message handler failed on %s", inbound.message_id)
 
+    async def stop_intake(self) -> None:
+        """Ignore messages from now on; REST stays up so running turns can reply."""
+        self._accepting = False
+
     async def stop(self) -> None:
         """Stop intake, close the gateway and HTTP sessions; bounded, idempotent."""
         self._accepting = False

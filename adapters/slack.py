@@ -412,6 +412,21 @@ class SlackAdapter(Adapter):
             return str(host), int(port)
         return self._http_host, self._http_port
 
+    async def stop_intake(self) -> None:
+        """Close the event connection (Socket Mode or the HTTP endpoint); the Web API client
+        stays usable, so turns still running can post their replies until ``stop``."""
+        self._accepting = False
+        socket, self._socket = self._socket, None
+        runner, self._runner = self._runner, None
+        try:
+            async with asyncio.timeout(self._shutdown_timeout):
+                if socket is not None:
+                    await socket.close_async()  # type: ignore[no-untyped-call]
+                if runner is not None:
+                    await runner.cleanup()
+        except TimeoutError:
+            log.warning("slack: closing the event connection timed out")
+
     async def stop(self) -> None:
         self._accepting = False
         self._on_message = None

@@ -406,7 +406,7 @@ class TelegramAdapter(Adapter):
     """Telegram through python-telegram-bot, pointed at ``settings.telegram_api_base``."""
 
     name = CHANNEL
-    limits = ChannelLimits(max_message_chars=4096, markup="telegram_html")
+    limits = ChannelLimits(max_message_chars=4096, markup="telegram_html", length_unit="utf16")
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -582,6 +582,22 @@ class TelegramAdapter(Adapter):
                 bootstrap_retries=3,
                 error_callback=self._polling_error,
             )
+
+    async def stop_intake(self) -> None:
+        """Stop fetching updates and hand over those already fetched (``Application.stop``
+        processes its queue); the bot stays usable for replies until ``stop``."""
+        async with self._lock:
+            app = self._app
+            if app is None:
+                return
+            try:
+                async with asyncio.timeout(self._settings.shutdown_timeout):
+                    if app.updater is not None and app.updater.running:
+                        await app.updater.stop()
+                    if app.running:
+                        await app.stop()
+            except TimeoutError:
+                log.warning("telegram: stopping intake took too long; continuing the shutdown")
 
     async def stop(self) -> None:
         async with self._lock:

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 DEFAULT_AGENT_ID = "main"
+
+HIGH_RISK_GROUPS = frozenset({"group:shell", "group:network", "group:sessions", "group:agents"})
+"""Tool groups of the high-risk class: shell, network, session and agent administration.
+
+Every agent but ``main`` is denied them unless its allow list names the tool itself; a
+wildcard or a group name is not enough.
+"""
 
 
 class ToolPolicy(BaseModel):
@@ -44,7 +53,7 @@ class AgentSpec(BaseModel):
     agent_id: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]{0,39}$")
     name: str = Field(min_length=1, max_length=60)
     description: str = ""
-    model: str | None = None
+    model: str | None = Field(default=None, pattern=r"^[^/\s]+/\S+$")
     temperature: float | None = Field(default=None, ge=0, le=2)
     system_prompt: str | None = None
     tools: ToolPolicy = ToolPolicy()
@@ -53,9 +62,84 @@ class AgentSpec(BaseModel):
     workspace_overlay: bool = True
     risk_profile: str = "default"
 
+    @field_validator("name")
+    @classmethod
+    def _trimmed(cls, value: str) -> str:
+        if value != value.strip():
+            raise ValueError("must not start or end with spaces")
+        return value
+
+    @property
+    def label(self) -> str:
+        """``name (id)``, or just the id when they are the same."""
+        return self.agent_id if self.name == self.agent_id else f"{self.name} ({self.agent_id})"
+
+    def allows_tool(self, name: str, groups: Iterable[str] = ()) -> bool:
+        """The tool policy, plus the default denial of high-risk tools outside ``main``."""
+        groups = tuple(groups)
+        if not self.tools.permits(name, groups):
+            return False
+        if self.agent_id != DEFAULT_AGENT_ID and HIGH_RISK_GROUPS.intersection(groups):
+            return name in self.tools.allow
+        return True
+
+    def allows_skill(self, name: str) -> bool:
+        return self.skills.permits(name)
+
 
 DEFAULT_AGENT = AgentSpec(
     agent_id=DEFAULT_AGENT_ID,
     name="main",
     description="The default general-purpose assistant.",
 )
+
+AgentSource = Literal["builtin", "file", "chat"]
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """A stored AgentSpec with where its current version came from.
+
+    ``file_hash`` is the hash of the ``agents/<id>.toml`` content last applied, so a file
+    updates the registry only when it was edited since; changes made from chat survive a
+    restart until then.
+    """
+
+    spec: AgentSpec
+    source: AgentSource
+    file_hash: str | None = None
+
+
+ModelSource = Literal["session override", "agent default", "global default"]
+
+
+def effective_model(
+    override: str | None, agent: AgentSpec, default: str
+) -> tuple[str, ModelSource]:
+    """The model a turn uses and where it came from: session > agent > global."""
+    if override:
+        return override, "session override"
+    if agent.model:
+        return agent.model, "agent default"
+    return default, "global default"
+
+
+_PATTERN_HINTS = {
+    "agent_id": "use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit",
+    "model": "write it as provider/model, e.g. openai/gpt-4o-mini",
+}
+
+
+def spec_problems(exc: ValidationError) -> list[tuple[tuple[str, ...], str, str]]:
+    """(location, error type, readable message) for each problem of an AgentSpec."""
+    problems = []
+    for error in exc.errors():
+        loc = tuple(str(part) for part in error["loc"])
+        kind = error["type"]
+        message = str(error["msg"])
+        if kind == "extra_forbidden":
+            message = "not an agent setting (" + ", ".join(AgentSpec.model_fields) + ")"
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] in _PATTERN_HINTS:
+            message = _PATTERN_HINTS[loc[-1]]
+        problems.append((loc, kind, message))
+    return problems

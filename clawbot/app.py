@@ -5,27 +5,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import TracebackType
 
-from clawbot.agents import DEFAULT_AGENT, AgentSpec
+from clawbot.agent_commands import register_agent_commands
+from clawbot.agent_registry import AgentRegistry
+from clawbot.agent_tools import agent_tools
 from clawbot.channels import Adapter
 from clawbot.clock import Clock
 from clawbot.commands import CommandRegistry, builtin_commands
+from clawbot.errors import ConfigError
 from clawbot.file_tools import file_tools
 from clawbot.home import prepare_home
 from clawbot.llm import ModelClient
+from clawbot.model_catalog import ModelCatalog
 from clawbot.outbox import Outbox
 from clawbot.queue_commands import register_queue_commands
 from clawbot.router import AccessCheck, Router, allow_everyone
 from clawbot.runtime import AgentResolver, Runtime
 from clawbot.scheduler import Scheduler
 from clawbot.settings import Settings
+from clawbot.skills import skill_tools
 from clawbot.store import Store
+from clawbot.switchboard import Switchboard
 from clawbot.tools import ToolRegistry
 from clawbot.workspace import Workspace
 
 
-def default_agents(agent_id: str) -> AgentSpec:
-    """Without an agent registry every session is driven by the built-in main agent."""
-    return DEFAULT_AGENT
+def default_tools() -> ToolRegistry:
+    return ToolRegistry([*file_tools(), *skill_tools(), *agent_tools()])
 
 
 @dataclass
@@ -37,6 +42,8 @@ class Clawbot:
     runtime: Runtime
     router: Router
     outbox: Outbox
+    agents: AgentRegistry
+    switchboard: Switchboard
     scheduler: Scheduler
 
     @classmethod
@@ -46,16 +53,32 @@ class Clawbot:
         *,
         client: ModelClient | None = None,
         tools: ToolRegistry | None = None,
-        agents: AgentResolver = default_agents,
+        agents: AgentResolver | None = None,
         commands: CommandRegistry | None = None,
         access: AccessCheck = allow_everyone,
         clock: Clock | None = None,
     ) -> Clawbot:
-        """Prepare the home folder, open and migrate the database, wire the pipeline."""
+        """Prepare the home folder, open and migrate the database, load the agents, wire
+        the pipeline. A ``commands`` or ``tools`` registry passed in is used as given (the
+        agent commands and tools are added only to the default ones)."""
         prepare_home(settings)
         workspace = Workspace(settings.workspace_dir)
         store = await Store.open(settings.db_path, synchronous=settings.db_synchronous)
-        registry = tools if tools is not None else ToolRegistry(file_tools())
+        agent_registry = await AgentRegistry.open(store, settings.agents_dir)
+        if agent_registry.find(settings.agent) is None:
+            await store.close()
+            known = ", ".join(spec.agent_id for spec in agent_registry.all())
+            raise ConfigError(
+                f"CLAWBOT_AGENT names an unknown agent {settings.agent!r} (known: {known})",
+                hint=f"set CLAWBOT_AGENT to one of them or add agents/{settings.agent}.toml",
+            )
+        registry = tools if tools is not None else default_tools()
+        switchboard = Switchboard(
+            settings=settings,
+            agents=agent_registry,
+            catalog=ModelCatalog(settings, agent_registry),
+            tools=registry,
+        )
         runtime = Runtime(
             settings=settings,
             store=store,
@@ -67,7 +90,8 @@ class Clawbot:
                 retries=settings.provider_retries,
                 backoff=settings.retry_backoff,
             ),
-            agents=agents,
+            agents=agents or agent_registry.get,
+            switchboard=switchboard,
         )
         outbox = Outbox()
         scheduler = Scheduler(
@@ -75,6 +99,7 @@ class Clawbot:
         )
         if commands is None:
             commands = builtin_commands()
+            register_agent_commands(commands, switchboard)
             register_queue_commands(commands)
         router = Router(
             settings=settings,
@@ -85,7 +110,19 @@ class Clawbot:
             access=access,
             scheduler=scheduler,
         )
-        return cls(settings, store, workspace, registry, runtime, router, outbox, scheduler)
+        switchboard.bind(router.update_session)
+        return cls(
+            settings,
+            store,
+            workspace,
+            registry,
+            runtime,
+            router,
+            outbox,
+            agent_registry,
+            switchboard,
+            scheduler,
+        )
 
     def connect(self, adapter: Adapter) -> None:
         self.outbox.connect(adapter)

@@ -10,7 +10,7 @@ import abc
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from clawbot.messages import Attachment, InboundMessage, OutboundMessage
 
@@ -26,6 +26,9 @@ class ChannelLimits:
 
     max_message_chars: int = 4000
     markup: str = "plain"  # "plain" | "telegram_html" | "slack_mrkdwn" | "discord_markdown"
+    length_unit: Literal["chars", "utf16"] = "chars"
+    """How the platform counts ``max_message_chars``: Python characters (code points) or
+    UTF-16 code units (Telegram), where an emoji beyond U+FFFF counts twice."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,10 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def stop(self) -> None:
         """Stop intake and close connections; must be safe to call twice."""
+
+    async def stop_intake(self) -> None:  # noqa: B027
+        """Stop receiving new messages but keep sending, so turns still running at shutdown
+        can deliver their replies; ``stop`` follows. By default intake ends with ``stop``."""
 
     @abc.abstractmethod
     async def send(self, message: OutboundMessage) -> list[SentMessage]:

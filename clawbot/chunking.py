@@ -27,6 +27,14 @@ _LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\n)+")
 
 Splitter = Callable[[str], list[str]]
 Piece = tuple[str, Splitter]
+Measure = Callable[[str], int]
+"""How a platform counts message length: ``len`` (code points) or, say, UTF-16 code units."""
+
+
+def utf16_length(text: str) -> int:
+    """Length in UTF-16 code units, as Telegram counts: characters beyond U+FFFF (most emoji)
+    count twice."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 @dataclass(frozen=True)
@@ -45,18 +53,19 @@ class _Fence:
         return "\n".join([opening, *body_lines, closing])
 
 
-def split_markdown(text: str, limit: int) -> list[str]:
-    """Cut ``text`` into chunks of at most ``limit`` characters at natural boundaries.
+def split_markdown(text: str, limit: int, *, measure: Measure = len) -> list[str]:
+    """Cut ``text`` into chunks of at most ``limit`` (as ``measure`` counts, characters by
+    default) at natural boundaries.
 
     Chunks are trimmed of surrounding blank space; whitespace-only input gives ``[]``.
     """
     if limit < 1:
         raise ValueError(f"chunk limit must be positive, got {limit}")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if len(text) <= limit:
+    if measure(text) <= limit:
         trimmed = _trim(text)
         return [trimmed] if trimmed else []
-    chunks = _pack(_top_level_pieces(text, limit), limit)
+    chunks = _pack(_top_level_pieces(text, limit, measure), limit, measure)
     return [trimmed for chunk in chunks if (trimmed := _trim(chunk))]
 
 
@@ -65,11 +74,11 @@ def _trim(chunk: str) -> str:
     return _LEADING_BLANK_LINES.sub("", chunk.rstrip())
 
 
-def _top_level_pieces(text: str, limit: int) -> list[Piece]:
+def _top_level_pieces(text: str, limit: int, measure: Measure) -> list[Piece]:
     """Paragraphs of prose and whole fenced blocks, each with how to split it if it's too big."""
     lines = text.split("\n")
     fences = _find_fences(text, lines) if ("```" in text or "~~~" in text) else []
-    prose_splitter = partial(_split_prose, limit=limit, level=1)
+    prose_splitter = partial(_split_prose, limit=limit, level=1, measure=measure)
     pieces: list[Piece] = []
     cursor = 0
     for start, end, fence in fences:
@@ -77,7 +86,7 @@ def _top_level_pieces(text: str, limit: int) -> list[Piece]:
             prose = "\n".join(lines[cursor:start]) + "\n"
             pieces.extend((part, prose_splitter) for part in _split_after(prose, _PARAGRAPH_BREAK))
         block = "\n".join(lines[start:end]) + ("\n" if end < len(lines) else "")
-        pieces.append((block, partial(_split_fence, fence=fence, limit=limit)))
+        pieces.append((block, partial(_split_fence, fence=fence, limit=limit, measure=measure)))
         cursor = end
     if cursor < len(lines):
         prose = "\n".join(lines[cursor:])
@@ -133,37 +142,50 @@ def _split_after(text: str, boundary: re.Pattern[str]) -> list[str]:
 _PROSE_BOUNDARIES = (_PARAGRAPH_BREAK, _LINE_BREAK, _SENTENCE_END, _WORD_GAP)
 
 
-def _split_prose(text: str, limit: int, level: int) -> list[str]:
+def _split_prose(text: str, limit: int, level: int, measure: Measure = len) -> list[str]:
     """Split at the gentlest boundary kind from ``level`` on that yields more than one part."""
     for depth in range(level, len(_PROSE_BOUNDARIES)):
         parts = _split_after(text, _PROSE_BOUNDARIES[depth])
         if len(parts) > 1:
-            finer = partial(_split_prose, limit=limit, level=depth + 1)
-            return _pack([(part, finer) for part in parts], limit)
-    return _hard_split(text, limit)
+            finer = partial(_split_prose, limit=limit, level=depth + 1, measure=measure)
+            return _pack([(part, finer) for part in parts], limit, measure)
+    return _hard_split(text, limit, measure)
 
 
-def _hard_split(text: str, limit: int) -> list[str]:
-    return [text[i : i + limit] for i in range(0, len(text), limit)]
+def _hard_split(text: str, limit: int, measure: Measure = len) -> list[str]:
+    if measure is len:
+        return [text[i : i + limit] for i in range(0, len(text), limit)]
+    parts: list[str] = []
+    start = size = 0
+    for index, char in enumerate(text):
+        width = measure(char)
+        if size + width > limit and index > start:
+            parts.append(text[start:index])
+            start, size = index, 0
+        size += width
+    parts.append(text[start:])
+    return parts
 
 
-def _split_fence(block: str, fence: _Fence, limit: int) -> list[str]:
+def _split_fence(block: str, fence: _Fence, limit: int, measure: Measure = len) -> list[str]:
     """Cut a code block by lines, closing and reopening the fence around every cut."""
-    overhead = max(len(fence.header), len(fence.reopen)) + 1
-    overhead += max(len(fence.close), len(fence.closing_line or "")) + 1
+    overhead = max(measure(fence.header), measure(fence.reopen)) + 1
+    overhead += max(measure(fence.close), measure(fence.closing_line or "")) + 1
     budget = limit - overhead
     if budget < 1:
-        return _split_prose(block, limit, level=1)
+        return _split_prose(block, limit, level=1, measure=measure)
     line_groups: list[list[str]] = []
     current: list[str] = []
     size = -1
     for line in fence.body:
-        for segment in _hard_split(line, budget) if len(line) > budget else [line]:
-            if current and size + 1 + len(segment) > budget:
+        long_line = measure(line) > budget
+        for segment in _hard_split(line, budget, measure) if long_line else [line]:
+            width = measure(segment)
+            if current and size + 1 + width > budget:
                 line_groups.append(current)
                 current, size = [], -1
             current.append(segment)
-            size += 1 + len(segment)
+            size += 1 + width
     line_groups.append(current)
     last = len(line_groups) - 1
     parts = [
@@ -175,7 +197,7 @@ def _split_fence(block: str, fence: _Fence, limit: int) -> list[str]:
     return parts
 
 
-def _pack(pieces: list[Piece], limit: int) -> list[str]:
+def _pack(pieces: list[Piece], limit: int, measure: Measure = len) -> list[str]:
     """Greedily join consecutive pieces while they fit; split a piece that can't fit alone.
 
     Returned chunks keep their trailing whitespace so they still concatenate to the input;
@@ -185,19 +207,19 @@ def _pack(pieces: list[Piece], limit: int) -> list[str]:
     current: list[str] = []
     size = 0
     for text, split in pieces:
-        needed = len(text.rstrip())
+        needed = measure(text.rstrip())
         if size + needed <= limit:
             current.append(text)
-            size += len(text)
+            size += measure(text)
             continue
         if current:
             chunks.append("".join(current))
         if needed <= limit:
-            current, size = [text], len(text)
+            current, size = [text], measure(text)
             continue
         parts = split(text)
         chunks.extend(parts[:-1])
-        current, size = [parts[-1]], len(parts[-1])
+        current, size = [parts[-1]], measure(parts[-1])
     if current:
         chunks.append("".join(current))
     return chunks

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 if TYPE_CHECKING:
+    from clawbot.agent_registry import AgentRegistry
     from clawbot.channels import Adapter
+    from clawbot.pairing import PairingRequest
     from clawbot.settings import Settings
+    from clawbot.store import Store
 
 app = typer.Typer(
     name="clawbot",
@@ -19,6 +22,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: importing rich costs more than the 0.3 s budget
 )
 
 ModelOption = Annotated[
@@ -85,6 +89,8 @@ def chat(
 ) -> None:
     """Talk to the agent in the terminal (piped stdin: one message per line)."""
     settings = load(model, home, console_session=session)
+    import asyncio
+
     from clawbot.errors import ClawbotError
     from clawbot.llm import check_credentials, preload_in_background
 
@@ -130,6 +136,287 @@ def root(
 
         print(package_version("clawbot"))
         raise typer.Exit(0)
+
+
+agents_app = typer.Typer(
+    help="List, show and export the agent profiles.", no_args_is_help=True, add_completion=False
+)
+app.add_typer(agents_app, name="agents")
+
+
+def _open_registry(settings: Settings, work: Callable[[AgentRegistry], Awaitable[None]]) -> None:
+    """Run ``work`` on the registry as the bot would load it (the agents folder applied)."""
+    import asyncio
+
+    from clawbot.agent_registry import AgentRegistry
+    from clawbot.errors import ClawbotError
+    from clawbot.home import prepare_home
+    from clawbot.store import Store
+
+    async def run() -> None:
+        prepare_home(settings)
+        store = await Store.open(settings.db_path, synchronous=settings.db_synchronous)
+        try:
+            registry = await AgentRegistry.open(store, settings.agents_dir)
+            for problem in registry.problems:
+                print(f"clawbot: skipped {problem}", file=sys.stderr)
+            await work(registry)
+        finally:
+            await store.close()
+
+    try:
+        asyncio.run(run())
+    except ClawbotError as exc:
+        fail(str(exc), code=1)
+
+
+@agents_app.command("list")
+def agents_list(home: HomeOption = None) -> None:
+    """One line per agent: id, model and description."""
+    settings = load(home=home, log_level="ERROR")
+
+    async def show(registry: AgentRegistry) -> None:
+        specs = registry.all()
+        width = max(len(spec.label) for spec in specs)
+        for spec in specs:
+            model = spec.model or f"{settings.model} (global)"
+            default = "  [default]" if spec.agent_id == settings.agent else ""
+            print(f"{spec.label:<{width}}  {model}  {spec.description}{default}")
+
+    _open_registry(settings, show)
+
+
+@agents_app.command("show")
+def agents_show(
+    agent: Annotated[str, typer.Argument(help="the agent's id or name")],
+    home: HomeOption = None,
+) -> None:
+    """Print one agent as TOML, as `agents export` would write it."""
+    settings = load(home=home, log_level="ERROR")
+    from clawbot.agent_files import agent_toml
+
+    async def show(registry: AgentRegistry) -> None:
+        spec = registry.exact(agent)
+        if spec is None:
+            close = ", ".join(s.agent_id for s in registry.suggest(agent))
+            hint = f"did you mean {close}?" if close else "`clawbot agents list` shows them"
+            fail(f"no agent is called {agent!r} — {hint}", code=1)
+        record = registry.record(spec.agent_id)
+        source = record.source if record else "builtin"
+        print(f"# source: {source}")
+        print(agent_toml(spec), end="")
+
+    _open_registry(settings, show)
+
+
+@agents_app.command("export")
+def agents_export(
+    to: Annotated[
+        Path | None,
+        typer.Option("--to", help="folder to write <id>.toml files to (default: HOME/agents)"),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """Write every agent to <folder>/<id>.toml, e.g. to commit them to Git."""
+    settings = load(home=home, log_level="ERROR")
+    target = to or settings.agents_dir
+
+    async def export(registry: AgentRegistry) -> None:
+        paths = await registry.export(target)
+        for path in paths:
+            print(path)
+        print(f"exported {len(paths)} agents to {target}", file=sys.stderr)
+
+    _open_registry(settings, export)
+
+
+ChannelOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--channel",
+        "-c",
+        help="run only this channel (repeatable); default: every configured channel",
+    ),
+]
+
+
+def channels_to_run(settings: Settings, requested: list[str]) -> list[str]:
+    """The channels ``clawbot run`` starts, or one clear error saying what to set."""
+    from clawbot.doctor import CHANNEL_SETTINGS_HINT
+
+    if requested:
+        names = list(dict.fromkeys(name.strip().lower() for name in requested))
+        for name in names:
+            if name == "console":
+                fail("the console channel is `clawbot chat`; `clawbot run` serves the platforms")
+            problems = adapter_class(name).check_settings(settings)
+            if problems:
+                fail(f"{name} is not ready: {'; '.join(problems)}")
+        return names
+    names = [
+        name
+        for name in adapter_names()
+        if name != "console" and adapter_class(name).is_configured(settings)
+    ]
+    if not names:
+        fail(f"no channel is configured — {CHANNEL_SETTINGS_HINT}; `clawbot doctor` checks them")
+    for name in names:
+        problems = adapter_class(name).check_settings(settings)
+        if problems:
+            fail(f"{name} is not ready: {'; '.join(problems)}")
+    return names
+
+
+@app.command()
+def run(
+    channel: ChannelOption = None,
+    model: ModelOption = None,
+    home: HomeOption = None,
+) -> None:
+    """Serve the agent on Telegram, Discord and Slack until SIGINT/SIGTERM."""
+    settings = load(model, home)
+    import asyncio
+
+    from clawbot.errors import ClawbotError
+    from clawbot.llm import check_credentials, preload_in_background
+
+    names = channels_to_run(settings, channel or [])
+    preload_in_background()
+    try:
+        check_credentials(settings.model)
+    except ClawbotError as exc:
+        fail(str(exc))
+    try:
+        asyncio.run(_run(settings, names))
+    except ClawbotError as exc:
+        fail(str(exc), code=1)
+
+
+async def _run(settings: Settings, names: list[str]) -> None:
+    from clawbot.app import Clawbot
+    from clawbot.service import serve
+
+    adapters = [adapter_class(name).from_settings(settings) for name in names]
+    async with await Clawbot.open(settings) as bot:
+        await serve(bot, adapters)
+
+
+@app.command()
+def doctor(model: ModelOption = None, home: HomeOption = None) -> None:
+    """Check channel settings and token formats, the model key, home folder and database."""
+    import asyncio
+
+    from dotenv import load_dotenv
+
+    from clawbot.doctor import all_ok, diagnose
+    from clawbot.errors import ConfigError
+    from clawbot.logs import redactor
+    from clawbot.settings import load_settings
+
+    load_dotenv(".env", override=False)
+    redactor.add_from_environment()
+    try:
+        settings = load_settings(model=model, home=home)
+    except ConfigError as exc:
+        print(redactor.redact(f"{'problem':<8} settings: {exc}"))
+        raise typer.Exit(1) from None
+    redactor.add(*settings.secret_values())
+    channels = {name: adapter_class(name) for name in adapter_names() if name != "console"}
+    checks = asyncio.run(diagnose(settings, channels))
+    for check in checks:
+        print(redactor.redact(check.line))
+    raise typer.Exit(0 if all_ok(checks) else 1)
+
+
+pairing_app = typer.Typer(
+    help="Approve or reject people who asked to DM the bot (DM policy 'pairing').",
+    no_args_is_help=True,
+)
+app.add_typer(pairing_app, name="pairing")
+
+
+@pairing_app.command("list")
+def pairing_list(home: HomeOption = None) -> None:
+    """Show the pairing codes waiting for approval."""
+    import asyncio
+
+    from clawbot.access import Pairing
+    from clawbot.messages import utcnow
+
+    async def pending() -> list[str]:
+        store = await _open_store(settings)
+        try:
+            now = utcnow()
+            return [
+                f"{r.channel:<9} {r.code}  {r.sender_name or '?'} ({r.sender_id}), "
+                f"expires in {max(1, round((r.expires_at - now).total_seconds() / 60))} min"
+                for r in await Pairing(store).pending()
+            ]
+        finally:
+            await store.close()
+
+    settings = load(home=home)
+    lines = asyncio.run(pending())
+    print("\n".join(lines) if lines else "No pairing codes are waiting.")
+
+
+@pairing_app.command("approve")
+def pairing_approve(
+    channel: Annotated[str, typer.Argument(help="telegram, discord, slack ...")],
+    code: Annotated[str, typer.Argument(help="the 8-character code the sender received")],
+    home: HomeOption = None,
+) -> None:
+    """Let the sender of CODE talk to the agent; their next message reaches it."""
+    request = _decide(channel, code, approve=True, home=home)
+    print(
+        f"Approved {request.sender_name or request.sender_id} ({request.sender_id}) on "
+        f"{request.channel}. Their next message reaches the agent."
+    )
+
+
+@pairing_app.command("reject")
+def pairing_reject(
+    channel: Annotated[str, typer.Argument(help="telegram, discord, slack ...")],
+    code: Annotated[str, typer.Argument(help="the 8-character code the sender received")],
+    home: HomeOption = None,
+) -> None:
+    """Refuse the pairing request with CODE."""
+    request = _decide(channel, code, approve=False, home=home)
+    print(f"Rejected {request.sender_name or request.sender_id} on {request.channel}.")
+
+
+def _decide(channel: str, code: str, *, approve: bool, home: Path | None) -> PairingRequest:
+    import asyncio
+
+    from clawbot.access import Pairing
+    from clawbot.errors import ClawbotError
+
+    settings = load(home=home)
+
+    async def decide() -> PairingRequest:
+        store = await _open_store(settings)
+        try:
+            pairing = Pairing(store)
+            if approve:
+                return await pairing.approve(channel, code)
+            return await pairing.reject(channel, code)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(decide())
+    except ClawbotError as exc:
+        fail(str(exc), code=1)
+
+
+async def _open_store(settings: Settings) -> Store:
+    from clawbot.errors import ClawbotError
+    from clawbot.store import Store
+
+    try:
+        return await Store.open(settings.db_path, synchronous=settings.db_synchronous)
+    except ClawbotError as exc:
+        fail(str(exc), code=1)
 
 
 def main() -> None:

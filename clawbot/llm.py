@@ -8,6 +8,7 @@ ProviderError the runtime turns into a short reply.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -184,13 +185,6 @@ class ModelClient:
         temperature: float | None = None,
     ) -> ModelReply:
         litellm = litellm_module()
-        from tenacity import (
-            AsyncRetrying,
-            retry_if_exception_type,
-            stop_after_attempt,
-            wait_exponential,
-        )
-
         transient = (
             litellm.Timeout,
             litellm.RateLimitError,
@@ -205,19 +199,13 @@ class ModelClient:
         if temperature is not None:
             kwargs["temperature"] = temperature
         try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(transient),
-                stop=stop_after_attempt(self.retries + 1),
-                wait=wait_exponential(multiplier=self.backoff, max=30),
-                reraise=True,
-            ):
-                with attempt:
-                    number = attempt.retry_state.attempt_number
-                    if number > 1:
-                        log.info("retrying model call (attempt %d of %d)", number, self.retries + 1)
-                    response = await litellm.acompletion(
-                        model=model, messages=list(messages), num_retries=0, **kwargs
-                    )
+            try:
+                response = await litellm.acompletion(
+                    model=model, messages=list(messages), num_retries=0, **kwargs
+                )
+            except transient:
+                # Only a failed first attempt pays for the retry machinery.
+                response = await self._retry(litellm, transient, model, messages, kwargs)
         except transient as exc:
             raise ProviderError(_describe_failure(exc, model)) from None
         except litellm.AuthenticationError:
@@ -236,6 +224,42 @@ class ModelClient:
                 hint="try /new to start a fresh conversation",
             ) from None
         return reply_from_response(response)
+
+    async def _retry(
+        self,
+        litellm: Any,
+        transient: tuple[type[Exception], ...],
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """Retry a failed call: waits of backoff, 2x, 4x ... (at most 30 s each)."""
+        from tenacity import (
+            AsyncRetrying,
+            retry_if_exception_type,
+            stop_after_attempt,
+            wait_exponential,
+        )
+
+        if self.retries < 1:
+            raise
+        await asyncio.sleep(min(self.backoff, 30))
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(transient),
+            stop=stop_after_attempt(self.retries),
+            wait=wait_exponential(multiplier=2 * self.backoff, max=30),
+            reraise=True,
+        ):
+            with attempt:
+                log.info(
+                    "retrying model call (%d of %d)",
+                    attempt.retry_state.attempt_number,
+                    self.retries,
+                )
+                return await litellm.acompletion(
+                    model=model, messages=list(messages), num_retries=0, **kwargs
+                )
+        raise AssertionError("unreachable: tenacity reraises the last failure")
 
 
 def _short(exc: BaseException) -> str:

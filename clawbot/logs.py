@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 current_agent: contextvars.ContextVar[str] = contextvars.ContextVar(
     "clawbot_agent", default="system"
@@ -65,6 +66,22 @@ class RedactingFormatter(logging.Formatter):
         return redactor.redact(super().format(record))
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of each record, so redirections
+    made after set-up (test capture, terminal UIs) are honoured."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 @contextlib.contextmanager
 def agent_scope(alias: str) -> Iterator[None]:
     """Attribute every log line inside the block to ``alias``."""
@@ -83,7 +100,7 @@ def setup_logging(level: str = "INFO", secrets: Iterable[str | None] = ()) -> No
     for handler in list(root.handlers):
         if getattr(handler, "_clawbot", False):
             root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler._clawbot = True  # type: ignore[attr-defined]
     handler.addFilter(_AgentFilter())
     handler.setFormatter(

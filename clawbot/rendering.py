@@ -13,18 +13,37 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_inline import StateInline
+from markdown_it.rules_inline.autolink import autolink
 from markdown_it.tree import SyntaxTreeNode
 
 from clawbot.channels import ChannelLimits
-from clawbot.chunking import split_markdown
+from clawbot.chunking import split_markdown, utf16_length
 
 Markup = Literal["plain", "telegram_html", "slack_mrkdwn", "discord_markdown"]
 MARKUPS: tuple[Markup, ...] = get_args(Markup)
+
+
+def _autolink_when_closed(state: StateInline, silent: bool) -> bool:
+    """markdown-it's autolink rule, skipped fast when no ``>`` closes the ``<``.
+
+    The stock rule walks characters in Python up to the next ``<`` or ``>``, so prose full
+    of ``a < b`` comparisons costs quadratic time; ``str.find`` rules those out in C.
+    """
+    source, start = state.src, state.pos
+    if source[start] != "<":
+        return False
+    close = source.find(">", start + 1, state.posMax)
+    if close < 0 or source.find("<", start + 1, close) >= 0:
+        return False
+    return autolink(state, silent)
+
 
 _PARSER = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 """Built once: constructing a parser costs far more than parsing a chat message.
 
 Raw HTML is off, so any HTML in the agent's text arrives as text and gets escaped."""
+_PARSER.inline.ruler.at("autolink", _autolink_when_closed)
 
 _RULE = "———"
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
@@ -58,9 +77,29 @@ def render_parts(markdown: str, limits: ChannelLimits) -> list[RenderedPart]:
     markup = as_markup(limits.markup)
     limit = limits.max_message_chars
     parts: list[RenderedPart] = []
+    if limits.length_unit == "utf16":
+        for chunk in split_markdown(markdown, limit, measure=utf16_length):
+            _render_fitting_units(chunk, markup, limit, parts)
+        return parts
     for chunk in split_markdown(markdown, limit):
         _render_fitting(chunk, markup, limit, parts)
     return parts
+
+
+def _render_fitting_units(chunk: str, markup: Markup, limit: int, out: list[RenderedPart]) -> None:
+    """``_render_fitting`` for a limit in UTF-16 code units: parts that fit in characters but
+    not in code units (astral characters such as emoji count twice) are split again."""
+    staged: list[RenderedPart] = []
+    _render_fitting(chunk, markup, limit, staged)
+    longest = max((max(utf16_length(p.text), utf16_length(p.plain)) for p in staged), default=0)
+    if longest <= limit:
+        out.extend(staged)
+        return
+    smaller = min(utf16_length(chunk) - 1, utf16_length(chunk) * limit * 9 // (longest * 10))
+    if smaller < 2:
+        raise ValueError(f"cannot render {chunk!r} as {markup} within {limit} UTF-16 units")
+    for piece in split_markdown(chunk, smaller, measure=utf16_length):
+        _render_fitting_units(piece, markup, limit, out)
 
 
 def as_markup(name: str) -> Markup:
@@ -71,17 +110,34 @@ def as_markup(name: str) -> Markup:
 
 
 def _render_fitting(chunk: str, markup: Markup, limit: int, out: list[RenderedPart]) -> None:
+    estimate = len(chunk) + _escape_growth(chunk, markup)
+    if estimate > limit:
+        _split_and_render(chunk, estimate, markup, limit, out)
+        return
     source = _normalize(chunk)
     tree = SyntaxTreeNode(_PARSER.parse(source))
     text = _render_source(source, tree, markup)
     plain = text if markup == "plain" else _render_source(source, tree, "plain")
-    if not text.strip():
+    if not text.strip() or not plain.strip():
         return
     longest = max(len(text), len(plain))
     if longest <= limit:
-        out.append(RenderedPart(text=text, plain=plain or text, markup=markup))
-        return
-    smaller = min(len(chunk) - 1, len(chunk) * limit * 9 // (longest * 10))
+        out.append(RenderedPart(text=text, plain=plain, markup=markup))
+    else:
+        _split_and_render(chunk, longest, markup, limit, out)
+
+
+def _escape_growth(chunk: str, markup: Markup) -> int:
+    """How much HTML-style escaping will lengthen ``chunk``: counted in C, parsing is slow."""
+    if markup not in ("telegram_html", "slack_mrkdwn"):
+        return 0
+    return 3 * (chunk.count("<") + chunk.count(">")) + 4 * chunk.count("&")
+
+
+def _split_and_render(
+    chunk: str, rendered_length: int, markup: Markup, limit: int, out: list[RenderedPart]
+) -> None:
+    smaller = min(len(chunk) - 1, len(chunk) * limit * 9 // (rendered_length * 10))
     if smaller < 1:
         raise ValueError(f"cannot render {chunk!r} as {markup} within {limit} characters")
     for piece in split_markdown(chunk, smaller):
@@ -149,14 +205,17 @@ class _TreeRenderer:
         if kind == "paragraph":
             return self.inline(node.children[0]) if node.children else ""
         if kind == "heading":
-            return self.heading(self.heading_inline(node.children[0])) if node.children else ""
+            title = self.heading_inline(node.children[0]) if node.children else ""
+            return self.heading(title) if title.strip() else ""
         if kind in ("bullet_list", "ordered_list"):
             return self.list_block(node)
         if kind == "blockquote":
-            return self.quote(self.blocks(node.children, "\n"))
+            quoted = self.blocks(node.children, "\n")
+            return self.quote(quoted) if quoted.strip() else ""
         if kind in ("fence", "code_block"):
+            code = node.content.rstrip("\n")
             language = node.info.strip().split(" ", 1)[0] if kind == "fence" else ""
-            return self.code_block(node.content.rstrip("\n"), language)
+            return self.code_block(code, language) if code.strip() else ""
         if kind == "hr":
             return _RULE
         if kind == "table":
@@ -227,7 +286,7 @@ class _TelegramHtmlRenderer(_TreeRenderer):
         return f"<code>{_escape_html(code)}</code>"
 
     def link(self, href: str, label: SyntaxTreeNode) -> str:
-        inner = self.inline(label)
+        inner = self.inline(label) or _escape_html(href)
         if not _URL_SCHEME.match(href):
             return _escape_html(super().link(href, label)) if href else inner
         return f'<a href="{_escape_html(href, quote=True)}">{inner}</a>'

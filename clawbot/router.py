@@ -157,7 +157,9 @@ class Router:
         session = await self.session_for(message)
         entry = _user_entry(message)
         if not decision.start_turn:
-            await self.store.append_entries(session, [entry])
+            # Kept as context: stored once (redeliveries deduplicated), in order with the
+            # session's turns (after the running one), visible to the next turn.
+            await self.scheduler.add_context(session, entry, dedup_id=message.message_id)
             return Receipt(Handled(kind="ignored"))
         lane: Lane = "announce" if message.channel == INTERNAL_CHANNEL else "main"
         job = await self.scheduler.submit(
@@ -195,7 +197,9 @@ class Router:
         return session
 
     async def update_session(self, session: Session, **changes: Any) -> Session:
-        updated = session.with_changes(**changes)
+        # Apply the changes to the freshest copy: a tool holding the turn's snapshot must not
+        # undo a command (or another tool) that changed the session meanwhile.
+        updated = self._sessions.get(session.key, session).with_changes(**changes)
         await self.store.save_session(updated)
         self._sessions[updated.key] = updated
         self.scheduler.refresh(updated)
@@ -205,12 +209,7 @@ class Router:
 
     async def status_text(self, session: Session) -> str:
         resolved = self.runtime.resolve(session)
-        if session.model_override:
-            source = "session override"
-        elif resolved.agent.model:
-            source = "agent default"
-        else:
-            source = "global default"
+        source = resolved.model_source
         transcript = await self.runtime.transcripts.get(session)
         files = ", ".join(resolved.prompt_files) or "none"
         return "\n".join(
@@ -220,6 +219,7 @@ class Router:
                 f"Session: {session.key}",
                 f"Messages in this conversation: {len(transcript.entries)}",
                 f"Tools: {', '.join(t.name for t in resolved.tools) or 'none'}",
+                f"Skills: {', '.join(s.name for s in resolved.skills) or 'none'}",
                 f"Prompt files: {files}",
             ]
         )

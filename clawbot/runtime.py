@@ -12,9 +12,10 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from clawbot.agents import AgentSpec
+from clawbot.agents import AgentSpec, ModelSource, effective_model
 from clawbot.errors import ClawbotError, ProviderError
 from clawbot.llm import ModelClient, ModelReply
 from clawbot.logs import agent_scope
@@ -27,10 +28,14 @@ from clawbot.messages import (
 )
 from clawbot.sessions import Session
 from clawbot.settings import Settings
+from clawbot.skills import Skill, SkillLibrary, skills_prompt
 from clawbot.store import Store, new_id
 from clawbot.tools import Tool, ToolContext, ToolRegistry
 from clawbot.transcripts import TranscriptCache
-from clawbot.workspace import Workspace
+from clawbot.workspace import BootstrapFile, Workspace
+
+if TYPE_CHECKING:
+    from clawbot.switchboard import Switchboard
 
 log = logging.getLogger("clawbot.runtime")
 
@@ -83,12 +88,19 @@ class ResolvedTurn:
     agent: AgentSpec
     model: str
     tools: tuple[Tool, ...]
+    tool_specs: tuple[dict[str, Any], ...]
     system_prompt: str
     history_limit: int
     prompt_files: tuple[str, ...] = field(default=())
+    model_source: ModelSource = "global default"
+    skills: tuple[Skill, ...] = ()
 
 
 AgentResolver = Callable[[str], AgentSpec]
+# tools, their specs, the system prompt, the files it came from and the skills it lists
+_AgentParts = tuple[
+    tuple[Tool, ...], tuple[dict[str, Any], ...], str, tuple[str, ...], tuple[Skill, ...]
+]
 
 
 class Runtime:
@@ -101,6 +113,7 @@ class Runtime:
         workspace: Workspace,
         client: ModelClient,
         agents: AgentResolver,
+        switchboard: Switchboard | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -108,26 +121,53 @@ class Runtime:
         self.workspace = workspace
         self.client = client
         self.agents = agents
+        self.switchboard = switchboard
+        self.skills = SkillLibrary(workspace.root / "skills")
         self.transcripts = TranscriptCache(store, keep=max(settings.max_history_messages, 2))
+        self._resolved_parts: dict[
+            tuple[AgentSpec, tuple[tuple[Path, int], ...], int], _AgentParts
+        ] = {}
 
     def resolve(self, session: Session) -> ResolvedTurn:
+        """Session -> active agent -> model, allowed tools and skills, and the prompt. Runs
+        every turn, so the parts that depend only on the agent, the bootstrap files and the
+        skills are memoized on exactly those."""
         agent = self.agents(session.agent_id)
-        model = session.model_override or agent.model or self.settings.model
-        tools = tuple(t for t in self.tools if agent.tools.permits(t.name, t.groups))
-        files = self.workspace.bootstrap(agent.agent_id, overlay=agent.workspace_overlay)
+        model, source = effective_model(session.model_override, agent, self.settings.model)
+        files = tuple(self.workspace.bootstrap(agent.agent_id, overlay=agent.workspace_overlay))
+        self.skills.all()  # notices added, removed or edited SKILL.md files
+        key = (agent, tuple((f.path, f.mtime) for f in files), self.skills.generation)
+        parts = self._resolved_parts.get(key)
+        if parts is None:
+            parts = self._resolved_parts[key] = self._build_parts(agent, files)
+        tools, specs, system_prompt, prompt_files, skills = parts
+        return ResolvedTurn(
+            agent=agent,
+            model=model,
+            tools=tools,
+            tool_specs=specs,
+            system_prompt=system_prompt,
+            history_limit=agent.context.max_history_messages or self.settings.max_history_messages,
+            prompt_files=prompt_files,
+            model_source=source,
+            skills=skills,
+        )
+
+    def _build_parts(self, agent: AgentSpec, files: tuple[BootstrapFile, ...]) -> _AgentParts:
+        if len(self._resolved_parts) > 256:
+            self._resolved_parts.clear()
+        tools = tuple(t for t in self.tools if agent.allows_tool(t.name, t.groups))
+        skills = self.skills.for_agent(agent, {t.name for t in tools})
         sections = [f"## {f.name}\n{f.text.strip()}" for f in files]
         if agent.system_prompt:
             sections.insert(0, agent.system_prompt.strip())
         if not sections:
             sections.append(f"You are {agent.name}, a helpful assistant in a chat.")
-        return ResolvedTurn(
-            agent=agent,
-            model=model,
-            tools=tools,
-            system_prompt="\n\n".join(sections),
-            history_limit=agent.context.max_history_messages or self.settings.max_history_messages,
-            prompt_files=tuple(str(self.workspace.relative(f.path)) for f in files),
-        )
+        if skills:
+            sections.append(skills_prompt(skills))
+        prompt_files = tuple(self.workspace.relative(f.path) for f in files)
+        system_prompt = "\n\n".join(sections)
+        return tools, tuple(t.spec() for t in tools), system_prompt, prompt_files, skills
 
     async def accept(
         self, session: Session, user_entry: TranscriptEntry, *, dedup_id: str | None = None
@@ -173,13 +213,15 @@ class Runtime:
         control: TurnControl,
     ) -> TurnResult:
         transcript = await self.transcripts.get(session)
-        specs = [t.spec() for t in resolved.tools]
+        specs = resolved.tool_specs
         allowed = {t.name for t in resolved.tools}
         context = ToolContext(
             session=session,
             workspace=self.workspace.root,
             settings=self.settings,
             agent_id=resolved.agent.agent_id,
+            skills=resolved.skills,
+            switchboard=self.switchboard,
         )
         seen: Counter[str] = Counter()
         rounds = 0

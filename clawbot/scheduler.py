@@ -114,6 +114,8 @@ class _SessionQueue:
     ready_lane: Lane | None = None
     submitting: int = 0
     steered: bool = False
+    context: list[tuple[int, TranscriptEntry]] = field(default_factory=list)
+    recording: bool = False
 
     @property
     def key(self) -> str:
@@ -127,7 +129,13 @@ class _SessionQueue:
         return bool(self.direct or self.backlog)
 
     def idle(self) -> bool:
-        return self.run is None and not self.direct and not self.backlog and not self.submitting
+        return (
+            self.run is None
+            and not self.direct
+            and not self.backlog
+            and not self.submitting
+            and not self.context
+        )
 
     def next_lane(self) -> Lane:
         if self.direct:
@@ -386,6 +394,50 @@ class Scheduler:
         self._settle(queue)
         return self._handle_for(job) if fresh else None
 
+    async def add_context(
+        self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
+    ) -> bool:
+        """Store a message that starts no turn (group chatter kept as context), in order
+        with the session's turns: at once when no turn runs, else held back (durably) until
+        the running turn ends. False for a redelivered message."""
+        queue = self._queue(session)
+        queue.submitting += 1
+        try:
+            if queue.run is None and not queue.context:
+                transcript = await self.runtime.transcripts.get(session)
+                stored = await self.store.append_context(session, entry, dedup_id=dedup_id)
+                if stored:
+                    transcript.append([entry])
+            else:
+                row = await self.store.defer_context(session, entry, dedup_id=dedup_id)
+                stored = row is not None
+                if row is not None:
+                    queue.context.append((row, entry))
+        finally:
+            queue.submitting -= 1
+        if queue.run is None and queue.context:
+            await self._record_context(queue)
+        self._settle(queue)
+        return stored
+
+    async def _record_context(self, queue: _SessionQueue) -> None:
+        """Write held-back context messages into the transcript (after the turn they
+        arrived during, before the next one)."""
+        if queue.recording:
+            return
+        queue.recording = True
+        try:
+            while queue.context:
+                batch = list(queue.context)
+                transcript = await self.runtime.transcripts.get(queue.session)
+                await self.store.record_context(
+                    queue.session, [row for row, _ in batch], [entry for _, entry in batch]
+                )
+                del queue.context[: len(batch)]
+                transcript.append(entry for _, entry in batch)
+        finally:
+            queue.recording = False
+
     def refresh(self, session: Session) -> None:
         """The router changed a session (agent, model, /new): later turns use the change."""
         queue = self._queues.get(session.key)
@@ -589,20 +641,26 @@ class Scheduler:
         queue = run.queue
         outcome: TurnOutcome | None = None
         try:
-            outcome = await self._turn(run)
-        except asyncio.CancelledError:
-            if run.cancel_reason is None:
-                raise  # not ours to record (the event loop is going away): like a crash
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            outcome = await self._cancelled(run)
-        except LeaseLostError as exc:
-            log.warning("session %s: %s", queue.key, exc)
-            outcome = TurnOutcome(job_id=run.job.id, status="deferred")
-        except Exception:
-            log.exception("session %s: turn %s crashed", queue.key, run.job.id)
-            outcome = await self._failed(run, "Sorry, something went wrong on my side.")
+            try:
+                outcome = await self._turn(run)
+            except asyncio.CancelledError:
+                if run.cancel_reason is None:
+                    raise  # not ours to record (the event loop is going away): like a crash
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                outcome = await self._cancelled(run)
+            except LeaseLostError as exc:
+                log.warning("session %s: %s", queue.key, exc)
+                outcome = TurnOutcome(job_id=run.job.id, status="deferred")
+            except Exception:
+                log.exception("session %s: turn %s crashed", queue.key, run.job.id)
+                outcome = await self._failed(run, "Sorry, something went wrong on my side.")
+            if queue.context:
+                try:
+                    await self._record_context(queue)
+                except Exception:
+                    log.exception("session %s: could not record context messages", queue.key)
         finally:
             if queue.run is run:
                 queue.run = None
@@ -722,6 +780,13 @@ class Scheduler:
 
     async def _recover(self, *, startup: bool) -> None:
         """Take over jobs whose owner died (and, at start-up, all queued work and backlog)."""
+        if startup:
+            for row, key, entry in await self.store.deferred_context():
+                queue = await self._queue_for_key(key)
+                if queue is not None:
+                    queue.context.append((row, entry))
+            for queue in list(self._queues.values()):
+                await self._record_context(queue)
         jobs = await self.store.open_jobs()
         items = await self.store.backlog_items() if startup else []
         in_backlog = {item.job_id for _, item in items}

@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     ignore_other_bots: bool = True
     attachment_max_bytes: int = Field(default=20_000_000, ge=0)
     shutdown_timeout: float = Field(default=20.0, gt=0)
+    dm_policies: Annotated[dict[str, DmPolicy], NoDecode] = Field(
+        default_factory=dict, description="per-channel DM policy overrides, channel:policy"
+    )
 
     lane_main: int = Field(default=8, ge=1, description="concurrent turns of user messages")
     lane_subagent: int = Field(default=8, ge=1, description="concurrent subagent turns")
@@ -115,6 +118,32 @@ class Settings(BaseSettings):
     def _split_csv(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("dm_policies", mode="before")
+    @classmethod
+    def _split_policies(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        policies: dict[str, str] = {}
+        for item in value.split(","):
+            if not item.strip():
+                continue
+            channel, sep, policy = item.partition(":")
+            if not sep or not channel.strip():
+                raise ValueError(
+                    f"{item.strip()!r} is not channel:policy (e.g. telegram:open,slack:allowlist)"
+                )
+            policies[channel.strip().lower()] = policy.strip().lower()
+        return policies
+
+    @field_validator("allowed_senders", "allowed_groups", mode="after")
+    @classmethod
+    def _channel_qualified(cls, value: list[str]) -> list[str]:
+        for item in value:
+            channel, sep, ident = item.partition(":")
+            if not sep or not channel or not ident:
+                raise ValueError(f"{item!r} is not channel:id (e.g. telegram:12345)")
         return value
 
     @classmethod

@@ -21,16 +21,18 @@ from typing import Any, Literal, TypeVar
 import aiosqlite
 from pydantic import TypeAdapter
 
+from clawbot.agents import AgentRecord, AgentSpec
 from clawbot.backlog import BacklogItem
 from clawbot.errors import LeaseLostError, StoreError
 from clawbot.jobs import TurnJob
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
 from clawbot.migrations import migrations
+from clawbot.pairing import PAIRING_COLUMNS, PairingRequest, stamp
 from clawbot.sessions import Session
 
 _blocks = TypeAdapter(tuple[ContentBlock, ...])
-TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 T = TypeVar("T")
+TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
 def _now() -> str:
@@ -87,9 +89,12 @@ class Store:
         try:
             await store._configure(synchronous)
             await store._migrate()
-        except sqlite3.DatabaseError as exc:
-            await conn.close()
-            raise _describe(exc, path) from None
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise _describe(exc, path) from None
+            raise
         return store
 
     async def _configure(self, synchronous: str) -> None:
@@ -258,33 +263,26 @@ class Store:
         """
         assert user_entry.turn_id, "the turn id is assigned before the entry is stored"
         now = _now()
-        try:
+        row = _entry_row(session.key, session.epoch, user_entry)
+
+        def write(db: sqlite3.Connection) -> bool:
             if dedup_id is not None:
-                cursor = await self._conn.execute(
+                seen = db.execute(
                     "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
                     " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
                     (session.channel, session.chat_id, dedup_id, session.key, now),
                 )
-                fresh = cursor.rowcount == 1
-                await cursor.close()
-                if not fresh:
-                    await self._conn.rollback()
+                if seen.rowcount != 1:
                     return False
-            cursor = await self._conn.execute(
-                _INSERT_MESSAGE, _entry_row(session.key, session.epoch, user_entry)
-            )
-            message_id = cursor.lastrowid
-            await cursor.close()
-            await self._conn.execute(
+            message_id = db.execute(_INSERT_MESSAGE, row).lastrowid
+            db.execute(
                 "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, input_message_id,"
                 " created_at, updated_at) VALUES (?, ?, ?, 'running', 1, ?, ?, ?)",
                 (user_entry.turn_id, session.key, lane, message_id, now, now),
             )
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
-        return True
+            return True
+
+        return await self.transaction(write)
 
     async def mark_delivery_failed(self, turn_id: str, error: str) -> None:
         """A reply that could not be delivered leaves a visible mark on its turn."""
@@ -317,7 +315,7 @@ class Store:
                 (status, error, now, now, job_id, job_id),
             )
 
-        await self._transaction(finish)
+        await self.transaction(finish)
 
     async def turn_job(self, job_id: str) -> dict[str, Any] | None:
         async with self._conn.execute(
@@ -337,6 +335,173 @@ class Store:
         ) as cursor:
             rows = await cursor.fetchall()
         return [{"id": r[0], "status": r[1], "error": r[2]} for r in rows]
+
+    # agents ---------------------------------------------------------------------------
+
+    async def list_agent_specs(self) -> list[AgentRecord]:
+        async with self._conn.execute(
+            "SELECT config_json, source, file_hash FROM agent_specs ORDER BY agent_id"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [
+            AgentRecord(spec=AgentSpec.model_validate_json(row[0]), source=row[1], file_hash=row[2])
+            for row in rows
+        ]
+
+    async def save_agent_spec(self, record: AgentRecord) -> None:
+        """Insert or replace one agent profile."""
+        now = _now()
+        spec = record.spec
+        await self._write(
+            "INSERT INTO agent_specs (agent_id, name, config_json, source, file_hash,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (agent_id) DO UPDATE SET name = excluded.name,"
+            " config_json = excluded.config_json, source = excluded.source,"
+            " file_hash = excluded.file_hash, updated_at = excluded.updated_at",
+            (
+                spec.agent_id,
+                spec.name,
+                spec.model_dump_json(),
+                record.source,
+                record.file_hash,
+                now,
+                now,
+            ),
+        )
+
+    # access ---------------------------------------------------------------------------
+
+    async def is_approved_sender(self, channel: str, sender_id: str) -> bool:
+        async with self._conn.execute(
+            "SELECT 1 FROM approved_senders WHERE channel = ? AND sender_id = ?",
+            (channel, sender_id),
+        ) as cursor:
+            return await cursor.fetchone() is not None
+
+    async def request_pairing(
+        self,
+        *,
+        channel: str,
+        sender_id: str,
+        sender_name: str,
+        chat_id: str,
+        now: datetime,
+        expires_at: datetime,
+        max_pending: int,
+        new_code: Callable[[], str],
+    ) -> PairingRequest | None:
+        """The sender's pending pairing request, created if needed; None when the channel
+        already has ``max_pending`` requests waiting. One transaction, so concurrent
+        messages can neither exceed the cap nor give one sender two codes."""
+        at = stamp(now)
+        select = (
+            f"SELECT {PAIRING_COLUMNS} FROM pairing_requests"
+            " WHERE channel = ? AND sender_id = ? AND status = 'pending'"
+        )
+
+        def write(db: sqlite3.Connection) -> PairingRequest | None:
+            db.execute(
+                "UPDATE pairing_requests SET status = 'expired', decided_at = ?"
+                " WHERE status = 'pending' AND expires_at <= ?",
+                (at, at),
+            )
+            for _attempt in range(10):
+                row = db.execute(select, (channel, sender_id)).fetchone()
+                if row is not None:
+                    return PairingRequest.from_row(row)
+                try:
+                    inserted = db.execute(
+                        "INSERT INTO pairing_requests (channel, code, sender_id, sender_name,"
+                        " chat_id, status, created_at, expires_at)"
+                        " SELECT ?, ?, ?, ?, ?, 'pending', ?, ? WHERE (SELECT count(*) FROM"
+                        " pairing_requests WHERE channel = ? AND status = 'pending') < ?",
+                        (
+                            channel,
+                            new_code(),
+                            sender_id,
+                            sender_name,
+                            chat_id,
+                            at,
+                            stamp(expires_at),
+                            channel,
+                            max_pending,
+                        ),
+                    )
+                except sqlite3.IntegrityError:
+                    continue  # the code is taken on this channel: draw another
+                if inserted.rowcount != 1:
+                    return None
+            raise sqlite3.DatabaseError("could not draw an unused pairing code")
+
+        return await self.transaction(write)
+
+    async def pairing_request(self, channel: str, code: str) -> PairingRequest | None:
+        async with self._conn.execute(
+            f"SELECT {PAIRING_COLUMNS} FROM pairing_requests WHERE channel = ? AND code = ?",
+            (channel, code),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return PairingRequest.from_row(row) if row is not None else None
+
+    async def pending_pairings(self, now: datetime) -> list[PairingRequest]:
+        """Requests still waiting for the owner, oldest first."""
+        async with self._conn.execute(
+            f"SELECT {PAIRING_COLUMNS} FROM pairing_requests"
+            " WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
+            (stamp(now),),
+        ) as cursor:
+            return [PairingRequest.from_row(row) async for row in cursor]
+
+    async def decide_pairing(
+        self, channel: str, code: str, *, approve: bool, now: datetime
+    ) -> bool:
+        """Approve (remembering the sender) or reject a pending, unexpired request, in one
+        transaction; False when there was no such request."""
+        at = stamp(now)
+
+        def write(db: sqlite3.Connection) -> bool:
+            changed = db.execute(
+                "UPDATE pairing_requests SET status = ?, decided_at = ?"
+                " WHERE channel = ? AND code = ? AND status = 'pending' AND expires_at > ?",
+                ("approved" if approve else "rejected", at, channel, code, at),
+            )
+            if changed.rowcount != 1:
+                return False
+            if approve:
+                db.execute(
+                    "INSERT OR REPLACE INTO approved_senders (channel, sender_id, sender_name,"
+                    " approved_at, code) SELECT channel, sender_id, sender_name, ?, code"
+                    " FROM pairing_requests WHERE channel = ? AND code = ?",
+                    (at, channel, code),
+                )
+            return True
+
+        return await self.transaction(write)
+
+    async def append_context(
+        self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
+    ) -> bool:
+        """Store a message that starts no turn (group chatter kept as context).
+
+        Like ``begin_turn``, a redelivered message (same ``dedup_id``) is stored once:
+        returns False then.
+        """
+        now = _now()
+        row = _entry_row(session.key, session.epoch, entry)
+
+        def write(db: sqlite3.Connection) -> bool:
+            if dedup_id is not None:
+                seen = db.execute(
+                    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
+                    " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
+                    (session.channel, session.chat_id, dedup_id, session.key, now),
+                )
+                if seen.rowcount != 1:
+                    return False
+            db.execute(_INSERT_MESSAGE, row)
+            return True
+
+        return await self.transaction(write)
 
     # scheduling -----------------------------------------------------------------------
 
@@ -394,7 +559,7 @@ class Store:
             _mark_replied(conn, replied)
             return True
 
-        return await self._transaction(submit)
+        return await self.transaction(submit)
 
     async def start_job(
         self,
@@ -435,7 +600,7 @@ class Store:
             )
             _mark_replied(conn, replied)
 
-        await self._transaction(start)
+        await self.transaction(start)
 
     async def claim_job(self, job: TurnJob, lease_until: datetime) -> bool:
         """Take over an orphaned job (its owner crashed or its lease expired), counting an
@@ -451,7 +616,7 @@ class Store:
             )
             return cursor.rowcount == 1
 
-        return await self._transaction(claim)
+        return await self.transaction(claim)
 
     async def requeue_job(
         self, session: Session, job_id: str, item: BacklogItem | None = None
@@ -470,7 +635,7 @@ class Store:
             if item is not None and cursor.rowcount == 1:
                 _insert_backlog(conn, session.key, item, now)
 
-        await self._transaction(requeue)
+        await self.transaction(requeue)
 
     async def close_jobs(
         self, job_ids: Sequence[str], status: TurnStatus, error: str | None = None
@@ -493,7 +658,7 @@ class Store:
             )
             conn.execute(f"DELETE FROM backlog WHERE job_id IN ({_marks(ids)})", ids)
 
-        await self._transaction(close)
+        await self.transaction(close)
 
     async def renew_leases(self, job_ids: Sequence[str], until: datetime) -> None:
         """Extend the leases of long-running jobs this process still owns (one statement)."""
@@ -507,11 +672,11 @@ class Store:
                 (_iso(until), self.owner, *ids),
             )
 
-        await self._transaction(renew)
+        await self.transaction(renew)
 
     async def mark_replied(self, job_ids: Sequence[str]) -> None:
         if job_ids:
-            await self._transaction(lambda conn: _mark_replied(conn, job_ids))
+            await self.transaction(lambda conn: _mark_replied(conn, job_ids))
 
     async def open_jobs(self) -> list[TurnJob]:
         """Every queued or running job, oldest first: the work to recover at start-up."""
@@ -537,12 +702,57 @@ class Store:
         entry = TranscriptEntry(role="assistant", content=_blocks.validate_json(row[0]))
         return entry.text
 
+    async def defer_context(
+        self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
+    ) -> int | None:
+        """Hold a context message (one that starts no turn) back until the session's running
+        turn ends, durably; its row id, or None for a redelivered message."""
+        now = _now()
+
+        def defer(db: sqlite3.Connection) -> int | None:
+            if dedup_id is not None:
+                seen = db.execute(
+                    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
+                    " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
+                    (session.channel, session.chat_id, dedup_id, session.key, now),
+                )
+                if seen.rowcount != 1:
+                    return None
+            return db.execute(
+                "INSERT INTO backlog (session_key, job_id, kind, payload_json, created_at)"
+                " VALUES (?, NULL, 'context', ?, ?)",
+                (session.key, entry.model_dump_json(), now),
+            ).lastrowid
+
+        return await self.transaction(defer)
+
+    async def record_context(
+        self, session: Session, rows: Sequence[int], entries: Sequence[TranscriptEntry]
+    ) -> None:
+        """Move held-back context messages into the transcript."""
+        ids = list(rows)
+        values = [_entry_row(session.key, session.epoch, e) for e in entries]
+
+        def record(db: sqlite3.Connection) -> None:
+            db.executemany(_INSERT_MESSAGE, values)
+            db.execute(f"DELETE FROM backlog WHERE id IN ({_marks(ids)})", ids)
+
+        await self.transaction(record)
+
+    async def deferred_context(self) -> list[tuple[int, str, TranscriptEntry]]:
+        """(row id, session key, entry) of every held-back context message, oldest first."""
+        async with self._conn.execute(
+            "SELECT id, session_key, payload_json FROM backlog WHERE kind = 'context' ORDER BY id"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [(row[0], row[1], TranscriptEntry.model_validate_json(row[2])) for row in rows]
+
     async def backlog_items(self, session_key: str | None = None) -> list[tuple[str, BacklogItem]]:
         """(session key, item) of the stored backlog, oldest first; of one session if given."""
-        sql = "SELECT session_key, payload_json FROM backlog"
+        sql = "SELECT session_key, payload_json FROM backlog WHERE kind != 'context'"
         params: tuple[Any, ...] = ()
         if session_key is not None:
-            sql += " WHERE session_key = ?"
+            sql += " AND session_key = ?"
             params = (session_key,)
         async with self._conn.execute(sql + " ORDER BY id", params) as cursor:
             rows = await cursor.fetchall()
@@ -555,52 +765,36 @@ class Store:
             rows = await cursor.fetchall()
         return [_job(row) for row in rows]
 
-    async def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``body`` as one transaction in aiosqlite's worker thread: a single hop, and
-        atomic with respect to every other statement (the thread runs its queue in order).
-        A savepoint keeps a failure from rolling back another caller's pending statement."""
-
-        def run() -> T:
-            conn: sqlite3.Connection = self._conn._conn  # aiosqlite's sqlite3 connection
-            conn.execute("SAVEPOINT clawbot_tx")
-            try:
-                value = body(conn)
-            except BaseException:
-                conn.execute("ROLLBACK TO clawbot_tx")
-                conn.execute("RELEASE clawbot_tx")
-                raise
-            conn.execute("RELEASE clawbot_tx")
-            if conn.in_transaction:
-                conn.commit()
-            return value
-
-        try:
-            result: T = await self._conn._execute(run)  # type: ignore[no-untyped-call]
-        except sqlite3.DatabaseError as exc:
-            raise _describe(exc, self.path) from None
-        return result
-
     # plumbing -------------------------------------------------------------------------
 
-    async def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+    async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` as one transaction on aiosqlite's thread, committed or rolled back.
+
+        Each public aiosqlite call is one thread hop (~40 µs here, far more when the event
+        loop is busy); a turn's writes are a few statements, so they travel together in a
+        single hop through ``Connection._execute``, the internal entry every aiosqlite method
+        uses (aiosqlite has no public way to run a function on its thread).
+        """
+
+        def run(db: sqlite3.Connection) -> T:
+            try:
+                result = work(db)
+            except BaseException:
+                db.rollback()
+                raise
+            db.commit()
+            return result
+
         try:
-            await self._conn.execute(sql, params)
-            await self._conn.commit()
+            return await self._conn._execute(run, self._conn._conn)  # type: ignore[no-untyped-call,no-any-return]
         except sqlite3.DatabaseError as exc:
-            await self._rollback()
             raise _describe(exc, self.path) from None
+
+    async def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        await self.transaction(lambda db: db.execute(sql, params))
 
     async def _write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        try:
-            await self._conn.executemany(sql, rows)
-            await self._conn.commit()
-        except sqlite3.DatabaseError as exc:
-            await self._rollback()
-            raise _describe(exc, self.path) from None
-
-    async def _rollback(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
-            await self._conn.rollback()
+        await self.transaction(lambda db: db.executemany(sql, rows))
 
 
 def _describe(exc: sqlite3.DatabaseError, path: Path) -> StoreError:

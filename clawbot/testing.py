@@ -37,7 +37,7 @@ class ScriptedCall:
     arguments: dict[str, Any]
 
 
-def call(name: str, **arguments: Any) -> ScriptedCall:
+def call(name: str, /, **arguments: Any) -> ScriptedCall:
     return ScriptedCall(name=name, arguments=arguments)
 
 

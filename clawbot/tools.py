@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from clawbot.agents import HIGH_RISK_GROUPS
 from clawbot.errors import ClawbotError, ToolArgumentsError
 from clawbot.messages import ToolCallBlock, ToolResultBlock
 
 if TYPE_CHECKING:
     from clawbot.sessions import Session
     from clawbot.settings import Settings
+    from clawbot.skills import Skill
+    from clawbot.switchboard import Switchboard
 
 log = logging.getLogger("clawbot.tools")
 
@@ -39,6 +42,10 @@ class ToolContext:
     settings: Settings
     agent_id: str = "main"
     extras: dict[str, Any] = field(default_factory=dict)
+    skills: tuple[Skill, ...] = ()
+    """The skills listed to the active agent this turn (what ``skill_read`` may open)."""
+    switchboard: Switchboard | None = None
+    """How session and agent tools change the session or the agent registry."""
 
 
 ToolFunction = Callable[..., Awaitable[Any]]
@@ -56,6 +63,11 @@ class Tool:
     context_param: str | None = None
     risk: Risk = "safe"
     groups: tuple[str, ...] = ()
+
+    @property
+    def high_risk(self) -> bool:
+        """Shell, network, session or agent administration: see ``AgentSpec.allows_tool``."""
+        return not HIGH_RISK_GROUPS.isdisjoint(self.groups)
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI-style tool definition litellm sends to every provider."""

@@ -60,6 +60,11 @@ class TranscriptCache:
             return item
         transcript = Transcript(epoch=session.epoch, keep=self._keep)
         transcript.append(await self._store.load_transcript(session.key, session.epoch, self._keep))
+        # Another caller may have loaded (and appended to) this session meanwhile: the first
+        # copy cached wins, so every writer appends to the same one.
+        item = self._items.get(session.key)
+        if item is not None and item.epoch == session.epoch:
+            return item
         self._items[session.key] = transcript
         if len(self._items) > self._max_sessions:
             self._items.popitem(last=False)

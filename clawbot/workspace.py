@@ -18,6 +18,7 @@ class BootstrapFile:
     name: str
     path: Path
     text: str
+    mtime: int = 0
 
 
 class Workspace:
@@ -30,7 +31,8 @@ class Workspace:
                 hint="create it, or unset CLAWBOT_WORKSPACE to use the default one in CLAWBOT_HOME",
             )
         self.root = root.resolve()
-        self._cache: dict[Path, tuple[float, str]] = {}
+        self._cache: dict[Path, tuple[int, str]] = {}
+        self._candidate_cache: dict[str | None, list[tuple[str, tuple[Path, ...]]]] = {}
 
     def resolve(self, relative: str) -> Path:
         """The real path of ``relative`` inside the workspace, or a WorkspaceError.
@@ -55,26 +57,46 @@ class Workspace:
     def bootstrap(
         self, agent_id: str | None = None, *, overlay: bool = True
     ) -> list[BootstrapFile]:
-        """The bootstrap files that exist, each from the agent's overlay when it has one."""
+        """The bootstrap files that exist, each from the agent's overlay when it has one.
+
+        Runs every turn, so each file costs one ``stat`` and is re-read only when it changed.
+        """
         found = []
-        for name in BOOTSTRAP_FILES:
-            path = self.root / name
-            if overlay and agent_id:
-                candidate = self.root / "agents" / agent_id / name
-                if candidate.is_file():
-                    path = candidate
-            if path.is_file():
-                text = self._read_cached(path)
+        for name, candidates in self._candidates(agent_id if overlay else None):
+            for path in candidates:
+                try:
+                    mtime = os.stat(path).st_mtime_ns
+                except OSError:
+                    continue
+                text = self._read_cached(path, mtime)
                 if text.strip():
-                    found.append(BootstrapFile(name=name, path=path, text=text))
+                    found.append(BootstrapFile(name=name, path=path, text=text, mtime=mtime))
+                break
         return found
 
-    def _read_cached(self, path: Path) -> str:
-        """Bootstrap files are read on every turn; re-read only when they change."""
-        mtime = os.stat(path).st_mtime
+    def _candidates(self, agent_id: str | None) -> list[tuple[str, tuple[Path, ...]]]:
+        """Per bootstrap file, the paths to try in order (the overlay first)."""
+        cached = self._candidate_cache.get(agent_id)
+        if cached is None:
+            cached = [
+                (
+                    name,
+                    (self.root / "agents" / agent_id / name, self.root / name)
+                    if agent_id
+                    else (self.root / name,),
+                )
+                for name in BOOTSTRAP_FILES
+            ]
+            self._candidate_cache[agent_id] = cached
+        return cached
+
+    def _read_cached(self, path: Path, mtime: int) -> str:
         cached = self._cache.get(path)
         if cached and cached[0] == mtime:
             return cached[1]
-        text = path.read_text(encoding="utf-8", errors="replace")[:MAX_BOOTSTRAP_CHARS]
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")[:MAX_BOOTSTRAP_CHARS]
+        except IsADirectoryError:
+            text = ""
         self._cache[path] = (mtime, text)
         return text

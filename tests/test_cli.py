@@ -127,22 +127,6 @@ def test_a_corrupt_database_is_reported_and_left_untouched(
     assert (home / "clawbot.db").read_bytes() == garbage
 
 
-@pytest.mark.skipif(
-    os.geteuid() == 0 if hasattr(os, "geteuid") else False, reason="root ignores file permissions"
-)
-def test_a_read_only_database_is_reported(standin: OpenAIStandin, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    run(["chat"], b"first\n", environment(home, standin), tmp_path)
-    (home / "clawbot.db").chmod(0o444)
-    home.chmod(0o555)
-    try:
-        result = run(["chat"], b"second\n", environment(home, standin), tmp_path)
-    finally:
-        home.chmod(0o755)
-
-    assert "read-only" in (result.stdout + result.stderr).decode()
-
-
 def test_a_workspace_that_does_not_exist_is_reported(
     standin: OpenAIStandin, tmp_path: Path
 ) -> None:

@@ -50,6 +50,13 @@ async def test_a_tool_calling_turn_with_two_rounds_reaches_a_final_answer(
         "file_write",
         "file_edit",
         "list_dir",
+        "skill_read",
+        "models_list",
+        "agents_list",
+        "session_set_model",
+        "session_set_agent",
+        "agent_create",
+        "agent_update",
     }
 
 

@@ -1,5 +1,6 @@
 -- Scheduling: who runs a job and until when (lease), how its work was merged, whether its
--- reply went out, and the per-session backlog of deferred messages and resume tokens.
+-- reply went out, and the per-session backlog of deferred messages and resume tokens (and of
+-- context messages held back until the running turn ends: kind 'context', no job).
 ALTER TABLE turn_jobs ADD COLUMN owner TEXT;
 ALTER TABLE turn_jobs ADD COLUMN merged_into TEXT;
 ALTER TABLE turn_jobs ADD COLUMN reply_to TEXT;
@@ -11,7 +12,7 @@ CREATE INDEX turn_jobs_by_runner ON turn_jobs(merged_into);
 CREATE TABLE backlog (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
     session_key     TEXT NOT NULL REFERENCES sessions(key) ON DELETE CASCADE,
-    job_id          TEXT NOT NULL REFERENCES turn_jobs(id) ON DELETE CASCADE,
+    job_id          TEXT REFERENCES turn_jobs(id) ON DELETE CASCADE,
     kind            TEXT NOT NULL,
     payload_json    TEXT NOT NULL,
     created_at      TEXT NOT NULL

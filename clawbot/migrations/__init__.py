@@ -1,8 +1,8 @@
 """Versioned schema migrations: ``NNNN_name.sql`` files applied in order at start-up.
 
 A released migration is never edited: add a new file with a higher number. ``PRAGMA
-user_version`` holds the number of the last one applied; every higher one is applied next. SQL stays portable where it costs
-little (a PostgreSQL store is planned).
+user_version`` holds the number of the last one applied; every higher one is applied next.
+SQL stays portable where it costs little (a PostgreSQL store is planned).
 """
 
 from __future__ import annotations

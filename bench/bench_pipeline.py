@@ -1,0 +1,176 @@
+"""The whole pipeline, measured: in-process channel -> router -> store -> runtime with a
+zero-latency scripted model -> outbox, against the bare litellm call rate to the same model.
+
+    python bench/bench_pipeline.py                 # 1,000 sessions x 10 turns, 1 x 2,000 turns
+    python bench/bench_pipeline.py --sessions 100  # a quicker look
+
+Prints turns per second, per-turn framework overhead (turn time minus the model call time,
+p50/p99), peak memory (RSS), the bare ``litellm.acompletion`` rate measured in the same run, the
+ratio of the two, the first/last 10 % turn times of one long session, and ``clawbot --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from clawbot.app import Clawbot
+from clawbot.llm import litellm_module
+from clawbot.settings import Settings
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def flush_litellm_logging() -> None:
+    """litellm defers per-call work (cost and logging payloads) to a background worker on
+    the event loop. Both measurements wait for it, so each side is charged what it causes."""
+    from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+    await GLOBAL_LOGGING_WORKER.flush()
+
+
+async def bare_litellm_rate(requests: list[ModelRequest]) -> float:
+    """Replay the very requests the pipeline made, straight into litellm.acompletion.
+
+    Yielding to the loop after each call lets litellm's background logging run as it does
+    in any real application (a scripted model never suspends, so without it the worker
+    would only run after the clock stopped)."""
+    litellm = litellm_module()
+    await flush_litellm_logging()
+    started = time.perf_counter()
+    for request in requests:
+        kwargs = {"tools": request.tools} if request.tools else {}
+        await litellm.acompletion(
+            model=f"scripted/{request.model}", messages=request.messages, **kwargs
+        )
+        await asyncio.sleep(0)
+    await flush_litellm_logging()
+    return len(requests) / (time.perf_counter() - started)
+
+
+async def pipeline(
+    home: Path, model: ScriptedModel, sessions: int, turns: int, history: int
+) -> tuple[float, list[float], list[float]]:
+    """Run ``sessions`` x ``turns`` sequential turns; return (rate, turn times, model times)."""
+    settings = Settings(
+        home=home, model=model.model_string, max_history_messages=history, _env_file=None
+    )  # type: ignore[call-arg]
+    durations: list[float] = []
+    model_times: list[float] = []
+    litellm = litellm_module()
+    original = litellm.acompletion
+
+    async def measured(*args: object, **kwargs: object) -> object:
+        started = time.perf_counter()
+        try:
+            return await original(*args, **kwargs)
+        finally:
+            model_times.append(time.perf_counter() - started)
+
+    litellm.acompletion = measured
+    try:
+        async with await Clawbot.open(settings) as bot:
+            channel = MemoryChannel()
+            bot.connect(channel)
+            handle = bot.router.handle
+            for warm in range(20):
+                await handle(channel.message(f"warm {warm}", chat_id="warmup"))
+            await flush_litellm_logging()
+            durations.clear()
+            model_times.clear()
+            started = time.perf_counter()
+            for turn in range(turns):
+                for session in range(sessions):
+                    message = channel.message(
+                        f"message {turn} in session {session}", chat_id=f"chat{session}"
+                    )
+                    t0 = time.perf_counter()
+                    await handle(message)
+                    durations.append(time.perf_counter() - t0)
+            await flush_litellm_logging()
+            elapsed = time.perf_counter() - started
+            assert len(channel.sent) == sessions * turns + 20, "every turn must be answered"
+    finally:
+        litellm.acompletion = original
+    return sessions * turns / elapsed, durations, model_times
+
+
+def help_time() -> float:
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "clawbot", "--help"], capture_output=True, check=True)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--long-turns", type=int, default=2000)
+    args = parser.parse_args()
+
+    model = ScriptedModel(name="bench", default_text="Fine, thanks.")
+    with model.installed():
+        litellm_module()
+        total = args.sessions * args.turns
+        gc.collect()
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with tempfile.TemporaryDirectory() as home:
+            rate, durations, model_times = await pipeline(
+                Path(home), model, args.sessions, args.turns, 60
+            )
+        rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        replay = model.requests[-total:]
+        bare = await bare_litellm_rate(replay)
+        model.requests.clear()
+        overhead = [d - m for d, m in zip(durations, model_times, strict=True)]
+        with tempfile.TemporaryDirectory() as home:
+            _, long_durations, _ = await pipeline(Path(home), model, 1, args.long_turns, 60)
+        model.requests.clear()
+        tenth = max(1, len(long_durations) // 10)
+        first = statistics.mean(long_durations[:tenth])
+        last = statistics.mean(long_durations[-tenth:])
+
+    print(
+        f"pipeline: {args.sessions} sessions x {args.turns} turns = {total} turns (Python {sys.version.split()[0]}, {os.cpu_count()} cores)"
+    )
+    print(f"  end-to-end rate            {rate:8.0f} turns/s")
+    print(
+        f"  bare litellm.acompletion   {bare:8.0f} calls/s  (the same {total} requests replayed, same run)"
+    )
+    print(f"  ratio end-to-end / bare    {rate / bare:8.2f}    (goal >= 0.80)")
+    print(f"  framework overhead p50     {percentile(overhead, 0.50) * 1000:8.3f} ms/turn")
+    print(f"  framework overhead p99     {percentile(overhead, 0.99) * 1000:8.3f} ms/turn")
+    print(
+        f"  turn time p50 / p99        {percentile(durations, 0.5) * 1000:8.3f} / {percentile(durations, 0.99) * 1000:.3f} ms"
+    )
+    print(
+        f"  peak RSS (process)         {rss_peak / 1024:8.1f} MB  (+{(rss_peak - rss_before) / 1024:.1f} MB during the run)"
+    )
+    print(f"one session x {args.long_turns} turns (history sent: last 60 entries)")
+    print(f"  first 10 % mean turn       {first * 1000:8.3f} ms")
+    print(f"  last 10 % mean turn        {last * 1000:8.3f} ms")
+    print(f"  last / first               {last / first:8.2f}    (goal <= 1.20)")
+    print(f"clawbot --help (best of 5)   {help_time() * 1000:8.0f} ms   (goal < 300 ms)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

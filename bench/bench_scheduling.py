@@ -1,0 +1,237 @@
+"""Scheduling benchmark: prints figures, asserts nothing but the one-turn-per-session rule.
+
+    python bench/bench_scheduling.py [--sessions 200] [--messages 50] [--latency 0.02]
+
+1. burst: every session receives all its messages at once (steer-backlog merges what arrives
+   while a turn runs into one [Backlog] turn): throughput, inbound-to-reply p50/p99, and
+   the most turns observed active at once in one session (must be 1).
+2. conversation: each session sends its next message when the previous reply arrived
+   (every message is its own turn): turn throughput and latency under the lane limits.
+3. steer latency: while a long tool loop runs (tool calls of --tool seconds), a new message
+   arrives at a random moment; time until the model receives it (goal: under one tool call).
+4. overhead: turns per second through the whole pipeline with a zero-latency scripted model
+   against bare litellm calls to the same model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from clawbot.app import Clawbot
+from clawbot.llm import litellm_module
+from clawbot.settings import Settings
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedCall, ScriptedModel, call
+from clawbot.tools import ToolRegistry, make_tool
+
+SESSION = re.compile(r"s(\d+) m\d+")
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+class PerSession:
+    """Counts model calls in flight per session (a turn's calls are sequential, so this is
+    the number of its turns active at once) and overall."""
+
+    def __init__(self) -> None:
+        self.active: Counter[str] = Counter()
+        self.max_per_session = 0
+        self.max_total = 0
+        self.total = 0
+
+    def enter(self, request: ModelRequest) -> str:
+        match = SESSION.search(request.last_user_text)
+        key = match.group(1) if match else "?"
+        self.active[key] += 1
+        self.total += 1
+        self.max_per_session = max(self.max_per_session, self.active[key])
+        self.max_total = max(self.max_total, self.total)
+        return key
+
+    def leave(self, key: str) -> None:
+        self.active[key] -= 1
+        self.total -= 1
+
+
+def settings_for(home: Path, model: ScriptedModel, args: argparse.Namespace) -> Settings:
+    return Settings(
+        home=home,
+        model=model.model_string,
+        lane_main=args.lane,
+        max_active_turns=args.lane,
+        log_level="WARNING",
+        _env_file=None,  # type: ignore[call-arg]
+    )
+
+
+async def load(args: argparse.Namespace, *, burst: bool) -> None:
+    measure = PerSession()
+    turns = 0
+
+    async def answer(request: ModelRequest) -> str:
+        nonlocal turns
+        key = measure.enter(request)
+        turns += 1
+        try:
+            await asyncio.sleep(args.latency)
+            return f"ok {key}"
+        finally:
+            measure.leave(key)
+
+    model = ScriptedModel(name="bench", function=answer)
+    with tempfile.TemporaryDirectory() as home, model.installed():
+        async with await Clawbot.open(settings_for(Path(home), model, args)) as bot:
+            channel = MemoryChannel()
+            bot.connect(channel)
+            await bot.start()
+            latencies: list[float] = []
+
+            async def one(session: int, number: int) -> None:
+                sent = time.perf_counter()
+                await bot.router.handle(
+                    channel.message(f"s{session} m{number}", chat_id=f"c{session}")
+                )
+                latencies.append(time.perf_counter() - sent)
+
+            async def conversation(session: int) -> None:
+                for number in range(args.messages):
+                    await one(session, number)
+
+            started = time.perf_counter()
+            if burst:
+                await asyncio.gather(
+                    *(one(s, m) for s in range(args.sessions) for m in range(args.messages))
+                )
+            else:
+                await asyncio.gather(*(conversation(s) for s in range(args.sessions)))
+            elapsed = time.perf_counter() - started
+    count = args.sessions * args.messages
+    name = "burst" if burst else "conversation"
+    print(
+        f"{name:>12}: {count} messages in {elapsed:.2f} s = {count / elapsed:,.0f} msg/s; "
+        f"{turns} turns ({turns / elapsed:,.0f} turns/s); inbound->reply "
+        f"p50 {percentile(latencies, 50) * 1000:.0f} ms, p99 {percentile(latencies, 99) * 1000:.0f} ms; "
+        f"max active turns per session {measure.max_per_session}, overall {measure.max_total}"
+    )
+    assert len(channel.texts) >= 1 and measure.max_per_session == 1
+
+
+async def steer_latency(args: argparse.Namespace) -> None:
+    arrived: dict[str, float] = {}
+    started: dict[str, float] = {}
+
+    async def work(step: int) -> str:
+        """One step of a long task."""
+        await asyncio.sleep(args.tool)
+        return f"step {step} done"
+
+    def answer(request: ModelRequest) -> str | ScriptedCall:
+        text = request.last_user_text
+        if text.startswith("quick"):
+            started.setdefault(text, time.perf_counter())
+            return "quick answer"
+        if request.messages[-1]["role"] == "tool":
+            return call("work", step=len(request.tool_results) + 1)
+        return call("work", step=1) if "long task" in text else "ok"
+
+    model = ScriptedModel(name="steer", function=answer, delay=args.latency)
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory() as home, model.installed():
+        settings = settings_for(Path(home), model, args).model_copy(update={"max_tool_rounds": 100})
+        async with await Clawbot.open(settings, tools=ToolRegistry([make_tool(work)])) as bot:
+            channel = MemoryChannel()
+            bot.connect(channel)
+            await bot.start()
+            for trial in range(args.trials):
+                chat = f"steer{trial}"
+                await bot.router.receive(channel.message("do the long task", chat_id=chat))
+                await asyncio.sleep(3 * (args.tool + args.latency) + rng.random() * args.tool)
+                text = f"quick question {trial}"
+                arrived[text] = time.perf_counter()
+                receipt = await bot.router.receive(channel.message(text, chat_id=chat))
+                await receipt.wait()
+                await bot.router.handle(channel.message("/stop", chat_id=chat))
+    delays = [(started[t] - arrived[t]) * 1000 for t in arrived]
+    print(
+        f"{'steer':>12}: new message -> its turn's model call over {args.trials} trials: "
+        f"p50 {statistics.median(delays):.1f} ms, max {max(delays):.1f} ms "
+        f"(one tool call takes {args.tool * 1000:.0f} ms, one model call {args.latency * 1000:.0f} ms)"
+    )
+
+
+async def overhead(args: argparse.Namespace) -> None:
+    model = ScriptedModel(name="zero")
+    rounds = args.overhead_turns
+    with tempfile.TemporaryDirectory() as home, model.installed():
+        litellm = litellm_module()
+
+        async def bare() -> None:
+            await litellm.acompletion(
+                model=model.model_string, messages=[{"role": "user", "content": "hi"}]
+            )
+
+        bare_rate = await rate(bare, rounds)
+        async with await Clawbot.open(settings_for(Path(home), model, args)) as bot:
+            channel = MemoryChannel()
+            bot.connect(channel)
+            await bot.start()
+            counter = iter(range(10**9))
+
+            async def turn() -> None:
+                await bot.router.handle(channel.message(f"m{next(counter)}", chat_id="c"))
+
+            turn_rate = await rate(turn, rounds)
+    print(
+        f"{'overhead':>12}: {turn_rate:,.0f} turns/s end to end vs {bare_rate:,.0f} bare "
+        f"litellm calls/s = {turn_rate / bare_rate:.2f}x "
+        f"({(1 / turn_rate - 1 / bare_rate) * 1e6:.0f} us of pipeline per turn)"
+    )
+
+
+async def rate(action: Callable[[], Awaitable[None]], count: int) -> float:
+    for _ in range(20):
+        await action()
+    started = time.perf_counter()
+    for _ in range(count):
+        await action()
+    return count / (time.perf_counter() - started)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=50)
+    parser.add_argument("--latency", type=float, default=0.02, help="seconds per model call")
+    parser.add_argument("--tool", type=float, default=0.05, help="seconds per tool call")
+    parser.add_argument("--lane", type=int, default=64, help="main lane and global limit")
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--overhead-turns", type=int, default=2000)
+    args = parser.parse_args()
+    print(
+        f"{args.sessions} sessions x {args.messages} messages, model calls {args.latency * 1000:.0f} ms, "
+        f"lane_main = max_active_turns = {args.lane}"
+    )
+    await load(args, burst=True)
+    await load(args, burst=False)
+    await steer_latency(args)
+    await overhead(args)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

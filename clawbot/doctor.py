@@ -1,0 +1,132 @@
+"""``clawbot doctor``: check what ``clawbot run`` needs, one line per check, no secrets.
+
+Each check says ``ok``, ``problem`` (with what to do) or ``off`` (a channel that is simply not
+configured). Everything runs offline: token *formats* are checked, not the tokens themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from clawbot.access import AccessRules
+from clawbot.channels import Adapter
+from clawbot.errors import ClawbotError
+from clawbot.settings import Settings
+
+Status = Literal["ok", "problem", "off"]
+
+CHANNEL_SETTINGS_HINT = (
+    "set CLAWBOT_TELEGRAM_TOKEN (Telegram), CLAWBOT_DISCORD_TOKEN (Discord) or "
+    "CLAWBOT_SLACK_BOT_TOKEN and CLAWBOT_SLACK_APP_TOKEN (Slack)"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    status: Status
+    subject: str
+    detail: str
+
+    @property
+    def line(self) -> str:
+        return f"{self.status:<8} {self.subject}: {self.detail}"
+
+
+def all_ok(checks: list[Check]) -> bool:
+    return all(check.status != "problem" for check in checks)
+
+
+async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) -> list[Check]:
+    """Every check, in the order a person fixes things: channels, model, home, database."""
+    checks = _channel_checks(settings, channels)
+    checks.append(_model_check(settings))
+    home = _home_check(settings)
+    checks.append(home)
+    if home.status == "ok":
+        checks.append(await _database_check(settings))
+    checks.append(_access_check(settings, [c for c in channels if c in _configured(checks)]))
+    return checks
+
+
+def _configured(checks: list[Check]) -> set[str]:
+    return {c.subject for c in checks if c.status != "off"}
+
+
+def _channel_checks(settings: Settings, channels: Mapping[str, type[Adapter]]) -> list[Check]:
+    checks: list[Check] = []
+    for name, adapter in sorted(channels.items()):
+        problems = adapter.check_settings(settings)
+        if not adapter.is_configured(settings):
+            detail = "; ".join(problems) or "no settings given"
+            checks.append(Check("off", name, f"not configured ({detail})"))
+        elif problems:
+            checks.append(Check("problem", name, "; ".join(problems)))
+        else:
+            checks.append(Check("ok", name, "settings and token format look right"))
+    if all(check.status == "off" for check in checks):
+        checks.append(
+            Check(
+                "problem",
+                "channels",
+                "none is configured, so `clawbot run` has nothing to serve — "
+                + CHANNEL_SETTINGS_HINT,
+            )
+        )
+    return checks
+
+
+def _model_check(settings: Settings) -> Check:
+    from clawbot.llm import missing_credentials
+
+    subject = f"model {settings.model}"
+    missing = missing_credentials(settings.model)
+    if missing:
+        return Check("problem", subject, f"no API key — set {' or '.join(missing)}")
+    return Check("ok", subject, "provider credentials are present")
+
+
+def _home_check(settings: Settings) -> Check:
+    from clawbot.home import prepare_home
+
+    subject = f"home {settings.home}"
+    try:
+        prepare_home(settings)
+    except ClawbotError as exc:
+        return Check("problem", subject, str(exc))
+    if not settings.workspace_dir.is_dir():
+        return Check(
+            "problem",
+            subject,
+            f"the workspace folder {settings.workspace_dir} does not exist — create it or "
+            "unset CLAWBOT_WORKSPACE",
+        )
+    return Check("ok", subject, f"writable; workspace {settings.workspace_dir}")
+
+
+async def _database_check(settings: Settings) -> Check:
+    from clawbot.store import Store
+
+    subject = f"database {settings.db_path}"
+    try:
+        store = await Store.open(settings.db_path, synchronous=settings.db_synchronous)
+    except ClawbotError as exc:
+        return Check("problem", subject, str(exc))
+    try:
+        version = await store.schema_version()
+    finally:
+        await store.close()
+    return Check("ok", subject, f"opens, schema version {version}")
+
+
+def _access_check(settings: Settings, channels: list[str]) -> Check:
+    rules = AccessRules.from_settings(settings)
+    policies = ", ".join(f"{name} {rules.dm_policy_for(name)}" for name in channels)
+    return Check(
+        "ok",
+        "access",
+        f"DMs: {policies or rules.dm_policy}; {len(rules.allowed_senders)} allowed sender(s), "
+        f"{len(rules.allowed_groups)} allowed group(s); groups "
+        + ("need a mention" if rules.group_require_mention else "are answered without a mention"),
+    )

@@ -1,0 +1,55 @@
+"""The model path's provider knowledge stays in agreement with litellm."""
+
+from __future__ import annotations
+
+import pytest
+
+from clawbot.llm import KNOWN_PROVIDER_KEYS, litellm_module, missing_credentials
+
+
+@pytest.mark.parametrize("provider", sorted(KNOWN_PROVIDER_KEYS))
+def test_known_provider_keys_agree_with_litellm(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    litellm = litellm_module()
+    for name in {n for names in KNOWN_PROVIDER_KEYS.values() for n in names}:
+        monkeypatch.delenv(name, raising=False)
+    model = {
+        "openai": "openai/gpt-4o-mini",
+        "anthropic": "anthropic/claude-3-5-sonnet-20241022",
+        "gemini": "gemini/gemini-1.5-pro",
+        "groq": "groq/llama3-8b-8192",
+        "mistral": "mistral/mistral-large-latest",
+        "openrouter": "openrouter/openai/gpt-4o",
+        "deepseek": "deepseek/deepseek-chat",
+        "xai": "xai/grok-2",
+    }[provider]
+
+    assert set(litellm.validate_environment(model)["missing_keys"]) == set(
+        KNOWN_PROVIDER_KEYS[provider]
+    )
+    assert set(missing_credentials(model)) == set(KNOWN_PROVIDER_KEYS[provider])
+
+
+def test_a_present_key_satisfies_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "x")
+
+    assert missing_credentials("anthropic/claude-3-5-sonnet-20241022") == []
+
+
+def test_a_local_ollama_model_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OLLAMA_API_BASE", raising=False)
+
+    assert missing_credentials("ollama/llama3") == []
+
+
+def test_importing_clawbot_llm_does_not_import_litellm() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, clawbot.llm, clawbot.cli, clawbot.router; print('litellm' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+
+    assert result.stdout.strip() == "False"

@@ -1,0 +1,63 @@
+"""Per-agent workspace overlays: workspace/agents/<id>/<FILE> replaces workspace/<FILE>."""
+
+from __future__ import annotations
+
+from clawbot.app import Clawbot
+from clawbot.testing import MemoryChannel, ScriptedModel
+
+from .conftest import Chat
+
+
+async def test_an_agents_overlay_file_replaces_the_root_file_and_the_rest_fall_back(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    root = bot.workspace.root
+    (root / "SOUL.md").write_text("Root soul.")
+    (root / "AGENTS.md").write_text("Root agreement.")
+    (root / "agents" / "coder" / "SOUL.md").write_text("Coder soul.")
+
+    await chat.say("/agent coder")
+    await chat.say("hi")
+
+    system = scripted.requests[0].system
+    assert "Coder soul." in system
+    assert "Root soul." not in system
+    assert "Root agreement." in system
+
+
+async def test_an_agent_without_overlays_uses_the_root_files(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    (bot.workspace.root / "SOUL.md").write_text("Root soul.")
+
+    await chat.say("hi")
+
+    assert "Root soul." in scripted.requests[0].system
+    assert "You are the coder" not in scripted.requests[0].system
+
+
+async def test_an_agent_with_overlays_turned_off_ignores_them(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    (bot.workspace.root / "SOUL.md").write_text("Root soul.")
+    coder = bot.agents.get("coder")
+    await bot.agents.update(coder.model_copy(update={"workspace_overlay": False}))
+
+    await chat.say("/agent coder")
+    await chat.say("hi")
+
+    system = scripted.requests[0].system
+    assert "Root soul." in system
+    assert "You are the coder" not in system
+
+
+async def test_every_shipped_specialist_has_a_persona_overlay(
+    bot: Clawbot, channel: MemoryChannel
+) -> None:
+    for agent in ("coordinator", "researcher", "coder", "writer"):
+        await bot.router.handle(channel.message(f"/agent {agent}"))
+        await bot.router.handle(channel.message("/context"))
+
+        files = [line[2:] for line in channel.texts[-1].splitlines() if line.startswith("• ")]
+        assert f"agents/{agent}/IDENTITY.md" in files
+        assert f"agents/{agent}/SOUL.md" in files

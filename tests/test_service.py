@@ -1,0 +1,232 @@
+"""`clawbot run`'s service in-process: non-blocking intake and graceful, bounded shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from clawbot.app import Clawbot
+from clawbot.channels import InboundHandler
+from clawbot.service import Service, serve
+from clawbot.settings import Settings
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel
+
+
+class PushChannel(MemoryChannel):
+    """A MemoryChannel whose inbound messages are pushed like a platform's, recording its
+    lifecycle calls in order."""
+
+    def __init__(self, name: str = "memory") -> None:
+        super().__init__(name)
+        self.events: list[str] = []
+        self.intake_stopped = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def start(self, on_message: InboundHandler) -> None:
+        self.events.append("start")
+        await super().start(on_message)
+        self.started.set()
+
+    async def push(self, text: str, chat_id: str = "chat1", **fields: Any) -> None:
+        assert self._on_message is not None, "not started"
+        await self._on_message(self.message(text, chat_id=chat_id, **fields))
+
+    async def stop_intake(self) -> None:
+        self.events.append("stop_intake")
+        self.intake_stopped.set()
+
+    async def stop(self) -> None:
+        self.events.append("stop")
+        await super().stop()
+
+    async def send(self, message: Any) -> Any:
+        self.events.append(f"send {message.text}")
+        return await super().send(message)
+
+
+class Held:
+    """Holds every model call until released, and tells when a call has started."""
+
+    def __init__(self, scripted: ScriptedModel, answer: str = "done") -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.calls = 0
+        self.answer = answer
+        scripted.function = self.reply
+
+    async def reply(self, request: ModelRequest) -> str:
+        self.calls += 1
+        self.started.set()
+        await self.release.wait()
+        return f"{self.answer}: {request.last_user_text}"
+
+
+async def test_receiving_returns_before_the_turn_finishes(
+    bot: Clawbot, scripted: ScriptedModel
+) -> None:
+    held = Held(scripted)
+    channel = PushChannel()
+    service = Service(bot, [channel], shutdown_timeout=5)
+    await service.start()
+
+    await channel.push("hi")
+    await held.started.wait()
+
+    assert service.running_turns == 1 and channel.sent == []
+    held.release.set()
+    await service.idle()
+    assert channel.texts == ["done: hi"]
+    await service.stop()
+
+
+async def test_two_conversations_run_at_the_same_time(
+    bot: Clawbot, scripted: ScriptedModel
+) -> None:
+    both = asyncio.Event()
+    requests: list[str] = []
+
+    async def reply(request: ModelRequest) -> str:
+        requests.append(request.last_user_text)
+        if len(requests) == 2:
+            both.set()
+        await both.wait()
+        return "ok"
+
+    scripted.function = reply
+    channel = PushChannel()
+    service = Service(bot, [channel], shutdown_timeout=5)
+    await service.start()
+
+    await channel.push("from ann", chat_id="ann")
+    await channel.push("from bob", chat_id="bob")
+    await asyncio.wait_for(service.idle(), 5)
+
+    assert sorted(requests) == ["from ann", "from bob"]
+    assert len(channel.sent) == 2
+    await service.stop()
+
+
+async def test_shutdown_stops_intake_then_lets_the_running_turn_reply_then_closes(
+    bot: Clawbot, scripted: ScriptedModel
+) -> None:
+    held = Held(scripted)
+    channel = PushChannel()
+    service = Service(bot, [channel], shutdown_timeout=30)
+    await service.start()
+    await channel.push("hi")
+    await held.started.wait()
+
+    stopping = asyncio.create_task(service.stop())
+    await channel.intake_stopped.wait()
+    assert not stopping.done()
+    held.release.set()
+    report = await stopping
+
+    assert channel.events == ["start", "stop_intake", "send done: hi", "stop"]
+    assert (report.finished, report.cancelled) == (1, ())
+    assert bot.outbox.adapter("memory") is None
+
+
+async def test_a_turn_outlasting_the_shutdown_timeout_is_cancelled_and_logged(
+    bot: Clawbot, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    held = Held(scripted)
+    channel = PushChannel()
+    service = Service(bot, [channel], shutdown_timeout=0.05)
+    await service.start()
+    await channel.push("never finishes", message_id="m7")
+    await held.started.wait()
+
+    with caplog.at_level(logging.WARNING, logger="clawbot.service"):
+        report = await service.stop()
+
+    assert report.cancelled == ("memory:chat1",)
+    assert "cancelled the unfinished turn of session memory:chat1 (message m7)" in caplog.text
+    assert channel.sent == [] and channel.events[-1] == "stop"
+    jobs = await bot.store.turn_jobs_for("memory:chat1")
+    assert [job["status"] for job in jobs] == ["queued"]  # kept to resume on the next start
+    transcript = await bot.store.load_transcript("memory:chat1", 0)
+    assert [entry.text for entry in transcript] == ["never finishes"]
+
+
+async def test_a_message_arriving_after_intake_stopped_is_dropped_with_a_warning(
+    bot: Clawbot, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    channel = PushChannel()
+    service = Service(bot, [channel], shutdown_timeout=5)
+    await service.start()
+    on_message = channel._on_message
+    await service.stop()
+    assert on_message is not None
+
+    with caplog.at_level(logging.WARNING, logger="clawbot.service"):
+        await on_message(channel.message("too late", message_id="m9"))
+
+    assert "dropped a memory message that arrived during shutdown (message m9)" in caplog.text
+    assert scripted.requests == [] and channel.sent == []
+
+
+async def test_a_channel_failing_to_start_stops_those_already_started(bot: Clawbot) -> None:
+    class Broken(PushChannel):
+        async def start(self, on_message: InboundHandler) -> None:
+            raise RuntimeError("cannot connect")
+
+    first = PushChannel("first")
+    service = Service(bot, [first, Broken("second")], shutdown_timeout=5)
+
+    with pytest.raises(RuntimeError, match="cannot connect"):
+        await service.start()
+
+    assert first.events == ["start", "stop"]
+
+
+async def test_serve_puts_the_access_gateway_in_front_of_the_router(
+    bot: Clawbot, settings: Settings, scripted: ScriptedModel
+) -> None:
+    channel = PushChannel()
+    stop = asyncio.Event()
+    serving = asyncio.create_task(serve(bot, [channel], stop=stop, handle_signals=False))
+    await channel.started.wait()
+
+    await channel.push("hello", sender_id="stranger")
+    stop.set()
+    await serving
+
+    assert "Your pairing code is" in channel.texts[0]
+    assert scripted.requests == []
+
+
+async def test_a_message_already_in_flight_when_stopping_still_gets_its_answer(
+    bot: Clawbot, scripted: ScriptedModel
+) -> None:
+    scripted.add("still answered")
+    channel = PushChannel()
+    service = Service(bot, [channel], shutdown_timeout=5)
+    await service.start()
+
+    await channel.push("last words")
+    await service.stop()
+
+    assert channel.texts == ["still answered"]
+
+
+async def test_a_channel_that_never_stops_its_intake_cannot_hold_up_shutdown(
+    bot: Clawbot, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Stuck(PushChannel):
+        async def stop_intake(self) -> None:
+            await asyncio.Event().wait()
+
+    channel = Stuck()
+    service = Service(bot, [channel], shutdown_timeout=0.05)
+    await service.start()
+
+    with caplog.at_level(logging.WARNING, logger="clawbot.service"):
+        report = await asyncio.wait_for(service.stop(), 10)
+
+    assert report.cancelled == ()
+    assert channel.events[-1] == "stop"
+    assert "stopping intake took over" in caplog.text
