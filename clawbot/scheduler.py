@@ -74,7 +74,7 @@ class TurnHandle:
     future: asyncio.Future[TurnOutcome] = field(repr=False, compare=False)
 
     async def outcome(self) -> TurnOutcome:
-        return await asyncio.shield(self.future)
+        return await self.future
 
 
 @dataclass(frozen=True)
@@ -332,14 +332,10 @@ class Scheduler:
             self._reserve(lane)
         else:
             queue.direct.append(job)
-        replied = self._take_replied()
         try:
             transcript = await self.runtime.transcripts.get(queue.session)
-            fresh = await self.store.submit_job(
-                queue.session, job, entry=entry, dedup_id=dedup_id, replied=replied
-            )
+            fresh = await self.store.submit_job(queue.session, job, entry=entry, dedup_id=dedup_id)
         except BaseException:
-            self._replied.extend(replied)
             fresh = False
             raise
         finally:
@@ -376,15 +372,9 @@ class Scheduler:
             kind="message", job_id=job_id, lane=lane, entry=entry, reply_to=reply_to, steers=steers
         )
         job = TurnJob(id=job_id, session_key=queue.key, lane=lane, reply_to=reply_to)
-        replied = self._take_replied()
         queue.submitting += 1
         try:
-            fresh = await self.store.submit_job(
-                queue.session, job, item=item, dedup_id=dedup_id, replied=replied
-            )
-        except BaseException:
-            self._replied.extend(replied)
-            raise
+            fresh = await self.store.submit_job(queue.session, job, item=item, dedup_id=dedup_id)
         finally:
             queue.submitting -= 1
         if fresh:
@@ -675,15 +665,14 @@ class Scheduler:
             raise asyncio.CancelledError
         session = run.queue.session
         job = run.job
-        transcript = await self.runtime.transcripts.get(session)
         if run.mode == "start":
+            transcript = await self.runtime.transcripts.get(session)
             await self.store.start_job(
                 session,
                 job.id,
                 lease_until=run.lease_until,
                 entries=run.entries,
                 carried=run.carried,
-                replied=self._take_replied(),
             )
             transcript.append(run.entries)
         elif run.mode == "claim":
@@ -692,8 +681,12 @@ class Scheduler:
             log.info("session %s: resuming job %s after a crash", session.key, job.id)
         deadline = asyncio.timeout(self.settings.turn_deadline)
         try:
-            async with self._typing(session), deadline:
-                result = await self.runtime.run_turn(session, job.id, control=run)
+            async with deadline:
+                if self._shows_typing(session):
+                    async with self._typing(session):
+                        result = await self.runtime.run_turn(session, job.id, control=run)
+                else:
+                    result = await self.runtime.run_turn(session, job.id, control=run)
         except TimeoutError:
             if not deadline.expired():
                 raise
@@ -886,13 +879,12 @@ class Scheduler:
             )
         )
 
+    def _shows_typing(self, session: Session) -> bool:
+        adapter = self.outbox.adapter(session.channel)
+        return adapter is not None and adapter.supports_typing and session.deliver
+
     @contextlib.asynccontextmanager
     async def _typing(self, session: Session) -> AsyncIterator[None]:
-        adapter = self.outbox.adapter(session.channel)
-        if adapter is None or not adapter.supports_typing or not session.deliver:
-            yield
-            return
-
         async def refresh() -> None:
             while True:
                 await self.outbox.typing(session.channel, session.chat_id, session.thread_id)
@@ -917,8 +909,8 @@ class Scheduler:
                 future.set_result(outcome)
 
     def _mark_replied(self, job_id: str) -> None:
-        """Reply marks are written in the next transaction that happens anyway, or shortly
-        after when none does: a crash in between only means a reply is sent twice."""
+        """Reply marks are batched: one statement every REPLIED_FLUSH_SECONDS however many
+        turns ended. A crash in between only means those replies are sent twice."""
         self._replied.append(job_id)
         if self._flush is None and not self.closing:
             loop = asyncio.get_running_loop()

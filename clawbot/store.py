@@ -306,14 +306,20 @@ class Store:
         now = _now()
 
         def finish(conn: sqlite3.Connection) -> None:
-            _check_owner(conn, job_id, self.owner)
-            if rows:
-                conn.executemany(_INSERT_MESSAGE, rows)
+            closed = conn.execute(
+                "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?"
+                " WHERE id = ? AND (owner IS NULL OR owner = ?)",
+                (status, error, now, now, job_id, self.owner),
+            )
+            if closed.rowcount != 1:
+                _check_owner(conn, job_id, self.owner)
             conn.execute(
                 "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?"
-                " WHERE id = ? OR merged_into = ?",
-                (status, error, now, now, job_id, job_id),
+                " WHERE merged_into = ?",
+                (status, error, now, now, job_id),
             )
+            if rows:
+                conn.executemany(_INSERT_MESSAGE, rows)
 
         await self.transaction(finish)
 
@@ -513,12 +519,10 @@ class Store:
         entry: TranscriptEntry | None = None,
         item: BacklogItem | None = None,
         dedup_id: str | None = None,
-        replied: Sequence[str] = (),
     ) -> bool:
         """Persist an inbound message and its TurnJob in one transaction: its ``entry`` goes
         into the transcript (an idle session) or its backlog ``item`` into the backlog (a
-        busy one). A redelivered platform message id writes nothing and returns False.
-        ``replied`` marks earlier jobs whose replies went out (batched here for free)."""
+        busy one). A redelivered platform message id writes nothing and returns False."""
         now = _now()
 
         def submit(conn: sqlite3.Connection) -> bool:
@@ -556,7 +560,6 @@ class Store:
             )
             if item is not None:
                 _insert_backlog(conn, session.key, item, now)
-            _mark_replied(conn, replied)
             return True
 
         return await self.transaction(submit)
@@ -569,7 +572,6 @@ class Store:
         lease_until: datetime,
         entries: Sequence[TranscriptEntry] = (),
         carried: Sequence[str] = (),
-        replied: Sequence[str] = (),
     ) -> None:
         """Begin a job's turn in one transaction: drain the backlog rows of the jobs it
         carries, write its input ``entries``, merge the ``carried`` jobs into it and take its
@@ -598,7 +600,6 @@ class Store:
                 " input_message_id = coalesce(?, input_message_id) WHERE id = ?",
                 (self.owner, lease, now, now, input_id, job_id),
             )
-            _mark_replied(conn, replied)
 
         await self.transaction(start)
 

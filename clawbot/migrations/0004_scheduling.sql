@@ -7,8 +7,7 @@ ALTER TABLE turn_jobs ADD COLUMN reply_to TEXT;
 ALTER TABLE turn_jobs ADD COLUMN replied INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE turn_jobs ADD COLUMN started_at TEXT;
 ALTER TABLE turn_jobs ADD COLUMN finished_at TEXT;
-CREATE INDEX turn_jobs_by_session ON turn_jobs(session_key, status);
-CREATE INDEX turn_jobs_by_runner ON turn_jobs(merged_into);
+CREATE INDEX turn_jobs_by_runner ON turn_jobs(merged_into) WHERE merged_into IS NOT NULL;
 CREATE TABLE backlog (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
     session_key     TEXT NOT NULL REFERENCES sessions(key) ON DELETE CASCADE,
