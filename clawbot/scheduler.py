@@ -332,10 +332,14 @@ class Scheduler:
             self._reserve(lane)
         else:
             queue.direct.append(job)
+        replied = self._take_replied()
         try:
             transcript = await self.runtime.transcripts.get(queue.session)
-            fresh = await self.store.submit_job(queue.session, job, entry=entry, dedup_id=dedup_id)
+            fresh = await self.store.submit_job(
+                queue.session, job, entry=entry, dedup_id=dedup_id, replied=replied
+            )
         except BaseException:
+            self._replied.extend(replied)
             fresh = False
             raise
         finally:
@@ -372,9 +376,15 @@ class Scheduler:
             kind="message", job_id=job_id, lane=lane, entry=entry, reply_to=reply_to, steers=steers
         )
         job = TurnJob(id=job_id, session_key=queue.key, lane=lane, reply_to=reply_to)
+        replied = self._take_replied()
         queue.submitting += 1
         try:
-            fresh = await self.store.submit_job(queue.session, job, item=item, dedup_id=dedup_id)
+            fresh = await self.store.submit_job(
+                queue.session, job, item=item, dedup_id=dedup_id, replied=replied
+            )
+        except BaseException:
+            self._replied.extend(replied)
+            raise
         finally:
             queue.submitting -= 1
         if fresh:
@@ -673,6 +683,7 @@ class Scheduler:
                 lease_until=run.lease_until,
                 entries=run.entries,
                 carried=run.carried,
+                replied=self._take_replied(),
             )
             transcript.append(run.entries)
         elif run.mode == "claim":
@@ -909,8 +920,9 @@ class Scheduler:
                 future.set_result(outcome)
 
     def _mark_replied(self, job_id: str) -> None:
-        """Reply marks are batched: one statement every REPLIED_FLUSH_SECONDS however many
-        turns ended. A crash in between only means those replies are sent twice."""
+        """Reply marks ride along with the next transaction that happens anyway, or are
+        written shortly after when none does. A crash in between only means a reply is
+        sent twice (at least once, never lost)."""
         self._replied.append(job_id)
         if self._flush is None and not self.closing:
             loop = asyncio.get_running_loop()

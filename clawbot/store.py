@@ -519,10 +519,12 @@ class Store:
         entry: TranscriptEntry | None = None,
         item: BacklogItem | None = None,
         dedup_id: str | None = None,
+        replied: Sequence[str] = (),
     ) -> bool:
         """Persist an inbound message and its TurnJob in one transaction: its ``entry`` goes
         into the transcript (an idle session) or its backlog ``item`` into the backlog (a
-        busy one). A redelivered platform message id writes nothing and returns False."""
+        busy one). A redelivered platform message id writes nothing and returns False.
+        ``replied`` marks jobs whose replies went out since (it rides along for free)."""
         now = _now()
 
         def submit(conn: sqlite3.Connection) -> bool:
@@ -560,6 +562,7 @@ class Store:
             )
             if item is not None:
                 _insert_backlog(conn, session.key, item, now)
+            _mark_replied(conn, replied)
             return True
 
         return await self.transaction(submit)
@@ -572,6 +575,7 @@ class Store:
         lease_until: datetime,
         entries: Sequence[TranscriptEntry] = (),
         carried: Sequence[str] = (),
+        replied: Sequence[str] = (),
     ) -> None:
         """Begin a job's turn in one transaction: drain the backlog rows of the jobs it
         carries, write its input ``entries``, merge the ``carried`` jobs into it and take its
@@ -600,6 +604,7 @@ class Store:
                 " input_message_id = coalesce(?, input_message_id) WHERE id = ?",
                 (self.owner, lease, now, now, input_id, job_id),
             )
+            _mark_replied(conn, replied)
 
         await self.transaction(start)
 
