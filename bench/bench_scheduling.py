@@ -126,7 +126,8 @@ async def load(args: argparse.Namespace, *, burst: bool) -> None:
     print(
         f"{name:>12}: {count} messages in {elapsed:.2f} s = {count / elapsed:,.0f} msg/s; "
         f"{turns} turns ({turns / elapsed:,.0f} turns/s); inbound->reply "
-        f"p50 {percentile(latencies, 50) * 1000:.0f} ms, p99 {percentile(latencies, 99) * 1000:.0f} ms; "
+        f"p50 {percentile(latencies, 50) * 1000:.0f} ms, "
+        f"p99 {percentile(latencies, 99) * 1000:.0f} ms; "
         f"max active turns per session {measure.max_per_session}, overall {measure.max_total}"
     )
     assert len(channel.texts) >= 1 and measure.max_per_session == 1
@@ -171,7 +172,8 @@ async def steer_latency(args: argparse.Namespace) -> None:
     print(
         f"{'steer':>12}: new message -> its turn's model call over {args.trials} trials: "
         f"p50 {statistics.median(delays):.1f} ms, max {max(delays):.1f} ms "
-        f"(one tool call takes {args.tool * 1000:.0f} ms, one model call {args.latency * 1000:.0f} ms)"
+        f"(one tool call takes {args.tool * 1000:.0f} ms, "
+        f"one model call {args.latency * 1000:.0f} ms)"
     )
 
 
@@ -224,8 +226,8 @@ async def main() -> None:
     parser.add_argument("--overhead-turns", type=int, default=2000)
     args = parser.parse_args()
     print(
-        f"{args.sessions} sessions x {args.messages} messages, model calls {args.latency * 1000:.0f} ms, "
-        f"lane_main = max_active_turns = {args.lane}"
+        f"{args.sessions} sessions x {args.messages} messages, "
+        f"model calls {args.latency * 1000:.0f} ms, lane_main = max_active_turns = {args.lane}"
     )
     await load(args, burst=True)
     await load(args, burst=False)

@@ -8,6 +8,7 @@ message never stops the next one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -111,6 +112,7 @@ class Router:
             settings=settings, store=store, runtime=runtime, outbox=outbox
         )
         self._sessions: dict[str, Session] = {}
+        self._loading: dict[str, asyncio.Future[Session]] = {}
 
     async def handle(self, message: InboundMessage) -> Handled:
         """Process one inbound message to completion (its reply sent); never raises."""
@@ -187,14 +189,24 @@ class Router:
     async def session_for(self, message: InboundMessage) -> Session:
         key = session_key_for(message)
         session = self._sessions.get(key)
+        if session is not None:
+            return session
+        # Messages for a session not yet loaded share one load (a burst would otherwise
+        # make each of them read, and try to create, the same row).
+        loading = self._loading.get(key)
+        if loading is None:
+            loading = self._loading[key] = asyncio.ensure_future(self._load_session(message))
+            loading.add_done_callback(lambda _: self._loading.pop(key, None))
+        return await asyncio.shield(loading)
+
+    async def _load_session(self, message: InboundMessage) -> Session:
+        key = session_key_for(message)
+        session = await self.store.get_session(key)
         if session is None:
-            session = await self.store.get_session(key)
-            if session is None:
-                session = await self.store.create_session(
-                    Session.for_message(message, self.settings.agent)
-                )
-            self._sessions[key] = session
-        return session
+            session = await self.store.create_session(
+                Session.for_message(message, self.settings.agent)
+            )
+        return self._sessions.setdefault(key, session)
 
     async def update_session(self, session: Session, **changes: Any) -> Session:
         # Apply the changes to the freshest copy: a tool holding the turn's snapshot must not

@@ -7,6 +7,7 @@ ever appended to; ``/new`` starts a new epoch instead of deleting history.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -70,6 +71,9 @@ class Store:
         self.path = path
         # Who holds the leases of the jobs this process runs: host, pid and a per-open tag.
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._group: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+        self._group_busy = False
+        self._group_drain: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> Store:
@@ -321,7 +325,7 @@ class Store:
             if rows:
                 conn.executemany(_INSERT_MESSAGE, rows)
 
-        await self.transaction(finish)
+        await self.grouped(finish)
 
     async def turn_job(self, job_id: str) -> dict[str, Any] | None:
         async with self._conn.execute(
@@ -565,7 +569,7 @@ class Store:
             _mark_replied(conn, replied)
             return True
 
-        return await self.transaction(submit)
+        return await self.grouped(submit)
 
     async def start_job(
         self,
@@ -606,7 +610,7 @@ class Store:
             )
             _mark_replied(conn, replied)
 
-        await self.transaction(start)
+        await self.grouped(start)
 
     async def claim_job(self, job: TurnJob, lease_until: datetime) -> bool:
         """Take over an orphaned job (its owner crashed or its lease expired), counting an
@@ -764,6 +768,53 @@ class Store:
             rows = await cursor.fetchall()
         return [(row[0], BacklogItem.model_validate_json(row[1])) for row in rows]
 
+    async def grouped(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Like :meth:`transaction`, but concurrent callers share one commit (group commit):
+        under a burst the per-message cost is a savepoint, not a commit. Each caller returns
+        once its own work is committed; a failing work is rolled back alone.
+
+        With nothing in flight the work runs at once in its own transaction; what arrives
+        meanwhile is drained in batches by one task, so a caller that is cancelled never
+        strands another caller's work."""
+        if self._group_busy:
+            future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+            self._group.append((work, future))
+            return await future
+        self._group_busy = True
+        try:
+            return await self.transaction(work)
+        finally:
+            if self._group:
+                self._group_drain = asyncio.ensure_future(self._drain_group())
+            else:
+                self._group_busy = False
+
+    async def _drain_group(self) -> None:
+        try:
+            while self._group:
+                batch, self._group = self._group, []
+                try:
+                    results = await self._conn._execute(  # type: ignore[no-untyped-call]
+                        _run_group, self._conn._conn, [work for work, _ in batch]
+                    )
+                except BaseException as exc:
+                    error = (
+                        _describe(exc, self.path) if isinstance(exc, sqlite3.DatabaseError) else exc
+                    )
+                    results = [(False, error)] * len(batch)
+                for (_, future), (ok, value) in zip(batch, results, strict=True):
+                    if future.done():
+                        continue
+                    if ok:
+                        future.set_result(value)
+                    elif isinstance(value, sqlite3.DatabaseError):
+                        future.set_exception(_describe(value, self.path))
+                    else:
+                        future.set_exception(value)
+        finally:
+            self._group_busy = False
+            self._group_drain = None
+
     async def _jobs(self, where: str) -> list[TurnJob]:
         async with self._conn.execute(
             f"SELECT {_JOB_COLUMNS} FROM turn_jobs WHERE {where} ORDER BY created_at, rowid"
@@ -867,6 +918,32 @@ def _mark_replied(conn: sqlite3.Connection, job_ids: Sequence[str]) -> None:
     if job_ids:
         ids = list(job_ids)
         conn.execute(f"UPDATE turn_jobs SET replied = 1 WHERE id IN ({_marks(ids)})", ids)
+
+
+def _run_group(
+    db: sqlite3.Connection, works: Sequence[Callable[[sqlite3.Connection], Any]]
+) -> list[tuple[bool, Any]]:
+    """Run each work in a savepoint of one transaction, then commit once."""
+    if not db.in_transaction:
+        db.execute("BEGIN")
+    results: list[tuple[bool, Any]] = []
+    try:
+        for work in works:
+            db.execute("SAVEPOINT clawbot_work")
+            try:
+                value = work(db)
+            except Exception as exc:
+                db.execute("ROLLBACK TO clawbot_work")
+                db.execute("RELEASE clawbot_work")
+                results.append((False, exc))
+            else:
+                db.execute("RELEASE clawbot_work")
+                results.append((True, value))
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return results
 
 
 def _check_owner(conn: sqlite3.Connection, job_id: str, owner: str) -> None:

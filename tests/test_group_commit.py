@@ -1,0 +1,77 @@
+"""Group commit: concurrent scheduling writes share one transaction, each still all-or-nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from clawbot.backlog import BacklogItem
+from clawbot.errors import StoreError
+from clawbot.jobs import TurnJob
+from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.sessions import Session
+from clawbot.store import Store
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> Store:
+    opened = await Store.open(tmp_path / "clawbot.db")
+    await opened.create_session(Session(key="m:a", channel="m", chat_id="a", agent_id="main"))
+    yield opened  # type: ignore[misc]
+    await opened.close()
+
+
+def item(job_id: str) -> BacklogItem:
+    entry = TranscriptEntry(role="user", content=(TextBlock(text=job_id),), turn_id=job_id)
+    return BacklogItem(kind="message", job_id=job_id, entry=entry)
+
+
+async def test_concurrent_submits_are_all_stored_and_a_redelivery_among_them_is_dropped(
+    store: Store,
+) -> None:
+    session = await store.get_session("m:a")
+    assert session is not None
+    ids = [f"job{n}" for n in range(20)]
+    dedup = [f"m{n}" for n in range(19)] + ["m3"]
+
+    stored = await asyncio.gather(
+        *(
+            store.submit_job(session, TurnJob(id=i, session_key="m:a"), item=item(i), dedup_id=d)
+            for i, d in zip(ids, dedup, strict=True)
+        )
+    )
+
+    assert stored == [True] * 19 + [False]
+    assert [i.job_id for _, i in await store.backlog_items("m:a")] == ids[:19]
+    assert len(await store.turn_jobs_for("m:a")) == 19
+
+
+async def test_a_failing_write_in_a_shared_commit_is_rolled_back_alone(store: Store) -> None:
+    def insert(name: str, fail: bool = False) -> object:
+        def work(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key,"
+                " received_at) VALUES ('m', 'a', ?, 'm:a', 'now')",
+                (name,),
+            )
+            if fail:
+                db.execute("INSERT INTO no_such_table VALUES (1)")
+
+        return store.grouped(work)
+
+    results = await asyncio.gather(
+        insert("one"),
+        insert("two"),
+        insert("bad", fail=True),
+        insert("three"),
+        return_exceptions=True,
+    )
+
+    assert results[:2] == [None, None] and results[3] is None
+    assert isinstance(results[2], StoreError)
+    async with store._conn.execute("SELECT message_id FROM inbound_seen ORDER BY 1") as cursor:
+        rows = [row[0] for row in await cursor.fetchall()]
+    assert rows == ["one", "three", "two"]
