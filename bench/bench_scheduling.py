@@ -9,8 +9,9 @@
    (every message is its own turn): turn throughput and latency under the lane limits.
 3. steer latency: while a long tool loop runs (tool calls of --tool seconds), a new message
    arrives at a random moment; time until the model receives it (goal: under one tool call).
-4. overhead: turns per second through the whole pipeline with a zero-latency scripted model
-   against bare litellm calls to the same model.
+4. scheduler cost: the same turn (model and runtime stubbed out, the store real) run inline
+   as before the scheduler (accept, run, deliver) and through Router.handle; the difference
+   is what scheduling adds per turn. bench_pipeline.py measures the whole pipeline.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from clawbot.app import Clawbot
-from clawbot.llm import litellm_module
+from clawbot.messages import OutboundMessage, TextBlock, TranscriptEntry
+from clawbot.router import _user_entry
+from clawbot.runtime import TurnResult
+from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedCall, ScriptedModel, call
 from clawbot.tools import ToolRegistry, make_tool
@@ -142,16 +146,18 @@ async def steer_latency(args: argparse.Namespace) -> None:
         await asyncio.sleep(args.tool)
         return f"step {step} done"
 
-    def answer(request: ModelRequest) -> str | ScriptedCall:
+    async def answer(request: ModelRequest) -> str | ScriptedCall:
         text = request.last_user_text
         if text.startswith("quick"):
             started.setdefault(text, time.perf_counter())
+        await asyncio.sleep(args.latency)
+        if text.startswith("quick"):
             return "quick answer"
         if request.messages[-1]["role"] == "tool":
             return call("work", step=len(request.tool_results) + 1)
         return call("work", step=1) if "long task" in text else "ok"
 
-    model = ScriptedModel(name="steer", function=answer, delay=args.latency)
+    model = ScriptedModel(name="steer", function=answer)
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as home, model.installed():
         settings = settings_for(Path(home), model, args).model_copy(update={"max_tool_rounds": 100})
@@ -177,37 +183,56 @@ async def steer_latency(args: argparse.Namespace) -> None:
     )
 
 
-async def overhead(args: argparse.Namespace) -> None:
-    model = ScriptedModel(name="zero")
-    rounds = args.overhead_turns
+async def scheduler_cost(args: argparse.Namespace) -> None:
+    model = ScriptedModel(name="cost")
     with tempfile.TemporaryDirectory() as home, model.installed():
-        litellm = litellm_module()
-
-        async def bare() -> None:
-            await litellm.acompletion(
-                model=model.model_string, messages=[{"role": "user", "content": "hi"}]
-            )
-
-        bare_rate = await rate(bare, rounds)
         async with await Clawbot.open(settings_for(Path(home), model, args)) as bot:
             channel = MemoryChannel()
             bot.connect(channel)
             await bot.start()
-            counter = iter(range(10**9))
+            runtime = bot.runtime
 
-            async def turn() -> None:
-                await bot.router.handle(channel.message(f"m{next(counter)}", chat_id="c"))
+            async def stub_turn(session: Session, turn_id: str, **_: object) -> TurnResult:
+                transcript = await runtime.transcripts.get(session)
+                entry = TranscriptEntry(
+                    role="assistant", content=(TextBlock(text="ok"),), turn_id=turn_id
+                )
+                await runtime.store.finish_turn(session, turn_id, [entry])
+                transcript.append([entry])
+                return TurnResult(turn_id=turn_id, status="done", reply="ok", rounds=0)
 
-            turn_rate = await rate(turn, rounds)
+            runtime.run_turn = stub_turn  # type: ignore[method-assign]
+            numbers = iter(range(10**9))
+
+            async def inline() -> None:
+                message = channel.message(f"x{next(numbers)}", chat_id="inline")
+                session = await bot.router.session_for(message)
+                turn_id = await runtime.accept(session, _user_entry(message))
+                assert turn_id is not None
+                result = await runtime.run_turn(session, turn_id)
+                await bot.outbox.deliver(
+                    OutboundMessage(channel=channel.name, chat_id="inline", text=result.reply)
+                )
+
+            async def scheduled() -> None:
+                message = channel.message(f"y{next(numbers)}", chat_id="scheduled")
+                await bot.router.handle(message)
+
+            times: dict[str, list[float]] = {"inline": [], "scheduled": []}
+            for _ in range(args.cost_rounds):
+                for name, action in (("inline", inline), ("scheduled", scheduled)):
+                    times[name].append(1 / await rate(action, 200))
+    inline_us = statistics.median(times["inline"]) * 1e6
+    scheduled_us = statistics.median(times["scheduled"]) * 1e6
     print(
-        f"{'overhead':>12}: {turn_rate:,.0f} turns/s end to end vs {bare_rate:,.0f} bare "
-        f"litellm calls/s = {turn_rate / bare_rate:.2f}x "
-        f"({(1 / turn_rate - 1 / bare_rate) * 1e6:.0f} us of pipeline per turn)"
+        f"{'cost':>12}: a stubbed turn takes {inline_us:.0f} us inline, "
+        f"{scheduled_us:.0f} us scheduled: scheduling adds {scheduled_us - inline_us:.0f} us "
+        "per turn (medians)"
     )
 
 
 async def rate(action: Callable[[], Awaitable[None]], count: int) -> float:
-    for _ in range(20):
+    for _ in range(10):
         await action()
     started = time.perf_counter()
     for _ in range(count):
@@ -223,7 +248,7 @@ async def main() -> None:
     parser.add_argument("--tool", type=float, default=0.05, help="seconds per tool call")
     parser.add_argument("--lane", type=int, default=64, help="main lane and global limit")
     parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--overhead-turns", type=int, default=2000)
+    parser.add_argument("--cost-rounds", type=int, default=10)
     args = parser.parse_args()
     print(
         f"{args.sessions} sessions x {args.messages} messages, "
@@ -232,7 +257,7 @@ async def main() -> None:
     await load(args, burst=True)
     await load(args, burst=False)
     await steer_latency(args)
-    await overhead(args)
+    await scheduler_cost(args)
 
 
 if __name__ == "__main__":
