@@ -333,6 +333,7 @@ class Scheduler:
         else:
             queue.direct.append(job)
         replied = self._take_replied()
+        queue.submitting += 1
         try:
             transcript = await self.runtime.transcripts.get(queue.session)
             fresh = await self.store.submit_job(
@@ -343,6 +344,7 @@ class Scheduler:
             fresh = False
             raise
         finally:
+            queue.submitting -= 1
             if not fresh:
                 if run is not None:
                     queue.run = None
@@ -357,6 +359,8 @@ class Scheduler:
         if run is None:
             self._settle(queue)
         elif self.closing:
+            queue.run = None
+            self._unreserve(lane)
             await self._release_on_shutdown(run)
         else:
             self._launch(run)
@@ -559,8 +563,16 @@ class Scheduler:
         self.active_total -= 1
 
     def _settle(self, queue: _SessionQueue) -> None:
-        """After any change to a session: queue its next turn, or forget it when idle."""
-        if queue.run is None and queue.ready_lane is None and queue.has_work():
+        """After any change to a session: queue its next turn, or forget it when idle.
+
+        A session with a message still being stored waits: its last submitter settles it,
+        so no turn starts on input that is not in the database yet."""
+        if (
+            queue.run is None
+            and queue.ready_lane is None
+            and not queue.submitting
+            and queue.has_work()
+        ):
             if not self.closing:
                 lane = queue.next_lane()
                 queue.ready_lane = lane
@@ -911,7 +923,10 @@ class Scheduler:
 
     def _handle_for(self, job: TurnJob) -> TurnHandle:
         future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(job.id, []).append(future)
+        if self.closing:  # stored during shutdown: it runs after the restart
+            future.set_result(TurnOutcome(job_id=job.id, status="deferred"))
+        else:
+            self._waiters.setdefault(job.id, []).append(future)
         return TurnHandle(job_id=job.id, session_key=job.session_key, lane=job.lane, future=future)
 
     def _resolve(self, job_id: str, outcome: TurnOutcome) -> None:
