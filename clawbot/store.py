@@ -44,6 +44,16 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:16]}"
 
 
+def _first_delivery(db: sqlite3.Connection, session: Session, message_id: str, now: str) -> bool:
+    """Record a platform message id in the dedup ledger; False when it was seen before."""
+    seen = db.execute(
+        "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id, session_key,"
+        " received_at) VALUES (?, ?, ?, ?, ?)",
+        (session.channel, session.chat_id, message_id, session.key, now),
+    )
+    return seen.rowcount == 1
+
+
 def _entry_row(key: str, epoch: int, entry: TranscriptEntry) -> tuple[Any, ...]:
     return (
         key,
@@ -270,14 +280,8 @@ class Store:
         row = _entry_row(session.key, session.epoch, user_entry)
 
         def write(db: sqlite3.Connection) -> bool:
-            if dedup_id is not None:
-                seen = db.execute(
-                    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
-                    " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
-                    (session.channel, session.chat_id, dedup_id, session.key, now),
-                )
-                if seen.rowcount != 1:
-                    return False
+            if dedup_id is not None and not _first_delivery(db, session, dedup_id, now):
+                return False
             message_id = db.execute(_INSERT_MESSAGE, row).lastrowid
             db.execute(
                 "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, input_message_id,"
@@ -500,14 +504,8 @@ class Store:
         row = _entry_row(session.key, session.epoch, entry)
 
         def write(db: sqlite3.Connection) -> bool:
-            if dedup_id is not None:
-                seen = db.execute(
-                    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
-                    " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
-                    (session.channel, session.chat_id, dedup_id, session.key, now),
-                )
-                if seen.rowcount != 1:
-                    return False
+            if dedup_id is not None and not _first_delivery(db, session, dedup_id, now):
+                return False
             db.execute(_INSERT_MESSAGE, row)
             return True
 
@@ -532,14 +530,8 @@ class Store:
         now = _now()
 
         def submit(conn: sqlite3.Connection) -> bool:
-            if dedup_id is not None:
-                cursor = conn.execute(
-                    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
-                    " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
-                    (session.channel, session.chat_id, dedup_id, session.key, now),
-                )
-                if cursor.rowcount != 1:
-                    return False
+            if dedup_id is not None and not _first_delivery(conn, session, dedup_id, now):
+                return False
             message_id = None
             if entry is not None:
                 message_id = conn.execute(
@@ -720,14 +712,8 @@ class Store:
         now = _now()
 
         def defer(db: sqlite3.Connection) -> int | None:
-            if dedup_id is not None:
-                seen = db.execute(
-                    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id,"
-                    " session_key, received_at) VALUES (?, ?, ?, ?, ?)",
-                    (session.channel, session.chat_id, dedup_id, session.key, now),
-                )
-                if seen.rowcount != 1:
-                    return None
+            if dedup_id is not None and not _first_delivery(db, session, dedup_id, now):
+                return None
             return db.execute(
                 "INSERT INTO backlog (session_key, job_id, kind, payload_json, created_at)"
                 " VALUES (?, NULL, 'context', ?, ?)",
