@@ -38,6 +38,11 @@ OWNER_CHANNELS = frozenset({"console"})
 IGNORE = AccessDecision(allow=False)
 
 
+def is_start(text: str) -> bool:
+    parsed = parse_command(text)
+    return parsed is not None and parsed[0] == "start"
+
+
 def pairing_reply(request: PairingRequest, now: datetime) -> str:
     minutes = max(1, round((request.expires_at - now).total_seconds() / 60))
     return (
@@ -127,7 +132,9 @@ class AccessGateway:
             return IGNORE
         if await self.sender_allowed(message.channel, message.sender_id):
             return AccessDecision(allow=True)
-        if policy == "allowlist" or is_command:
+        # /start is how Telegram opens a chat with a bot: a newcomer's first message, so
+        # under pairing it asks for a code like any other first message (nothing runs).
+        if policy == "allowlist" or (is_command and not is_start(message.text)):
             log.info(
                 "ignored a %s DM from %s: not an allowed sender",
                 message.channel,

@@ -106,6 +106,13 @@ class CommandRegistry:
 def builtin_commands() -> CommandRegistry:
     registry = CommandRegistry()
 
+    @registry.command("start", "say hello and show what to do")
+    async def _start(ctx: CommandContext) -> str:
+        return (
+            "Hi! Write to me in plain words and the agent answers. "
+            + "Type /help for the commands."
+        )
+
     @registry.command("help", "show this list")
     async def _help(ctx: CommandContext) -> str:
         return ctx.router.commands.help_text()

@@ -370,6 +370,28 @@ async def test_commands_from_an_unknown_dm_sender_are_ignored_without_reply(
     assert await gated.pairing.pending() == []
 
 
+async def test_start_from_an_unknown_dm_sender_asks_for_a_pairing_code(
+    gated: Gated, scripted: ScriptedModel
+) -> None:
+    handled = await gated.dm("/start")
+
+    assert handled.kind == "rejected"
+    assert "Your pairing code is" in gated.channel.texts[0]
+    assert len(await gated.pairing.pending()) == 1
+    assert scripted.requests == []
+
+
+@configure(allowed_senders=["memory:ann"])
+async def test_start_from_an_allowed_sender_is_greeted_without_a_model_call(
+    gated: Gated, scripted: ScriptedModel
+) -> None:
+    handled = await gated.dm("/start")
+
+    assert handled.kind == "command"
+    assert gated.channel.texts[0].startswith("Hi! Write to me in plain words")
+    assert scripted.requests == []
+
+
 @configure(allowed_senders=["memory:ann"])
 async def test_commands_from_an_allowed_sender_are_answered(gated: Gated) -> None:
     handled = await gated.dm("/help")

@@ -44,7 +44,7 @@ async def test_unknown_command_gets_a_helpful_reply_and_no_turn(
 
     assert result.kind == "command"
     assert channel.texts == [
-        "Unknown command /stauts. Did you mean /status? Type /help to see the commands."
+        "Unknown command /stauts. Did you mean /status, /start? Type /help to see the commands."
     ]
     assert scripted.requests == []
 
