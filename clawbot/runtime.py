@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from clawbot.agents import AgentSpec, ModelSource, effective_model
 from clawbot.errors import ClawbotError, ProviderError
+from clawbot.jobs import TurnJob
 from clawbot.llm import ModelClient, ModelReply
 from clawbot.logs import agent_scope
 from clawbot.messages import (
@@ -172,7 +173,8 @@ class Runtime:
     async def accept(
         self, session: Session, user_entry: TranscriptEntry, *, dedup_id: str | None = None
     ) -> str | None:
-        """Persist an inbound entry with its TurnJob before anything else happens to it.
+        """Persist an inbound entry with a running TurnJob, for callers that run the turn
+        themselves instead of through the scheduler (benchmarks, tests of the runtime).
 
         Returns the turn id, or None when ``dedup_id`` (the platform message id) was seen
         before: a redelivered message is processed once.
@@ -180,7 +182,8 @@ class Runtime:
         transcript = await self.transcripts.get(session)
         turn_id = user_entry.turn_id or new_id("turn")
         user_entry = user_entry.model_copy(update={"turn_id": turn_id})
-        if not await self.store.begin_turn(session, user_entry, dedup_id=dedup_id):
+        job = TurnJob(id=turn_id, session_key=session.key, status="running", attempts=1)
+        if not await self.store.submit_job(session, job, entry=user_entry, dedup_id=dedup_id):
             return None
         transcript.append([user_entry])
         return turn_id

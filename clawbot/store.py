@@ -262,36 +262,6 @@ class Store:
 
     # turns ----------------------------------------------------------------------------
 
-    async def begin_turn(
-        self,
-        session: Session,
-        user_entry: TranscriptEntry,
-        *,
-        lane: str = "main",
-        dedup_id: str | None = None,
-    ) -> bool:
-        """Persist the inbound entry and its running TurnJob in one transaction.
-
-        With ``dedup_id`` (the platform message id) a redelivered message is recognised and
-        nothing is written: returns False.
-        """
-        assert user_entry.turn_id, "the turn id is assigned before the entry is stored"
-        now = _now()
-        row = _entry_row(session.key, session.epoch, user_entry)
-
-        def write(db: sqlite3.Connection) -> bool:
-            if dedup_id is not None and not _first_delivery(db, session, dedup_id, now):
-                return False
-            message_id = db.execute(_INSERT_MESSAGE, row).lastrowid
-            db.execute(
-                "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, input_message_id,"
-                " created_at, updated_at) VALUES (?, ?, ?, 'running', 1, ?, ?, ?)",
-                (user_entry.turn_id, session.key, lane, message_id, now, now),
-            )
-            return True
-
-        return await self.transaction(write)
-
     async def mark_delivery_failed(self, turn_id: str, error: str) -> None:
         """A reply that could not be delivered leaves a visible mark on its turn."""
         await self._write(
@@ -497,7 +467,7 @@ class Store:
     ) -> bool:
         """Store a message that starts no turn (group chatter kept as context).
 
-        Like ``begin_turn``, a redelivered message (same ``dedup_id``) is stored once:
+        Like ``submit_job``, a redelivered message (same ``dedup_id``) is stored once:
         returns False then.
         """
         now = _now()
