@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
+import logging
 import os
 import socket
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -32,6 +34,11 @@ from clawbot.pairing import PAIRING_COLUMNS, PairingRequest, stamp
 from clawbot.sessions import Session
 
 _blocks = TypeAdapter(tuple[ContentBlock, ...])
+log = logging.getLogger("clawbot.store")
+BUSY_WAIT = 5.0
+"""Seconds a write waits for another process's write lock before it fails."""
+CHECKPOINT_EVERY = 256
+"""Commits between background WAL checkpoints (about SQLite's default of 1,000 pages)."""
 T = TypeVar("T")
 TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
@@ -84,6 +91,12 @@ class Store:
         self._group: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
         self._group_busy = False
         self._group_drain: asyncio.Task[None] | None = None
+        self._queued = 0  # operations queued on, or running in, aiosqlite's thread
+        self._closed = False
+        self._wal = False
+        self._commits = 0  # since the last checkpoint
+        self._checkpointer: aiosqlite.Connection | None = None
+        self._checkpointing: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> Store:
@@ -96,13 +109,19 @@ class Store:
                     f"cannot create the folder for the database {path}: {exc}"
                 ) from None
         try:
-            conn = await aiosqlite.connect(str(path))
+            # Writes also run on the event loop's thread, never while aiosqlite's thread
+            # holds the connection (see _commit).
+            conn = await aiosqlite.connect(str(path), check_same_thread=False)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the database {path}: {exc}") from None
         store = cls(conn, path)
         try:
             await store._configure(synchronous)
             await store._migrate()
+            # From here on nothing waits inside SQLite: a locked database is retried by
+            # _commit without blocking the event loop, and checkpoints run in the background.
+            await conn.execute("PRAGMA busy_timeout=0")
+            await conn.execute("PRAGMA wal_autocheckpoint=0")
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 await conn.close()
@@ -117,14 +136,14 @@ class Store:
         async with conn.execute("SELECT count(*) FROM sqlite_master") as cursor:
             await cursor.fetchall()
         async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
-            await cursor.fetchall()
+            mode = await cursor.fetchone()
+        self._wal = mode is not None and str(mode[0]).lower() == "wal"
         await conn.execute("PRAGMA foreign_keys=ON")
         await conn.execute(f"PRAGMA synchronous={synchronous}")
         await conn.execute("PRAGMA busy_timeout=5000")
 
     async def _migrate(self) -> None:
-        async with self._conn.execute("PRAGMA user_version") as cursor:
-            row = await cursor.fetchone()
+        row = await self._fetchone("PRAGMA user_version")
         version = int(row[0]) if row else 0
         known = migrations()
         latest = known[-1][0] if known else 0
@@ -141,22 +160,28 @@ class Store:
             )
 
     async def close(self) -> None:
+        """Close the database; the last connection to close folds the WAL into the file."""
+        self._closed = True
+        if self._checkpointing is not None:
+            with contextlib.suppress(Exception):
+                await self._checkpointing
+        if self._checkpointer is not None:
+            with contextlib.suppress(Exception):
+                await self._checkpointer.close()
         await self._conn.close()
 
     async def schema_version(self) -> int:
-        async with self._conn.execute("PRAGMA user_version") as cursor:
-            row = await cursor.fetchone()
+        row = await self._fetchone("PRAGMA user_version")
         return int(row[0]) if row else 0
 
     # sessions -------------------------------------------------------------------------
 
     async def get_session(self, key: str) -> Session | None:
-        async with self._conn.execute(
+        row = await self._fetchone(
             "SELECT key, channel, chat_id, thread_id, chat_type, agent_id, model_override,"
             " deliver, owner_key, epoch, meta_json FROM sessions WHERE key = ?",
             (key,),
-        ) as cursor:
-            row = await cursor.fetchone()
+        )
         if row is None:
             return None
         return Session(
@@ -217,8 +242,9 @@ class Store:
         )
 
     async def list_sessions(self) -> list[str]:
-        async with self._conn.execute("SELECT key FROM sessions ORDER BY created_at") as cursor:
-            return [row[0] async for row in cursor]
+        return [
+            row[0] for row in await self._fetchall("SELECT key FROM sessions ORDER BY created_at")
+        ]
 
     # transcripts ----------------------------------------------------------------------
 
@@ -234,8 +260,7 @@ class Store:
         if limit is not None:
             sql += " LIMIT ?"
             params = (key, epoch, limit)
-        async with self._conn.execute(sql, params) as cursor:
-            rows = await cursor.fetchall()
+        rows = await self._fetchall(sql, params)
         return [
             TranscriptEntry(
                 role=row[0],
@@ -249,10 +274,7 @@ class Store:
         ]
 
     async def count_messages(self, key: str) -> int:
-        async with self._conn.execute(
-            "SELECT count(*) FROM messages WHERE session_key = ?", (key,)
-        ) as cursor:
-            row = await cursor.fetchone()
+        row = await self._fetchone("SELECT count(*) FROM messages WHERE session_key = ?", (key,))
         return int(row[0]) if row else 0
 
     async def append_entries(self, session: Session, entries: Sequence[TranscriptEntry]) -> None:
@@ -302,31 +324,28 @@ class Store:
         await self.grouped(finish)
 
     async def turn_job(self, job_id: str) -> dict[str, Any] | None:
-        async with self._conn.execute(
+        row = await self._fetchone(
             "SELECT id, session_key, lane, status, attempts, error FROM turn_jobs WHERE id = ?",
             (job_id,),
-        ) as cursor:
-            row = await cursor.fetchone()
+        )
         if row is None:
             return None
         keys = ("id", "session_key", "lane", "status", "attempts", "error")
         return dict(zip(keys, row, strict=True))
 
     async def turn_jobs_for(self, session_key: str) -> list[dict[str, Any]]:
-        async with self._conn.execute(
+        rows = await self._fetchall(
             "SELECT id, status, error FROM turn_jobs WHERE session_key = ? ORDER BY created_at",
             (session_key,),
-        ) as cursor:
-            rows = await cursor.fetchall()
+        )
         return [{"id": r[0], "status": r[1], "error": r[2]} for r in rows]
 
     # agents ---------------------------------------------------------------------------
 
     async def list_agent_specs(self) -> list[AgentRecord]:
-        async with self._conn.execute(
+        rows = await self._fetchall(
             "SELECT config_json, source, file_hash FROM agent_specs ORDER BY agent_id"
-        ) as cursor:
-            rows = await cursor.fetchall()
+        )
         return [
             AgentRecord(spec=AgentSpec.model_validate_json(row[0]), source=row[1], file_hash=row[2])
             for row in rows
@@ -356,11 +375,13 @@ class Store:
     # access ---------------------------------------------------------------------------
 
     async def is_approved_sender(self, channel: str, sender_id: str) -> bool:
-        async with self._conn.execute(
-            "SELECT 1 FROM approved_senders WHERE channel = ? AND sender_id = ?",
-            (channel, sender_id),
-        ) as cursor:
-            return await cursor.fetchone() is not None
+        return (
+            await self._fetchone(
+                "SELECT 1 FROM approved_senders WHERE channel = ? AND sender_id = ?",
+                (channel, sender_id),
+            )
+            is not None
+        )
 
     async def request_pairing(
         self,
@@ -420,21 +441,22 @@ class Store:
         return await self.transaction(write)
 
     async def pairing_request(self, channel: str, code: str) -> PairingRequest | None:
-        async with self._conn.execute(
+        row = await self._fetchone(
             f"SELECT {PAIRING_COLUMNS} FROM pairing_requests WHERE channel = ? AND code = ?",
             (channel, code),
-        ) as cursor:
-            row = await cursor.fetchone()
+        )
         return PairingRequest.from_row(row) if row is not None else None
 
     async def pending_pairings(self, now: datetime) -> list[PairingRequest]:
         """Requests still waiting for the owner, oldest first."""
-        async with self._conn.execute(
-            f"SELECT {PAIRING_COLUMNS} FROM pairing_requests"
-            " WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
-            (stamp(now),),
-        ) as cursor:
-            return [PairingRequest.from_row(row) async for row in cursor]
+        return [
+            PairingRequest.from_row(row)
+            for row in await self._fetchall(
+                f"SELECT {PAIRING_COLUMNS} FROM pairing_requests"
+                " WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
+                (stamp(now),),
+            )
+        ]
 
     async def decide_pairing(
         self, channel: str, code: str, *, approve: bool, now: datetime
@@ -663,12 +685,11 @@ class Store:
 
     async def turn_reply(self, job_id: str) -> str | None:
         """The final answer a finished turn stored, for sending it again."""
-        async with self._conn.execute(
+        row = await self._fetchone(
             "SELECT content_json FROM messages WHERE turn_id = ? AND role = 'assistant'"
             " ORDER BY id DESC LIMIT 1",
             (job_id,),
-        ) as cursor:
-            row = await cursor.fetchone()
+        )
         if row is None:
             return None
         entry = TranscriptEntry(role="assistant", content=_blocks.validate_json(row[0]))
@@ -707,10 +728,9 @@ class Store:
 
     async def deferred_context(self) -> list[tuple[int, str, TranscriptEntry]]:
         """(row id, session key, entry) of every held-back context message, oldest first."""
-        async with self._conn.execute(
+        rows = await self._fetchall(
             "SELECT id, session_key, payload_json FROM backlog WHERE kind = 'context' ORDER BY id"
-        ) as cursor:
-            rows = await cursor.fetchall()
+        )
         return [(row[0], row[1], TranscriptEntry.model_validate_json(row[2])) for row in rows]
 
     async def backlog_items(self, session_key: str | None = None) -> list[tuple[str, BacklogItem]]:
@@ -720,8 +740,7 @@ class Store:
         if session_key is not None:
             sql += " AND session_key = ?"
             params = (session_key,)
-        async with self._conn.execute(sql + " ORDER BY id", params) as cursor:
-            rows = await cursor.fetchall()
+        rows = await self._fetchall(sql + " ORDER BY id", params)
         return [(row[0], BacklogItem.model_validate_json(row[1])) for row in rows]
 
     async def grouped(self, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -749,10 +768,9 @@ class Store:
         try:
             while self._group:
                 batch, self._group = self._group, []
+                works = [work for work, _ in batch]
                 try:
-                    results = await self._conn._execute(  # type: ignore[no-untyped-call]
-                        _run_group, self._conn._conn, [work for work, _ in batch]
-                    )
+                    results = await self._commit(functools.partial(_run_group, works=works))
                 except BaseException as exc:
                     error = (
                         _describe(exc, self.path) if isinstance(exc, sqlite3.DatabaseError) else exc
@@ -772,24 +790,35 @@ class Store:
             self._group_drain = None
 
     async def _jobs(self, where: str) -> list[TurnJob]:
-        async with self._conn.execute(
+        rows = await self._fetchall(
             f"SELECT {_JOB_COLUMNS} FROM turn_jobs WHERE {where} ORDER BY created_at, rowid"
-        ) as cursor:
-            rows = await cursor.fetchall()
+        )
         return [_job(row) for row in rows]
 
     # plumbing -------------------------------------------------------------------------
 
     async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` as one transaction on aiosqlite's thread, committed or rolled back.
+        """Run ``work`` as one write transaction, committed or rolled back as a whole."""
+        try:
+            return await self._commit(work)
+        except sqlite3.DatabaseError as exc:
+            raise _describe(exc, self.path) from None
 
-        Each public aiosqlite call is one thread hop (~40 µs here, far more when the event
-        loop is busy); a turn's writes are a few statements, so they travel together in a
-        single hop through ``Connection._execute``, the internal entry every aiosqlite method
-        uses (aiosqlite has no public way to run a function on its thread).
+    async def _commit(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """One ``BEGIN IMMEDIATE`` transaction around ``work``.
+
+        A turn's writes are a few small statements and, with WAL and no checkpoint on the
+        commit path, cost tens of microseconds: less than the hop to aiosqlite's thread and
+        back, which also makes SQLite and the event loop take turns at the GIL. So when
+        that thread is idle the transaction runs right here on the event loop; otherwise it
+        queues behind the thread's work, keeping order and never sharing the connection
+        between two threads at once. Nothing blocks inside SQLite (busy_timeout is 0): when
+        another process holds the write lock, the attempt is retried after an async backoff
+        for up to ``BUSY_WAIT`` seconds.
         """
 
         def run(db: sqlite3.Connection) -> T:
+            db.execute("BEGIN IMMEDIATE")
             try:
                 result = work(db)
             except BaseException:
@@ -798,10 +827,92 @@ class Store:
             db.commit()
             return result
 
+        async def attempt() -> T:
+            if self._queued == 0 and not self._closed:
+                result = run(self._conn._conn)
+            else:
+                result = await self._on_thread(run)
+            self._committed()
+            return result
+
+        return await self._retrying(attempt)
+
+    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run a query on aiosqlite's thread; its rows."""
+
+        def query(db: sqlite3.Connection) -> list[Any]:
+            return db.execute(sql, params).fetchall()
+
         try:
-            return await self._conn._execute(run, self._conn._conn)  # type: ignore[no-untyped-call,no-any-return]
+            return await self._retrying(lambda: self._on_thread(query))
         except sqlite3.DatabaseError as exc:
             raise _describe(exc, self.path) from None
+
+    async def _fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        rows = await self._fetchall(sql, params)
+        return rows[0] if rows else None
+
+    async def _on_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on aiosqlite's thread in one hop, through ``Connection._execute`` (the
+        internal entry all aiosqlite methods use; it has no public way to run a function on
+        its thread). The queued count drops only once the thread is done, even when the
+        caller is cancelled, because _commit must not touch the connection before then."""
+        self._queued += 1
+        job = asyncio.ensure_future(self._conn._execute(fn, self._conn._conn))  # type: ignore[no-untyped-call]
+        job.add_done_callback(self._left_thread)
+        return await asyncio.shield(job)  # type: ignore[no-any-return]
+
+    def _left_thread(self, _job: asyncio.Future[Any]) -> None:
+        self._queued -= 1
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``, tried again while the database is locked by another process."""
+        try:
+            return await attempt()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+        from tenacity import (
+            AsyncRetrying,
+            retry_if_exception,
+            stop_after_delay,
+            wait_exponential,
+        )
+
+        async for retry in AsyncRetrying(
+            retry=retry_if_exception(_is_busy),
+            stop=stop_after_delay(BUSY_WAIT),
+            wait=wait_exponential(multiplier=0.001, max=0.05),
+            reraise=True,
+        ):
+            with retry:
+                return await attempt()
+        raise AssertionError("unreachable: tenacity reraises the last failure")
+
+    def _committed(self) -> None:
+        """Fold the WAL into the database file now and then, off the commit path: SQLite's
+        own automatic checkpoint would make an unlucky commit wait for two fsyncs."""
+        self._commits += 1
+        if (
+            self._wal
+            and self._commits >= CHECKPOINT_EVERY
+            and self._checkpointing is None
+            and not self._closed
+        ):
+            self._commits = 0
+            self._checkpointing = asyncio.ensure_future(self._checkpoint())
+
+    async def _checkpoint(self) -> None:
+        """A passive checkpoint on a connection of its own: it never blocks a writer."""
+        try:
+            if self._checkpointer is None:
+                self._checkpointer = await aiosqlite.connect(str(self.path))
+            async with self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)") as cursor:
+                await cursor.fetchall()
+        except sqlite3.Error as exc:
+            log.warning("could not checkpoint the database (retried later): %s", exc)
+        finally:
+            self._checkpointing = None
 
     async def _write(self, sql: str, params: tuple[Any, ...]) -> None:
         await self.transaction(lambda db: db.execute(sql, params))
@@ -810,8 +921,26 @@ class Store:
         await self.transaction(lambda db: db.executemany(sql, rows))
 
 
+def _is_busy(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.OperationalError)
+        and code is not None
+        and code & 0xFF
+        in (
+            sqlite3.SQLITE_BUSY,
+            sqlite3.SQLITE_LOCKED,
+        )
+    )
+
+
 def _describe(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
     text = str(exc)
+    if _is_busy(exc):
+        return StoreError(
+            f"the database {path} stayed locked by another process for {BUSY_WAIT:g} s ({text})",
+            hint="check that no other clawbot runs on the same CLAWBOT_HOME, then try again",
+        )
     if "not a database" in text or "malformed" in text:
         return StoreError(
             f"the database {path} is damaged or not a clawbot database ({text})",
@@ -879,26 +1008,19 @@ def _mark_replied(conn: sqlite3.Connection, job_ids: Sequence[str]) -> None:
 def _run_group(
     db: sqlite3.Connection, works: Sequence[Callable[[sqlite3.Connection], Any]]
 ) -> list[tuple[bool, Any]]:
-    """Run each work in a savepoint of one transaction, then commit once."""
-    if not db.in_transaction:
-        db.execute("BEGIN")
+    """Run each work in a savepoint of the surrounding transaction."""
     results: list[tuple[bool, Any]] = []
-    try:
-        for work in works:
-            db.execute("SAVEPOINT clawbot_work")
-            try:
-                value = work(db)
-            except Exception as exc:
-                db.execute("ROLLBACK TO clawbot_work")
-                db.execute("RELEASE clawbot_work")
-                results.append((False, exc))
-            else:
-                db.execute("RELEASE clawbot_work")
-                results.append((True, value))
-        db.commit()
-    except BaseException:
-        db.rollback()
-        raise
+    for work in works:
+        db.execute("SAVEPOINT clawbot_work")
+        try:
+            value = work(db)
+        except Exception as exc:
+            db.execute("ROLLBACK TO clawbot_work")
+            db.execute("RELEASE clawbot_work")
+            results.append((False, exc))
+        else:
+            db.execute("RELEASE clawbot_work")
+            results.append((True, value))
     return results
 
 

@@ -93,14 +93,14 @@ async def test_a_read_only_database_gets_a_clear_reply_and_the_bot_keeps_serving
     bot, chat, channel, scripted
 ) -> None:
     await chat.say("first")
-    await bot.store.transaction(lambda db: db.execute("PRAGMA query_only=ON"))
+    await bot.store._conn.execute("PRAGMA query_only=ON")
 
     refused = await chat.say("second")
 
     assert refused.kind == "error"
     assert "is read-only" in channel.texts[-1]
     assert "make the file and its folder writable" in channel.texts[-1]
-    await bot.store.transaction(lambda db: db.execute("PRAGMA query_only=OFF"))
+    await bot.store._conn.execute("PRAGMA query_only=OFF")
     answered = await chat.say("third")
     assert answered.kind == "turn"
     stored = await bot.store.load_transcript("memory:chat1", 0)

@@ -1,0 +1,97 @@
+"""Writes run on the event loop's thread only when aiosqlite's thread is idle, wait for another
+process's lock without blocking the loop, and the WAL is checkpointed in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import clawbot.store
+from clawbot.errors import StoreError
+from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.sessions import Session
+from clawbot.store import Store
+
+SESSION = Session(key="m:a", channel="m", chat_id="a", agent_id="main")
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await Store.open(tmp_path / "clawbot.db")
+    await opened.create_session(SESSION)
+    yield opened
+    await opened.close()
+
+
+def entry(text: str) -> TranscriptEntry:
+    return TranscriptEntry(role="user", content=(TextBlock(text=text),))
+
+
+async def test_a_write_issued_after_a_pending_read_is_not_seen_by_that_read(store: Store) -> None:
+    read = asyncio.ensure_future(store.count_messages(SESSION.key))
+    await asyncio.sleep(0)  # the read is now queued on aiosqlite's thread
+
+    await store.append_entries(SESSION, [entry("later")])
+
+    assert await read == 0
+    assert await store.count_messages(SESSION.key) == 1
+
+
+async def test_a_write_waits_for_another_process_lock_while_the_loop_keeps_serving(
+    store: Store, tmp_path: Path
+) -> None:
+    other = sqlite3.connect(tmp_path / "clawbot.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    write = asyncio.ensure_future(store.append_entries(SESSION, [entry("waited")]))
+    served = 0
+    for _ in range(20):
+        await asyncio.sleep(0)
+        served += 1
+    assert not write.done() and served == 20
+
+    other.execute("ROLLBACK")
+    other.close()
+    await write
+
+    stored = await store.load_transcript(SESSION.key, 0)
+    assert [e.text for e in stored] == ["waited"]
+
+
+async def test_a_lock_held_too_long_gets_a_clear_error_and_writes_nothing(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(clawbot.store, "BUSY_WAIT", 0.05)
+    other = sqlite3.connect(tmp_path / "clawbot.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError, match="locked by another process") as raised:
+            await store.append_entries(SESSION, [entry("lost")])
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+    assert "no other clawbot runs on the same CLAWBOT_HOME" in raised.value.hint
+    assert await store.count_messages(SESSION.key) == 0
+
+
+async def test_the_wal_stays_small_because_it_is_checkpointed_in_the_background(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(clawbot.store, "CHECKPOINT_EVERY", 10)
+    wal = tmp_path / "clawbot.db-wal"
+    sizes = []
+    for n in range(300):
+        await store.append_entries(SESSION, [entry(f"message {n} " + "x" * 2000)])
+        if store._checkpointing is not None:
+            await store._checkpointing
+        sizes.append(wal.stat().st_size)
+
+    assert await store.count_messages(SESSION.key) == 300
+    # Without checkpoints these 300 commits grow the WAL past 6 MB; with one every 10 commits
+    # the file is reused from its start and stops growing.
+    assert max(sizes) < 1_000_000
+    assert sizes[-1] == sizes[100]
