@@ -12,7 +12,6 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from clawbot.agents import AgentSpec, ModelSource, effective_model
@@ -125,24 +124,26 @@ class Runtime:
         self.switchboard = switchboard
         self.skills = SkillLibrary(workspace.root / "skills")
         self.transcripts = TranscriptCache(store, keep=max(settings.max_history_messages, 2))
-        self._resolved_parts: dict[
-            tuple[AgentSpec, tuple[tuple[Path, int], ...], int], _AgentParts
+        self._resolved: dict[
+            tuple[AgentSpec, str | None, tuple[BootstrapFile, ...], int], ResolvedTurn
         ] = {}
 
     def resolve(self, session: Session) -> ResolvedTurn:
         """Session -> active agent -> model, allowed tools and skills, and the prompt. Runs
-        every turn, so the parts that depend only on the agent, the bootstrap files and the
-        skills are memoized on exactly those."""
+        every turn, so the result is memoized on what it depends on: the agent, the model
+        override and the bootstrap and skill files (the same tuple while none changed)."""
         agent = self.agents(session.agent_id)
-        model, source = effective_model(session.model_override, agent, self.settings.model)
-        files = tuple(self.workspace.bootstrap(agent.agent_id, overlay=agent.workspace_overlay))
+        files = self.workspace.bootstrap(agent.agent_id, overlay=agent.workspace_overlay)
         self.skills.all()  # notices added, removed or edited SKILL.md files
-        key = (agent, tuple((f.path, f.mtime) for f in files), self.skills.generation)
-        parts = self._resolved_parts.get(key)
-        if parts is None:
-            parts = self._resolved_parts[key] = self._build_parts(agent, files)
-        tools, specs, system_prompt, prompt_files, skills = parts
-        return ResolvedTurn(
+        key = (agent, session.model_override, files, self.skills.generation)
+        resolved = self._resolved.get(key)
+        if resolved is not None:
+            return resolved
+        if len(self._resolved) > 256:
+            self._resolved.clear()
+        model, source = effective_model(session.model_override, agent, self.settings.model)
+        tools, specs, system_prompt, prompt_files, skills = self._build_parts(agent, files)
+        resolved = self._resolved[key] = ResolvedTurn(
             agent=agent,
             model=model,
             tools=tools,
@@ -153,10 +154,9 @@ class Runtime:
             model_source=source,
             skills=skills,
         )
+        return resolved
 
     def _build_parts(self, agent: AgentSpec, files: tuple[BootstrapFile, ...]) -> _AgentParts:
-        if len(self._resolved_parts) > 256:
-            self._resolved_parts.clear()
         tools = tuple(t for t in self.tools if agent.allows_tool(t.name, t.groups))
         skills = self.skills.for_agent(agent, {t.name for t in tools})
         sections = [f"## {f.name}\n{f.text.strip()}" for f in files]

@@ -32,7 +32,11 @@ class Workspace:
             )
         self.root = root.resolve()
         self._cache: dict[Path, tuple[int, str]] = {}
-        self._candidate_cache: dict[str | None, list[tuple[str, tuple[Path, ...]]]] = {}
+        self._listings: dict[str, tuple[int, frozenset[str]]] = {}
+        self._folder_cache: dict[str | None, tuple[str, ...]] = {}
+        self._bootstrap_cache: dict[
+            tuple[str, ...], tuple[list[tuple[int, int, int]], tuple[BootstrapFile, ...]]
+        ] = {}
 
     def resolve(self, relative: str) -> Path:
         """The real path of ``relative`` inside the workspace, or a WorkspaceError.
@@ -56,39 +60,67 @@ class Workspace:
 
     def bootstrap(
         self, agent_id: str | None = None, *, overlay: bool = True
-    ) -> list[BootstrapFile]:
+    ) -> tuple[BootstrapFile, ...]:
         """The bootstrap files that exist, each from the agent's overlay when it has one.
 
-        Runs every turn, so each file costs one ``stat`` and is re-read only when it changed.
+        Runs every turn, so it is cheap: a ``stat`` of each folder (a listing is re-read only
+        when its folder changed) and of each file found, and the same tuple comes back until
+        a file appears, vanishes or changes.
         """
-        found = []
-        for name, candidates in self._candidates(agent_id if overlay else None):
-            for path in candidates:
+        folders = self._folders(agent_id if overlay else None)
+        listings = [self._listing(folder) for folder in folders]
+        stamp: list[tuple[int, int, int]] = []
+        for name in BOOTSTRAP_FILES:
+            for index, listing in enumerate(listings):
+                if name not in listing:
+                    continue
                 try:
-                    mtime = os.stat(path).st_mtime_ns
+                    found = os.stat(f"{folders[index]}/{name}")
                 except OSError:
                     continue
-                text = self._read_cached(path, mtime)
-                if text.strip():
-                    found.append(BootstrapFile(name=name, path=path, text=text, mtime=mtime))
+                stamp.append((index, found.st_mtime_ns, found.st_size))
                 break
-        return found
+            else:
+                stamp.append((-1, 0, 0))
+        cached = self._bootstrap_cache.get(folders)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        files = []
+        for name, (index, mtime, _size) in zip(BOOTSTRAP_FILES, stamp, strict=True):
+            if index < 0:
+                continue
+            path = Path(folders[index], name)
+            text = self._read_cached(path, mtime)
+            if text.strip():
+                files.append(BootstrapFile(name=name, path=path, text=text, mtime=mtime))
+        result = tuple(files)
+        self._bootstrap_cache[folders] = (stamp, result)
+        return result
 
-    def _candidates(self, agent_id: str | None) -> list[tuple[str, tuple[Path, ...]]]:
-        """Per bootstrap file, the paths to try in order (the overlay first)."""
-        cached = self._candidate_cache.get(agent_id)
-        if cached is None:
-            cached = [
-                (
-                    name,
-                    (self.root / "agents" / agent_id / name, self.root / name)
-                    if agent_id
-                    else (self.root / name,),
-                )
-                for name in BOOTSTRAP_FILES
-            ]
-            self._candidate_cache[agent_id] = cached
-        return cached
+    def _folders(self, agent_id: str | None) -> tuple[str, ...]:
+        """Where bootstrap files are looked for, the agent's overlay first."""
+        folders = self._folder_cache.get(agent_id)
+        if folders is None:
+            root = str(self.root)
+            folders = (os.path.join(root, "agents", agent_id), root) if agent_id else (root,)
+            self._folder_cache[agent_id] = folders
+        return folders
+
+    def _listing(self, folder: str) -> frozenset[str]:
+        """The names in ``folder`` (none when it does not exist), re-read when it changed."""
+        try:
+            changed = os.stat(folder).st_mtime_ns
+        except OSError:
+            return frozenset()
+        cached = self._listings.get(folder)
+        if cached is not None and cached[0] == changed:
+            return cached[1]
+        try:
+            names = frozenset(os.listdir(folder))
+        except OSError:
+            names = frozenset()
+        self._listings[folder] = (changed, names)
+        return names
 
     def _read_cached(self, path: Path, mtime: int) -> str:
         cached = self._cache.get(path)
