@@ -61,3 +61,26 @@ async def test_every_shipped_specialist_has_a_persona_overlay(
         files = [line[2:] for line in channel.texts[-1].splitlines() if line.startswith("• ")]
         assert f"agents/{agent}/IDENTITY.md" in files
         assert f"agents/{agent}/SOUL.md" in files
+
+
+async def test_bootstrap_files_added_edited_and_removed_between_turns_take_effect_at_once(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    root = bot.workspace.root
+    (root / "USER.md").write_text("Root user notes.")
+    await chat.say("one")
+    overlay = root / "agents" / "main" / "USER.md"
+    overlay.parent.mkdir(parents=True, exist_ok=True)
+    overlay.write_text("The user likes tea.")
+    await chat.say("two")
+    overlay.write_text("The user likes coffee, and a longer note.")
+    await chat.say("three")
+    overlay.unlink()
+    (root / "USER.md").unlink()
+    await chat.say("four")
+
+    systems = [request.system for request in scripted.requests]
+    assert "Root user notes." in systems[0] and "likes tea" not in systems[0]
+    assert "The user likes tea." in systems[1] and "Root user notes." not in systems[1]
+    assert "likes coffee" in systems[2] and "likes tea" not in systems[2]
+    assert "likes coffee" not in systems[3] and "Root user notes." not in systems[3]
