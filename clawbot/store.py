@@ -93,7 +93,6 @@ class Store:
         # Who holds the leases of the jobs this process runs: host, pid and a per-open tag.
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._group: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
-        self._group_busy = False
         self._group_drain: asyncio.Task[None] | None = None
         self._queued = 0  # operations queued on, or running in, aiosqlite's thread
         self._closed = False
@@ -748,25 +747,16 @@ class Store:
         return [(row[0], BacklogItem.model_validate_json(row[1])) for row in rows]
 
     async def grouped(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Like :meth:`transaction`, but concurrent callers share one commit (group commit):
-        under a burst the per-message cost is a savepoint, not a commit. Each caller returns
-        once its own work is committed; a failing work is rolled back alone.
-
-        With nothing in flight the work runs at once in its own transaction; what arrives
-        meanwhile is drained in batches by one task, so a caller that is cancelled never
+        """Like :meth:`transaction`, but the writes issued in the same pass of the event loop
+        share one commit (group commit): under a burst the per-message cost is a savepoint,
+        not a commit. Each caller returns once its own work is committed; a failing work is
+        rolled back alone. One task drains the batches, so a caller that is cancelled never
         strands another caller's work."""
-        if self._group_busy:
-            future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-            self._group.append((work, future))
-            return await future
-        self._group_busy = True
-        try:
-            return await self.transaction(work)
-        finally:
-            if self._group:
-                self._group_drain = asyncio.ensure_future(self._drain_group())
-            else:
-                self._group_busy = False
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._group.append((work, future))
+        if self._group_drain is None:
+            self._group_drain = asyncio.ensure_future(self._drain_group())
+        return await future
 
     async def _drain_group(self) -> None:
         try:
@@ -790,7 +780,6 @@ class Store:
                     else:
                         future.set_exception(value)
         finally:
-            self._group_busy = False
             self._group_drain = None
 
     async def _jobs(self, where: str) -> list[TurnJob]:
