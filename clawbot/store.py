@@ -123,8 +123,8 @@ class Store:
             await store._migrate()
             # From here on nothing waits inside SQLite: a locked database is retried by
             # _commit without blocking the event loop, and checkpoints run in the background.
-            await conn.execute("PRAGMA busy_timeout=0")
-            await conn.execute("PRAGMA wal_autocheckpoint=0")
+            await store._fetchall("PRAGMA busy_timeout=0")
+            await store._fetchall("PRAGMA wal_autocheckpoint=0")
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 await conn.close()
@@ -915,16 +915,11 @@ class Store:
 
 
 def _is_busy(exc: BaseException) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return (
-        isinstance(exc, sqlite3.OperationalError)
-        and code is not None
-        and code & 0xFF
-        in (
-            sqlite3.SQLITE_BUSY,
-            sqlite3.SQLITE_LOCKED,
-        )
-    )
+    """Another connection holds the lock (SQLITE_BUSY or SQLITE_LOCKED, extended or not)."""
+    code = getattr(exc, "sqlite_errorcode", None)  # absent when raised outside SQLite
+    if not isinstance(exc, sqlite3.OperationalError) or code is None:
+        return False
+    return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _describe(exc: sqlite3.DatabaseError, path: Path) -> StoreError:

@@ -18,7 +18,6 @@ class BootstrapFile:
     name: str
     path: Path
     text: str
-    mtime: int = 0
 
 
 class Workspace:
@@ -92,7 +91,7 @@ class Workspace:
             path = Path(folders[index], name)
             text = self._read_cached(path, mtime)
             if text.strip():
-                files.append(BootstrapFile(name=name, path=path, text=text, mtime=mtime))
+                files.append(BootstrapFile(name=name, path=path, text=text))
         result = tuple(files)
         self._bootstrap_cache[folders] = (stamp, result)
         return result
