@@ -121,6 +121,7 @@ class Store:
         try:
             await store._configure(synchronous)
             await store._migrate()
+            await store._fetchall("PRAGMA foreign_keys=ON")
             # From here on nothing waits inside SQLite: a locked database is retried by
             # _commit without blocking the event loop, and checkpoints run in the background.
             await store._fetchall("PRAGMA busy_timeout=0")
@@ -141,7 +142,6 @@ class Store:
         async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
             mode = await cursor.fetchone()
         self._wal = mode is not None and str(mode[0]).lower() == "wal"
-        await conn.execute("PRAGMA foreign_keys=ON")
         await conn.execute(f"PRAGMA synchronous={synchronous}")
         await conn.execute("PRAGMA busy_timeout=5000")
 
@@ -155,12 +155,22 @@ class Store:
                 f"the database {self.path} was written by a newer clawbot (schema {version})",
                 hint="upgrade clawbot or point CLAWBOT_HOME at another folder",
             )
+        # Foreign keys are still off here (see open): a migration may rebuild a table the
+        # documented way (create, copy, drop, rename), and with them on, dropping the old
+        # table would cascade into the rows that refer to it. So each migration is checked
+        # for dangling references before it commits.
         for number, _name, script in known:
             if number <= version:
                 continue
-            await self._conn.executescript(
-                f"BEGIN;\n{script}\nPRAGMA user_version={number};\nCOMMIT;"
-            )
+            await self._conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={number};")
+            if await self._fetchall("PRAGMA foreign_key_check"):
+                await self._fetchall("ROLLBACK")
+                raise StoreError(
+                    f"migration {number} of {self.path} would leave rows that refer to"
+                    " missing ones, so it was not applied",
+                    hint="restore the database from a backup and report this as a bug",
+                )
+            await self._fetchall("COMMIT")
 
     async def close(self) -> None:
         """Close the database; the last connection to close folds the WAL into the file."""
@@ -784,7 +794,7 @@ class Store:
 
     async def _jobs(self, where: str) -> list[TurnJob]:
         rows = await self._fetchall(
-            f"SELECT {_JOB_COLUMNS} FROM turn_jobs WHERE {where} ORDER BY created_at, rowid"
+            f"SELECT {_JOB_COLUMNS} FROM turn_jobs WHERE {where} ORDER BY created_at, id"
         )
         return [_job(row) for row in rows]
 

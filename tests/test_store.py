@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from clawbot.backlog import BacklogItem
 from clawbot.errors import StoreError
 from clawbot.migrations import migrations
 from clawbot.sessions import Session
@@ -105,3 +106,78 @@ async def test_a_read_only_database_gets_a_clear_reply_and_the_bot_keeps_serving
     assert answered.kind == "turn"
     stored = await bot.store.load_transcript("memory:chat1", 0)
     assert [e.text for e in stored] == ["first", "ok", "third", "ok"]
+
+
+def _database_at_schema(path: Path, version: int) -> sqlite3.Connection:
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("PRAGMA foreign_keys=ON")
+    for number, _name, script in migrations():
+        if number <= version:
+            raw.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={number};\nCOMMIT;")
+    return raw
+
+
+async def test_upgrading_an_older_database_keeps_its_transcripts_jobs_and_references(
+    tmp_path: Path,
+) -> None:
+    raw = _database_at_schema(tmp_path / "db.sqlite", 4)
+    raw.execute(
+        "INSERT INTO sessions (key, channel, chat_id, agent_id, created_at, updated_at)"
+        " VALUES ('s', 'console', '1', 'main', 'then', 'then')"
+    )
+    for text in ("hello", "hi there"):
+        raw.execute(
+            "INSERT INTO messages (session_key, epoch, role, content_json, provenance_json,"
+            " turn_id, created_at) VALUES ('s', 0, 'user', ?, '{}', 'turn-1', 'then')",
+            (f'[{{"type": "text", "text": "{text}"}}]',),
+        )
+    raw.execute(
+        "INSERT INTO turn_jobs (id, session_key, status, attempts, input_message_id, replied,"
+        " created_at, updated_at) VALUES ('turn-1', 's', 'done', 1, 2, 1, 'then', 'then')"
+    )
+    raw.execute(
+        "INSERT INTO backlog (session_key, job_id, kind, payload_json, created_at)"
+        " VALUES ('s', 'turn-1', 'message', ?, 'then')",
+        (BacklogItem(kind="message", job_id="turn-1").model_dump_json(),),
+    )
+    raw.close()
+
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        assert await store.count_messages("s") == 2
+        assert await store.turn_job("turn-1") == {
+            "id": "turn-1",
+            "session_key": "s",
+            "lane": "main",
+            "status": "done",
+            "attempts": 1,
+            "error": None,
+        }
+        assert [key for key, _ in await store.backlog_items()] == ["s"]
+    finally:
+        await store.close()
+    raw = sqlite3.connect(tmp_path / "db.sqlite")
+    try:
+        assert raw.execute("SELECT input_message_id FROM turn_jobs").fetchone() == (2,)
+        assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
+        schema = dict(raw.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+        assert "AUTOINCREMENT" not in schema["messages"]
+        assert "WITHOUT ROWID" in schema["turn_jobs"]
+    finally:
+        raw.close()
+
+
+async def test_foreign_keys_are_enforced_again_after_an_upgrade(tmp_path: Path) -> None:
+    _database_at_schema(tmp_path / "db.sqlite", 4).close()
+
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        with pytest.raises(StoreError):
+            await store.transaction(
+                lambda db: db.execute(
+                    "INSERT INTO turn_jobs (id, session_key, status, created_at, updated_at)"
+                    " VALUES ('j', 'no such session', 'queued', 'now', 'now')"
+                )
+            )
+    finally:
+        await store.close()
