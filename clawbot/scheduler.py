@@ -218,6 +218,7 @@ class Scheduler:
         self._flushing: asyncio.Task[None] | None = None
         self._housekeeping: asyncio.Task[None] | None = None
         self._idle_waiters: list[asyncio.Future[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # life cycle ------------------------------------------------------------------------
 
@@ -644,7 +645,7 @@ class Scheduler:
         )
 
     def _launch(self, run: _Run) -> None:
-        task = asyncio.create_task(self._execute(run), name=f"turn {run.job.id}")
+        task = self._event_loop().create_task(self._execute(run), name=f"turn {run.job.id}")
         run.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -922,7 +923,7 @@ class Scheduler:
                 await task
 
     def _handle_for(self, job: TurnJob) -> TurnHandle:
-        future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[TurnOutcome] = self._event_loop().create_future()
         if self.closing:  # stored during shutdown: it runs after the restart
             future.set_result(TurnOutcome(job_id=job.id, status="deferred"))
         else:
@@ -940,8 +941,14 @@ class Scheduler:
         sent twice (at least once, never lost)."""
         self._replied.append(job_id)
         if self._flush is None and not self.closing:
-            loop = asyncio.get_running_loop()
-            self._flush = loop.call_later(REPLIED_FLUSH_SECONDS, self._start_flush)
+            self._flush = self._event_loop().call_later(REPLIED_FLUSH_SECONDS, self._start_flush)
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop this scheduler runs on, looked up once: asyncio's own lookup makes a
+        system call (a fork check) each time, and the turn path needs it several times."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
 
     def _take_replied(self) -> list[str]:
         taken, self._replied = self._replied, []

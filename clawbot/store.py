@@ -94,6 +94,8 @@ class Store:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._group: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
         self._group_drain: asyncio.Task[None] | None = None
+        self._group_scheduled = False  # a drain is due or running
+        self._loop = asyncio.get_running_loop()
         self._queued = 0  # operations queued on, or running in, aiosqlite's thread
         self._closed = False
         self._wal = False
@@ -760,37 +762,65 @@ class Store:
         """Like :meth:`transaction`, but the writes issued in the same pass of the event loop
         share one commit (group commit): under a burst the per-message cost is a savepoint,
         not a commit. Each caller returns once its own work is committed; a failing work is
-        rolled back alone. One task drains the batches, so a caller that is cancelled never
-        strands another caller's work."""
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        rolled back alone. The batch is committed by a callback, not by any caller, so a
+        caller that is cancelled never strands another caller's work."""
+        future: asyncio.Future[T] = self._loop.create_future()
         self._group.append((work, future))
-        if self._group_drain is None:
-            self._group_drain = asyncio.ensure_future(self._drain_group())
+        if not self._group_scheduled:
+            self._group_scheduled = True
+            self._loop.call_soon(self._drain_now)
         return await future
+
+    def _drain_now(self) -> None:
+        """Commit the pass's batch right here when the connection is free (the common case:
+        no task, no thread). When aiosqlite's thread is busy, or the database is locked by
+        another process, a task takes over and waits its turn."""
+        if self._queued or self._closed:
+            self._group_drain = asyncio.ensure_future(self._drain_group())
+            return
+        batch, self._group = self._group, []
+        try:
+            results = _in_transaction(self._conn._conn, _group_work(batch))
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                self._group[:0] = batch
+                self._group_drain = asyncio.ensure_future(self._drain_group())
+                return
+            results = [(False, exc)] * len(batch)
+        except BaseException as exc:
+            results = [(False, exc)] * len(batch)
+        else:
+            self._committed()
+        self._group_scheduled = False
+        self._settle(batch, results)
 
     async def _drain_group(self) -> None:
         try:
             while self._group:
                 batch, self._group = self._group, []
-                works = [work for work, _ in batch]
                 try:
-                    results = await self._commit(functools.partial(_run_group, works=works))
+                    results = await self._commit(_group_work(batch))
                 except BaseException as exc:
-                    error = (
-                        _describe(exc, self.path) if isinstance(exc, sqlite3.DatabaseError) else exc
-                    )
-                    results = [(False, error)] * len(batch)
-                for (_, future), (ok, value) in zip(batch, results, strict=True):
-                    if future.done():
-                        continue
-                    if ok:
-                        future.set_result(value)
-                    elif isinstance(value, sqlite3.DatabaseError):
-                        future.set_exception(_describe(value, self.path))
-                    else:
-                        future.set_exception(value)
+                    results = [(False, exc)] * len(batch)
+                self._settle(batch, results)
         finally:
             self._group_drain = None
+            self._group_scheduled = False
+
+    def _settle(
+        self,
+        batch: Sequence[tuple[Any, asyncio.Future[Any]]],
+        results: Sequence[tuple[bool, Any]],
+    ) -> None:
+        for (_, future), (ok, value) in zip(batch, results, strict=True):
+            if future.done():
+                continue
+            if ok:
+                future.set_result(value)
+            elif isinstance(value, sqlite3.DatabaseError):
+                future.set_exception(_describe(value, self.path))
+            else:
+                future.set_exception(value)
 
     async def _jobs(self, where: str) -> list[TurnJob]:
         rows = await self._fetchall(
@@ -820,21 +850,11 @@ class Store:
         for up to ``BUSY_WAIT`` seconds.
         """
 
-        def run(db: sqlite3.Connection) -> T:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(db)
-            except BaseException:
-                db.rollback()
-                raise
-            db.commit()
-            return result
-
         async def attempt() -> T:
             if self._queued == 0 and not self._closed:
-                result = run(self._conn._conn)
+                result = _in_transaction(self._conn._conn, work)
             else:
-                result = await self._on_thread(run)
+                result = await self._on_thread(functools.partial(_in_transaction, work=work))
             self._committed()
             return result
 
@@ -1003,23 +1023,43 @@ def _mark_replied(conn: sqlite3.Connection, job_ids: Sequence[str]) -> None:
         conn.execute(f"UPDATE turn_jobs SET replied = 1 WHERE id IN ({_marks(ids)})", ids)
 
 
-def _run_group(
-    db: sqlite3.Connection, works: Sequence[Callable[[sqlite3.Connection], Any]]
-) -> list[tuple[bool, Any]]:
-    """Run each work in a savepoint of the surrounding transaction."""
-    results: list[tuple[bool, Any]] = []
-    for work in works:
-        db.execute("SAVEPOINT clawbot_work")
-        try:
-            value = work(db)
-        except Exception as exc:
-            db.execute("ROLLBACK TO clawbot_work")
-            db.execute("RELEASE clawbot_work")
-            results.append((False, exc))
-        else:
-            db.execute("RELEASE clawbot_work")
-            results.append((True, value))
-    return results
+def _in_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(db)
+    except BaseException:
+        db.rollback()
+        raise
+    db.commit()
+    return result
+
+
+def _group_work(
+    batch: Sequence[tuple[Callable[[sqlite3.Connection], Any], Any]],
+) -> Callable[[sqlite3.Connection], list[tuple[bool, Any]]]:
+    """One transaction's work for a batch: (ok, value or exception) per write. Each write of
+    a batch of several runs in a savepoint, so a failing one is rolled back alone; a single
+    write needs none (the transaction is its savepoint)."""
+    works = [work for work, _ in batch]
+
+    def run(db: sqlite3.Connection) -> list[tuple[bool, Any]]:
+        if len(works) == 1:
+            return [(True, works[0](db))]
+        results: list[tuple[bool, Any]] = []
+        for work in works:
+            db.execute("SAVEPOINT clawbot_work")
+            try:
+                value = work(db)
+            except Exception as exc:
+                db.execute("ROLLBACK TO clawbot_work")
+                db.execute("RELEASE clawbot_work")
+                results.append((False, exc))
+            else:
+                db.execute("RELEASE clawbot_work")
+                results.append((True, value))
+        return results
+
+    return run
 
 
 def _check_owner(conn: sqlite3.Connection, job_id: str, owner: str) -> None:
