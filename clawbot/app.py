@@ -62,7 +62,7 @@ class Clawbot:
         the pipeline. A ``commands`` or ``tools`` registry passed in is used as given (the
         agent commands and tools are added only to the default ones)."""
         prepare_home(settings)
-        workspace = Workspace(settings.workspace_dir)
+        workspace = Workspace(settings.workspace_dir, clock=clock)
         store = await Store.open(settings.db_path, synchronous=settings.db_synchronous)
         agent_registry = await AgentRegistry.open(store, settings.agents_dir)
         if agent_registry.find(settings.agent) is None:

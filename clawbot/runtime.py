@@ -122,7 +122,7 @@ class Runtime:
         self.client = client
         self.agents = agents
         self.switchboard = switchboard
-        self.skills = SkillLibrary(workspace.root / "skills")
+        self.skills = SkillLibrary(workspace.root / "skills", clock=workspace.clock)
         self.transcripts = TranscriptCache(store, keep=max(settings.max_history_messages, 2))
         self._resolved: dict[
             tuple[AgentSpec, str | None, tuple[BootstrapFile, ...], int], ResolvedTurn
@@ -283,6 +283,9 @@ class Runtime:
                 turn_id=turn_id,
             )
             pending.extend((entry, tool_entry))
+            # Tools may have written bootstrap or skill files: the next turn sees them at once.
+            self.workspace.changed()
+            self.skills.changed()
             # Each finished round is durable, so a crash loses at most the round in flight.
             await self.store.append_entries(session, pending)
             transcript.append(pending)

@@ -18,8 +18,10 @@ from typing import Annotated
 from pydantic import Field
 
 from clawbot.agents import AgentSpec
+from clawbot.clock import Clock, SystemClock
 from clawbot.errors import ToolError
 from clawbot.tools import Tool, ToolContext, make_tool
+from clawbot.workspace import RECHECK_SECONDS
 
 log = logging.getLogger("clawbot.skills")
 
@@ -109,10 +111,13 @@ def _scalar(value: str) -> str:
 
 
 class SkillLibrary:
-    """The skills of one workspace, cached until a SKILL.md is added, removed or edited."""
+    """The skills of one workspace, cached until a SKILL.md is added, removed or edited
+    (looked for at most once per ``RECHECK_SECONDS``, and at once after :meth:`changed`)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, clock: Clock | None = None) -> None:
         self.root = root
+        self.clock: Clock = clock or SystemClock()
+        self._checked: float | None = None
         self._fingerprint: tuple[tuple[str, int, int], ...] | None = None
         self._listed: int | None = None
         self._candidates: tuple[str, ...] = ()
@@ -122,10 +127,18 @@ class SkillLibrary:
         """Counts reloads, so callers can memoize on the current set of skills."""
 
     def all(self) -> tuple[Skill, ...]:
+        now = self.clock.monotonic()
+        if self._checked is not None and now - self._checked < RECHECK_SECONDS:
+            return self._skills
+        self._checked = now
         fingerprint = self._scan()
         if fingerprint != self._fingerprint:
             self._load(fingerprint)
         return self._skills
+
+    def changed(self) -> None:
+        """Files may have been written from inside (a tool round): look at the next call."""
+        self._checked = None
 
     def for_agent(self, agent: AgentSpec, tool_names: Collection[str]) -> tuple[Skill, ...]:
         """The skills ``agent`` may use: allowed by its skill policy, with every required

@@ -7,7 +7,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from clawbot.clock import Clock, SystemClock
 from clawbot.errors import WorkspaceError
+
+RECHECK_SECONDS = 1.0
+"""How long the bootstrap files found are trusted before the folders are looked at again."""
 
 BOOTSTRAP_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md")
 MAX_BOOTSTRAP_CHARS = 20_000
@@ -23,13 +27,15 @@ class BootstrapFile:
 class Workspace:
     """A folder that must exist; paths inside it are resolved and confined."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, clock: Clock | None = None) -> None:
         if not root.is_dir():
             raise WorkspaceError(
                 f"the workspace folder {root} does not exist",
                 hint="create it, or unset CLAWBOT_WORKSPACE to use the default one in CLAWBOT_HOME",
             )
         self.root = root.resolve()
+        self.clock: Clock = clock or SystemClock()
+        self._checked: dict[tuple[str, ...], float] = {}
         self._cache: dict[Path, tuple[int, str]] = {}
         self._listings: dict[str, tuple[int, frozenset[str]]] = {}
         self._folder_cache: dict[str | None, tuple[str, ...]] = {}
@@ -62,11 +68,20 @@ class Workspace:
     ) -> tuple[BootstrapFile, ...]:
         """The bootstrap files that exist, each from the agent's overlay when it has one.
 
-        Runs every turn, so it is cheap: a ``stat`` of each folder (a listing is re-read only
-        when its folder changed) and of each file found, and the same tuple comes back until
-        a file appears, vanishes or changes.
+        Runs every turn, so it is cheap. The files found are trusted for ``RECHECK_SECONDS``
+        (a person's edit in an editor is noticed within a second; the agent's own writes at
+        once, through :meth:`changed`). Then each folder is looked at (its listing re-read
+        only when it changed) and each file found, and the same tuple comes back until a
+        file appears, vanishes or changes.
         """
         folders = self._folders(agent_id if overlay else None)
+        now = self.clock.monotonic()
+        cached = self._bootstrap_cache.get(folders)
+        if cached is not None and now - self._checked.get(folders, -RECHECK_SECONDS) < (
+            RECHECK_SECONDS
+        ):
+            return cached[1]
+        self._checked[folders] = now
         listings = [self._listing(folder) for folder in folders]
         stamp: list[tuple[int, int, int]] = []
         for name in BOOTSTRAP_FILES:
@@ -81,7 +96,6 @@ class Workspace:
                 break
             else:
                 stamp.append((-1, 0, 0))
-        cached = self._bootstrap_cache.get(folders)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         files = []
@@ -95,6 +109,10 @@ class Workspace:
         result = tuple(files)
         self._bootstrap_cache[folders] = (stamp, result)
         return result
+
+    def changed(self) -> None:
+        """Files may have been written from inside (a tool round): look at the next call."""
+        self._checked.clear()
 
     def _folders(self, agent_id: str | None) -> tuple[str, ...]:
         """Where bootstrap files are looked for, the agent's overlay first."""

@@ -9,8 +9,10 @@ import pytest
 
 from clawbot.agents import AgentSpec, ToolPolicy
 from clawbot.app import Clawbot
+from clawbot.clock import ManualClock
 from clawbot.skills import SkillError, SkillLibrary, parse_skill
 from clawbot.testing import MemoryChannel, ScriptedModel, call
+from clawbot.workspace import RECHECK_SECONDS
 
 from .conftest import Chat
 
@@ -101,9 +103,12 @@ def test_a_skill_whose_required_tools_the_agent_lacks_is_not_listed(tmp_path: Pa
     assert library.for_agent(agent, {"file_read", "file_write"}) == ()
 
 
-def test_skills_are_discovered_once_and_reread_when_a_file_changes(tmp_path: Path) -> None:
+def test_skills_are_discovered_once_and_reread_within_a_second_of_a_change(
+    tmp_path: Path,
+) -> None:
     path = skill_file(tmp_path, "notes", "description: first")
-    library = SkillLibrary(tmp_path / "skills")
+    clock = ManualClock()
+    library = SkillLibrary(tmp_path / "skills", clock=clock)
     first = library.all()
 
     assert library.all() is first
@@ -111,11 +116,23 @@ def test_skills_are_discovered_once_and_reread_when_a_file_changes(tmp_path: Pat
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     skill_file(tmp_path, "added", "description: new")
+    assert library.all() is first
+    clock.advance(RECHECK_SECONDS)
 
     assert [(s.name, s.description) for s in library.all()] == [
         ("added", "new"),
         ("notes", "second version"),
     ]
+
+
+def test_a_skill_written_from_inside_is_seen_at_once(tmp_path: Path) -> None:
+    skill_file(tmp_path, "notes", "description: first")
+    library = SkillLibrary(tmp_path / "skills", clock=ManualClock())
+    library.all()
+    skill_file(tmp_path, "added", "description: new")
+    library.changed()
+
+    assert [s.name for s in library.all()] == ["added", "notes"]
 
 
 async def test_only_the_active_agents_skills_are_listed_in_its_prompt(
