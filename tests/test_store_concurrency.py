@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -95,3 +95,63 @@ async def test_the_wal_stays_small_because_it_is_checkpointed_in_the_background(
     # the file is reused from its start and stops growing.
     assert max(sizes) < 1_000_000
     assert sizes[-1] == sizes[100]
+
+
+def insert(text: str) -> Callable[[sqlite3.Connection], None]:
+    """A grouped write: one transcript row."""
+
+    def write(db: sqlite3.Connection) -> None:
+        db.execute(
+            "INSERT INTO messages (session_key, epoch, role, content_json, provenance_json,"
+            " created_at) VALUES (?, 0, 'user', ?, '{}', '2030-01-01T00:00:00+00:00')",
+            (SESSION.key, f'[{{"type": "text", "text": "{text}"}}]'),
+        )
+
+    return write
+
+
+async def test_grouped_writes_wait_for_another_process_lock_and_all_land_in_order(
+    store: Store, tmp_path: Path
+) -> None:
+    other = sqlite3.connect(tmp_path / "clawbot.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    first = asyncio.ensure_future(store.grouped(insert("first")))
+    second = asyncio.ensure_future(store.grouped(insert("second")))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not first.done() and not second.done()
+    third = asyncio.ensure_future(store.grouped(insert("third")))
+
+    other.execute("ROLLBACK")
+    other.close()
+    await asyncio.gather(first, second, third)
+
+    stored = await store.load_transcript(SESSION.key, 0)
+    assert [e.text for e in stored] == ["first", "second", "third"]
+
+
+async def test_a_failing_write_in_a_group_fails_alone(store: Store) -> None:
+    def broken(db: sqlite3.Connection) -> None:
+        insert("rolled back")(db)
+        raise ValueError("this write is refused")
+
+    results = await asyncio.gather(
+        store.grouped(insert("kept")),
+        store.grouped(broken),
+        return_exceptions=True,
+    )
+
+    assert results[0] is None
+    assert isinstance(results[1], ValueError)
+    assert [e.text for e in await store.load_transcript(SESSION.key, 0)] == ["kept"]
+
+
+async def test_a_lone_failing_write_reports_its_error_and_leaves_nothing(store: Store) -> None:
+    def broken(db: sqlite3.Connection) -> None:
+        insert("rolled back")(db)
+        raise ValueError("this write is refused")
+
+    with pytest.raises(ValueError, match="refused"):
+        await store.grouped(broken)
+
+    assert await store.count_messages(SESSION.key) == 0
