@@ -37,6 +37,7 @@ from clawbot.workspace import BootstrapFile, Workspace
 if TYPE_CHECKING:
     from clawbot.switchboard import Switchboard
 
+_BY_AGENT = Provenance(source="agent")  # immutable, so one instance serves every entry
 log = logging.getLogger("clawbot.runtime")
 
 REPEAT_WARN_AT = 2
@@ -279,7 +280,7 @@ class Runtime:
             tool_entry = TranscriptEntry(
                 role="tool",
                 content=tuple(results),
-                provenance=Provenance(source="agent"),
+                provenance=_BY_AGENT,
                 turn_id=turn_id,
             )
             pending.extend((entry, tool_entry))
@@ -354,7 +355,7 @@ def _assistant_entry(reply: ModelReply, turn_id: str, tools_offered: bool) -> Tr
     return TranscriptEntry(
         role="assistant",
         content=tuple(blocks),
-        provenance=Provenance(source="agent"),
+        provenance=_BY_AGENT,
         meta={"usage": reply.usage} if reply.usage and any(reply.usage.values()) else {},
         turn_id=turn_id,
     )
