@@ -791,7 +791,7 @@ class Store:
                 self._group_drain = asyncio.ensure_future(self._drain_group())
                 return
             results = [(False, exc)] * len(batch)
-        except BaseException as exc:
+        except Exception as exc:
             results = [(False, exc)] * len(batch)
         else:
             self._committed()

@@ -77,9 +77,8 @@ class Workspace:
         folders = self._folders(agent_id if overlay else None)
         now = self.clock.monotonic()
         cached = self._bootstrap_cache.get(folders)
-        if cached is not None and now - self._checked.get(folders, -RECHECK_SECONDS) < (
-            RECHECK_SECONDS
-        ):
+        checked = self._checked.get(folders)
+        if cached is not None and checked is not None and now - checked < RECHECK_SECONDS:
             return cached[1]
         self._checked[folders] = now
         listings = [self._listing(folder) for folder in folders]
