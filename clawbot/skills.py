@@ -119,8 +119,6 @@ class SkillLibrary:
         self.clock: Clock = clock or SystemClock()
         self._checked: float | None = None
         self._fingerprint: tuple[tuple[str, int, int], ...] | None = None
-        self._listed: int | None = None
-        self._candidates: tuple[str, ...] = ()
         self._skills: tuple[Skill, ...] = ()
         self.problems: tuple[str, ...] = ()
         self.generation = 0
@@ -153,27 +151,20 @@ class SkillLibrary:
         )
 
     def _scan(self) -> tuple[tuple[str, int, int], ...]:
-        """(path, mtime, size) of each SKILL.md. The folder listing is re-read only when the
-        skills folder changed (a skill folder added, removed or renamed)."""
+        """(path, mtime, size) of each SKILL.md, in name order."""
+        found = []
         try:
-            listed = os.stat(self.root).st_mtime_ns
+            entries = list(os.scandir(self.root))
         except OSError:
             return ()
-        if listed != self._listed:
-            try:
-                names = sorted(entry.name for entry in os.scandir(self.root))
-            except OSError:
-                return ()
-            self._candidates = tuple(os.path.join(self.root, name, SKILL_FILE) for name in names)
-            self._listed = listed
-        found = []
-        for path in self._candidates:
+        for entry in entries:
+            path = os.path.join(entry.path, SKILL_FILE)
             try:
                 stat = os.stat(path)
             except OSError:
                 continue
             found.append((path, stat.st_mtime_ns, stat.st_size))
-        return tuple(found)
+        return tuple(sorted(found))
 
     def _load(self, fingerprint: tuple[tuple[str, int, int], ...]) -> None:
         skills: dict[str, Skill] = {}

@@ -37,7 +37,6 @@ class Workspace:
         self.clock: Clock = clock or SystemClock()
         self._checked: dict[tuple[str, ...], float] = {}
         self._cache: dict[Path, tuple[int, str]] = {}
-        self._listings: dict[str, tuple[int, frozenset[str]]] = {}
         self._folder_cache: dict[str | None, tuple[str, ...]] = {}
         self._bootstrap_cache: dict[
             tuple[str, ...], tuple[list[tuple[int, int, int]], tuple[BootstrapFile, ...]]
@@ -70,9 +69,8 @@ class Workspace:
 
         Runs every turn, so it is cheap. The files found are trusted for ``RECHECK_SECONDS``
         (a person's edit in an editor is noticed within a second; the agent's own writes at
-        once, through :meth:`changed`). Then each folder is looked at (its listing re-read
-        only when it changed) and each file found, and the same tuple comes back until a
-        file appears, vanishes or changes.
+        once, through :meth:`changed`). Then each file is looked up (a ``stat``), and the
+        same tuple comes back until a file appears, vanishes or changes.
         """
         folders = self._folders(agent_id if overlay else None)
         now = self.clock.monotonic()
@@ -81,14 +79,11 @@ class Workspace:
         if cached is not None and checked is not None and now - checked < RECHECK_SECONDS:
             return cached[1]
         self._checked[folders] = now
-        listings = [self._listing(folder) for folder in folders]
         stamp: list[tuple[int, int, int]] = []
         for name in BOOTSTRAP_FILES:
-            for index, listing in enumerate(listings):
-                if name not in listing:
-                    continue
+            for index, folder in enumerate(folders):
                 try:
-                    found = os.stat(f"{folders[index]}/{name}")
+                    found = os.stat(os.path.join(folder, name))
                 except OSError:
                     continue
                 stamp.append((index, found.st_mtime_ns, found.st_size))
@@ -121,22 +116,6 @@ class Workspace:
             folders = (os.path.join(root, "agents", agent_id), root) if agent_id else (root,)
             self._folder_cache[agent_id] = folders
         return folders
-
-    def _listing(self, folder: str) -> frozenset[str]:
-        """The names in ``folder`` (none when it does not exist), re-read when it changed."""
-        try:
-            changed = os.stat(folder).st_mtime_ns
-        except OSError:
-            return frozenset()
-        cached = self._listings.get(folder)
-        if cached is not None and cached[0] == changed:
-            return cached[1]
-        try:
-            names = frozenset(os.listdir(folder))
-        except OSError:
-            names = frozenset()
-        self._listings[folder] = (changed, names)
-        return names
 
     def _read_cached(self, path: Path, mtime: int) -> str:
         cached = self._cache.get(path)

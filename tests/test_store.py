@@ -30,7 +30,11 @@ async def test_the_database_uses_wal_and_enforces_foreign_keys(tmp_path: Path) -
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         raw.close()
-    store = await Store.open(tmp_path / "db.sqlite")
+    await assert_a_row_of_a_missing_session_is_refused(tmp_path / "db.sqlite")
+
+
+async def assert_a_row_of_a_missing_session_is_refused(path: Path) -> None:
+    store = await Store.open(path)
     try:
         with pytest.raises(StoreError):
             await store.transaction(
@@ -170,14 +174,4 @@ async def test_upgrading_an_older_database_keeps_its_transcripts_jobs_and_refere
 async def test_foreign_keys_are_enforced_again_after_an_upgrade(tmp_path: Path) -> None:
     _database_at_schema(tmp_path / "db.sqlite", 4).close()
 
-    store = await Store.open(tmp_path / "db.sqlite")
-    try:
-        with pytest.raises(StoreError):
-            await store.transaction(
-                lambda db: db.execute(
-                    "INSERT INTO turn_jobs (id, session_key, status, created_at, updated_at)"
-                    " VALUES ('j', 'no such session', 'queued', 'now', 'now')"
-                )
-            )
-    finally:
-        await store.close()
+    await assert_a_row_of_a_missing_session_is_refused(tmp_path / "db.sqlite")
