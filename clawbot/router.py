@@ -30,7 +30,7 @@ from clawbot.runtime import Runtime, TurnResult
 from clawbot.scheduler import Scheduler, TurnHandle
 from clawbot.sessions import Session, session_key_for
 from clawbot.settings import Settings
-from clawbot.store import Store
+from clawbot.store import Store, new_id
 
 log = logging.getLogger("clawbot.router")
 
@@ -157,15 +157,19 @@ class Router:
                 await self._reply(message, text, kind="command", session=context.session)
             )
         session = await self.session_for(message)
-        entry = _user_entry(message)
         if not decision.start_turn:
             # Kept as context: stored once (redeliveries deduplicated), in order with the
             # session's turns (after the running one), visible to the next turn.
-            await self.scheduler.add_context(session, entry, dedup_id=message.message_id)
+            kept = _user_entry(message, turn_id=None)
+            await self.scheduler.add_context(session, kept, dedup_id=message.message_id)
             return Receipt(Handled(kind="ignored"))
         lane: Lane = "announce" if message.channel == INTERNAL_CHANNEL else "main"
         job = await self.scheduler.submit(
-            session, entry, lane=lane, reply_to=message.message_id, dedup_id=message.message_id
+            session,
+            _user_entry(message, turn_id=new_id("turn")),
+            lane=lane,
+            reply_to=message.message_id,
+            dedup_id=message.message_id,
         )
         if job is None:
             log.info("dropped a redelivered %s message %s", message.channel, message.message_id)
@@ -273,7 +277,7 @@ class Router:
         )
 
 
-def _user_entry(message: InboundMessage) -> TranscriptEntry:
+def _user_entry(message: InboundMessage, *, turn_id: str | None) -> TranscriptEntry:
     text = message.text
     if message.reply_to is not None and message.reply_to.text:
         quoted = message.reply_to.text[:500]
@@ -302,4 +306,5 @@ def _user_entry(message: InboundMessage) -> TranscriptEntry:
             source="user",
         ),
         meta=meta,
+        turn_id=turn_id,
     )

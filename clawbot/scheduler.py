@@ -298,8 +298,10 @@ class Scheduler:
         if not self._started:
             await self.start()
         queue = self._queue(session)
-        job_id = entry.turn_id or new_id("turn")
-        entry = entry.model_copy(update={"turn_id": job_id})
+        job_id = entry.turn_id
+        if job_id is None:
+            job_id = new_id("turn")
+            entry = entry.model_copy(update={"turn_id": job_id})
         if queue.idle():
             return await self._submit_direct(queue, entry, job_id, lane, reply_to, dedup_id)
         return await self._submit_backlog(queue, entry, job_id, lane, reply_to, dedup_id)

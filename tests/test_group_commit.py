@@ -75,3 +75,44 @@ async def test_a_failing_write_in_a_shared_commit_is_rolled_back_alone(store: St
     async with store._conn.execute("SELECT message_id FROM inbound_seen ORDER BY 1") as cursor:
         rows = [row[0] for row in await cursor.fetchall()]
     assert rows == ["one", "three", "two"]
+
+
+def count_commits(store: Store) -> list[str]:
+    """The COMMIT statements the store's connection runs from now on."""
+    commits: list[str] = []
+    store._conn._conn.set_trace_callback(
+        lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None
+    )
+    return commits
+
+
+async def test_a_burst_of_writes_takes_two_commits_the_first_at_once(store: Store) -> None:
+    session = await store.get_session("m:a")
+    assert session is not None
+    commits = count_commits(store)
+
+    stored = await asyncio.gather(
+        *(
+            store.submit_job(
+                session, TurnJob(id=f"job{n}", session_key="m:a"), item=item(f"job{n}")
+            )
+            for n in range(20)
+        )
+    )
+
+    assert stored == [True] * 20
+    assert len(commits) == 2
+    assert len(await store.turn_jobs_for("m:a")) == 20
+
+
+async def test_a_lone_write_is_committed_before_the_loop_turns(store: Store) -> None:
+    session = await store.get_session("m:a")
+    assert session is not None
+    loop_turned = asyncio.Event()
+    asyncio.get_running_loop().call_soon(loop_turned.set)
+
+    await store.submit_job(session, TurnJob(id="job1", session_key="m:a"), item=item("job1"))
+
+    assert not loop_turned.is_set()
+    with sqlite3.connect(store.path) as other:
+        assert other.execute("SELECT id FROM turn_jobs").fetchall() == [("job1",)]

@@ -11,7 +11,7 @@ from clawbot.backlog import BacklogItem
 from clawbot.errors import StoreError
 from clawbot.migrations import migrations
 from clawbot.sessions import Session
-from clawbot.store import Store
+from clawbot.store import Store, new_id
 
 
 async def test_a_new_database_is_migrated_to_the_latest_schema(tmp_path: Path) -> None:
@@ -175,3 +175,12 @@ async def test_foreign_keys_are_enforced_again_after_an_upgrade(tmp_path: Path) 
     _database_at_schema(tmp_path / "db.sqlite", 4).close()
 
     await assert_a_row_of_a_missing_session_is_refused(tmp_path / "db.sqlite")
+
+
+def test_new_ids_are_unique_and_ordered_by_their_microsecond() -> None:
+    ids = [new_id("turn") for _ in range(20_000)]
+
+    assert len(set(ids)) == len(ids)
+    assert all(i.startswith("turn_") and len(i) == len("turn_") + 19 for i in ids)
+    stamps = [i[5:18] for i in ids]  # microseconds since the epoch, fixed-width hex
+    assert stamps == sorted(stamps)
