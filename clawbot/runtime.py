@@ -95,6 +95,7 @@ class ResolvedTurn:
     prompt_files: tuple[str, ...] = field(default=())
     model_source: ModelSource = "global default"
     skills: tuple[Skill, ...] = ()
+    tool_names: frozenset[str] = frozenset()
 
 
 AgentResolver = Callable[[str], AgentSpec]
@@ -154,6 +155,7 @@ class Runtime:
             prompt_files=prompt_files,
             model_source=source,
             skills=skills,
+            tool_names=frozenset(t.name for t in tools),
         )
         return resolved
 
@@ -218,15 +220,7 @@ class Runtime:
     ) -> TurnResult:
         transcript = await self.transcripts.get(session)
         specs = resolved.tool_specs
-        allowed = {t.name for t in resolved.tools}
-        context = ToolContext(
-            session=session,
-            workspace=self.workspace.root,
-            settings=self.settings,
-            agent_id=resolved.agent.agent_id,
-            skills=resolved.skills,
-            switchboard=self.switchboard,
-        )
+        context: ToolContext | None = None  # made for the first tool round
         seen: Counter[str] = Counter()
         rounds = 0
         final_note: str | None = None
@@ -247,21 +241,30 @@ class Runtime:
             except ClawbotError as exc:
                 return await self._fail(session, turn_id, rounds, pending, exc)
             entry = _assistant_entry(reply, turn_id, offer_tools)
-            if not offer_tools or not entry.tool_calls:
+            if not offer_tools or not reply.tool_calls:
                 pending.append(entry)
                 await self.store.finish_turn(session, turn_id, pending, status="done")
                 transcript.append(pending)
                 return TurnResult(
                     turn_id=turn_id,
                     status="done",
-                    reply=entry.text.strip() or EMPTY_REPLY,
+                    reply=reply.text.strip() or EMPTY_REPLY,
                     rounds=rounds,
                     entries=tuple(pending),
+                )
+            if context is None:
+                context = ToolContext(
+                    session=session,
+                    workspace=self.workspace.root,
+                    settings=self.settings,
+                    agent_id=resolved.agent.agent_id,
+                    skills=resolved.skills,
+                    switchboard=self.switchboard,
                 )
             rounds += 1
             results: list[ToolResultBlock] = []
             yielding = False
-            for tool_call in entry.tool_calls:
+            for tool_call in reply.tool_calls:
                 # Not-yet-started calls are a safe boundary; each still gets a result.
                 if yielding or control.should_yield():
                     yielding = True
@@ -276,7 +279,7 @@ class Runtime:
                     results.append(_repeated(tool_call))
                     continue
                 log.info("tool %s", tool_call.name)
-                results.append(await self.tools.execute(tool_call, context, allowed))
+                results.append(await self.tools.execute(tool_call, context, resolved.tool_names))
             tool_entry = TranscriptEntry(
                 role="tool",
                 content=tuple(results),

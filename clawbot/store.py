@@ -199,6 +199,7 @@ class Store:
             "SELECT key, channel, chat_id, thread_id, chat_type, agent_id, model_override,"
             " deliver, owner_key, epoch, meta_json FROM sessions WHERE key = ?",
             (key,),
+            small=True,
         )
         if row is None:
             return None
@@ -278,7 +279,7 @@ class Store:
         if limit is not None:
             sql += " LIMIT ?"
             params = (key, epoch, limit)
-        rows = await self._fetchall(sql, params)
+        rows = await self._fetchall(sql, params, small=limit is not None)
         return [
             TranscriptEntry(
                 role=row[0],
@@ -881,19 +882,30 @@ class Store:
 
         return await self._retrying(attempt)
 
-    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Run a query on aiosqlite's thread; its rows."""
+    async def _fetchall(
+        self, sql: str, params: Sequence[Any] = (), *, small: bool = False
+    ) -> list[Any]:
+        """Run a query; its rows. A ``small`` query (a lookup by key that reads a few pages)
+        runs right here on the event loop when aiosqlite's thread is idle, for the reason
+        writes do: it is cheaper than the hop to the thread and back. Any other query runs
+        on the thread, so a long read never stalls the loop."""
 
         def query(db: sqlite3.Connection) -> list[Any]:
             return db.execute(sql, params).fetchall()
 
         try:
+            if small and self._queued == 0 and not self._closed:
+                try:
+                    return query(self._conn._conn)
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise
             return await self._retrying(lambda: self._on_thread(query))
         except sqlite3.DatabaseError as exc:
             raise _describe(exc, self.path) from None
 
-    async def _fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        rows = await self._fetchall(sql, params)
+    async def _fetchone(self, sql: str, params: Sequence[Any] = (), *, small: bool = False) -> Any:
+        rows = await self._fetchall(sql, params, small=small)
         return rows[0] if rows else None
 
     async def _on_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:

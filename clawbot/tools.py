@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints
@@ -162,11 +162,11 @@ class ToolRegistry:
         return len(self._tools)
 
     async def execute(
-        self, call: ToolCallBlock, context: ToolContext, allowed: Iterable[str] | None = None
+        self, call: ToolCallBlock, context: ToolContext, allowed: Collection[str] | None = None
     ) -> ToolResultBlock:
         """Run one tool call; every failure becomes an error result for the model."""
         item = self._tools.get(call.name)
-        if item is None or (allowed is not None and call.name not in set(allowed)):
+        if item is None or (allowed is not None and call.name not in allowed):
             return _error(call, f"tool {call.name!r} is not available to this agent")
         if "__invalid_json__" in call.arguments:
             return _error(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -184,3 +185,20 @@ def test_new_ids_are_unique_and_ordered_by_their_microsecond() -> None:
     assert all(i.startswith("turn_") and len(i) == len("turn_") + 19 for i in ids)
     stamps = [i[5:18] for i in ids]  # microseconds since the epoch, fixed-width hex
     assert stamps == sorted(stamps)
+
+
+async def test_a_session_lookup_answers_without_waiting_for_the_loop(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "clawbot.db")
+    try:
+        await store.create_session(Session(key="m:a", channel="m", chat_id="a", agent_id="main"))
+        loop_turned = asyncio.Event()
+        asyncio.get_running_loop().call_soon(loop_turned.set)
+
+        session = await store.get_session("m:a")
+        history = await store.load_transcript("m:a", 0, limit=20)
+
+        assert not loop_turned.is_set()
+        assert session is not None and session.chat_id == "a"
+        assert history == []
+    finally:
+        await store.close()
