@@ -126,26 +126,31 @@ class Runtime:
         self.switchboard = switchboard
         self.skills = SkillLibrary(workspace.root / "skills", clock=workspace.clock)
         self.transcripts = TranscriptCache(store, keep=max(settings.max_history_messages, 2))
+        # (agent id, model override) -> what the last resolve of it depended on, and got
         self._resolved: dict[
-            tuple[AgentSpec, str | None, tuple[BootstrapFile, ...], int], ResolvedTurn
+            tuple[str, str | None],
+            tuple[AgentSpec, tuple[BootstrapFile, ...], int, ResolvedTurn],
         ] = {}
 
     def resolve(self, session: Session) -> ResolvedTurn:
         """Session -> active agent -> model, allowed tools and skills, and the prompt. Runs
-        every turn, so the result is memoized on what it depends on: the agent, the model
-        override and the bootstrap and skill files (the same tuple while none changed)."""
+        every turn, so the result is memoized on what it depends on: the agent spec, the
+        model override, the bootstrap files and the skill files. The registry and the
+        workspace hand out the same objects while nothing changed, so checking that they
+        are the very objects of last time is enough (and cheaper than hashing them)."""
         agent = self.agents(session.agent_id)
         files = self.workspace.bootstrap(agent.agent_id, overlay=agent.workspace_overlay)
         self.skills.all()  # notices added, removed or edited SKILL.md files
-        key = (agent, session.model_override, files, self.skills.generation)
-        resolved = self._resolved.get(key)
-        if resolved is not None:
-            return resolved
+        generation = self.skills.generation
+        key = (agent.agent_id, session.model_override)
+        memo = self._resolved.get(key)
+        if memo is not None and memo[0] is agent and memo[1] is files and memo[2] == generation:
+            return memo[3]
         if len(self._resolved) > 256:
             self._resolved.clear()
         model, source = effective_model(session.model_override, agent, self.settings.model)
         tools, specs, system_prompt, prompt_files, skills = self._build_parts(agent, files)
-        resolved = self._resolved[key] = ResolvedTurn(
+        resolved = ResolvedTurn(
             agent=agent,
             model=model,
             tools=tools,
@@ -157,6 +162,7 @@ class Runtime:
             skills=skills,
             tool_names=frozenset(t.name for t in tools),
         )
+        self._resolved[key] = (agent, files, generation, resolved)
         return resolved
 
     def _build_parts(self, agent: AgentSpec, files: tuple[BootstrapFile, ...]) -> _AgentParts:
