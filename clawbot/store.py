@@ -98,6 +98,9 @@ class Store:
         self._group_drain: asyncio.Task[None] | None = None
         self._group_scheduled = False  # a drain is due or running
         self._pass_wrote = False  # this loop pass committed a write at once
+        # Jobs that may have others merged into them (started carrying jobs, or taken over
+        # from another process): only their finish has merged jobs to close as well.
+        self._runners: set[str] = set()
         self._loop = asyncio.get_running_loop()
         self._queued = 0  # operations queued on, or running in, aiosqlite's thread
         self._closed = False
@@ -323,6 +326,7 @@ class Store:
         it), atomically. Raises LeaseLostError when another process took the job over."""
         rows = [_entry_row(session.key, session.epoch, e) for e in entries]
         now = _now()
+        runner = job_id in self._runners
 
         def finish(conn: sqlite3.Connection) -> None:
             closed = conn.execute(
@@ -332,15 +336,17 @@ class Store:
             )
             if closed.rowcount != 1:
                 _check_owner(conn, job_id, self.owner)
-            conn.execute(
-                "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?"
-                " WHERE merged_into = ?",
-                (status, error, now, now, job_id),
-            )
+            if runner:
+                conn.execute(
+                    "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?"
+                    " WHERE merged_into = ?",
+                    (status, error, now, now, job_id),
+                )
             if rows:
                 conn.executemany(_INSERT_MESSAGE, rows)
 
         await self.grouped(finish)
+        self._runners.discard(job_id)
 
     async def turn_job(self, job_id: str) -> dict[str, Any] | None:
         row = await self._fetchone(
@@ -589,6 +595,8 @@ class Store:
         lease."""
         now = _now()
         lease = _iso(lease_until)
+        if carried:
+            self._runners.add(job_id)
 
         def start(conn: sqlite3.Connection) -> None:
             drained = [job_id, *carried]
@@ -619,6 +627,7 @@ class Store:
         """Take over an orphaned job (its owner crashed or its lease expired), counting an
         attempt. False when another process claimed it first."""
         now = _now()
+        self._runners.add(job.id)  # its first owner may have merged jobs into it
 
         def claim(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(

@@ -75,6 +75,44 @@ async def test_a_job_whose_lease_expired_is_taken_over_and_the_stale_runner_stay
     assert [j["status"] for j in jobs] == ["done"]
 
 
+async def test_a_taken_over_turn_closes_the_jobs_merged_into_it(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    clock = ManualClock()
+    held = [asyncio.Event(), asyncio.Event()]
+    release = [asyncio.Event(), asyncio.Event()]
+
+    async def answer(request: ModelRequest) -> str:
+        calls = len(scripted.requests)
+        if calls <= 2:
+            held[calls - 1].set()
+            await release[calls - 1].wait()
+        return f"answer {calls}"
+
+    scripted.function = answer
+    async with await Clawbot.open(settings, clock=clock) as crashed:
+        lost = MemoryChannel()
+        crashed.connect(lost)
+        await crashed.router.receive(lost.message("one"))
+        await held[0].wait()
+        for text in ("two", "three"):
+            await crashed.router.receive(lost.message(text))
+        release[0].set()
+        await held[1].wait()  # the backlog turn runs "two" with "three" merged into it
+        async with await Clawbot.open(settings, clock=clock) as restarted:
+            channel = MemoryChannel()
+            restarted.connect(channel)
+            await restarted.start()
+            clock.advance(settings.job_lease + 1)
+            await restarted.scheduler.tick()
+            await restarted.scheduler.wait_idle()
+            jobs = await restarted.store.turn_jobs_for("memory:chat1")
+            release[1].set()
+
+    assert channel.texts == ["answer 3"]
+    assert [j["status"] for j in jobs] == ["done", "done", "done"]
+
+
 async def test_a_job_out_of_attempts_is_failed_with_a_note_to_the_user(
     settings: Settings, scripted: ScriptedModel
 ) -> None:
