@@ -207,7 +207,7 @@ async def scheduler_cost(args: argparse.Namespace) -> None:
             async def inline() -> None:
                 message = channel.message(f"x{next(numbers)}", chat_id="inline")
                 session = await bot.router.session_for(message)
-                turn_id = await runtime.accept(session, _user_entry(message))
+                turn_id = await runtime.accept(session, _user_entry(message, turn_id=None))
                 assert turn_id is not None
                 result = await runtime.run_turn(session, turn_id)
                 await bot.outbox.deliver(

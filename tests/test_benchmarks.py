@@ -1,0 +1,42 @@
+"""The benchmarks the README quotes still run: each, at a tiny size, as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "expected"),
+    [
+        (
+            "bench_pipeline.py",
+            ["--sessions", "5", "--turns", "2", "--long-turns", "20"],
+            ["ratio end-to-end / bare", "relative to bare litellm", "clawbot --help"],
+        ),
+        (
+            "bench_scheduling.py",
+            ["--sessions", "4", "--messages", "3"],
+            ["burst:", "conversation:", "steer:", "scheduling adds"],
+        ),
+        ("bench_adapters.py", ["--messages", "50"], ["inbound telegram", "render+chunk plain"]),
+    ],
+)
+def test_a_benchmark_runs_and_prints_its_figures(
+    script: str, args: list[str], expected: list[str]
+) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    for text in expected:
+        assert text in done.stdout
