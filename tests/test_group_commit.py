@@ -1,4 +1,5 @@
-"""Group commit: concurrent scheduling writes share one transaction, each still all-or-nothing."""
+"""Group commit: concurrent scheduling writes share commits (the first write of a loop pass
+commits at once, the rest of the pass together), each still all-or-nothing."""
 
 from __future__ import annotations
 
