@@ -345,8 +345,10 @@ class Store:
             if rows:
                 conn.executemany(_INSERT_MESSAGE, rows)
 
-        await self.grouped(finish)
-        self._runners.discard(job_id)
+        try:
+            await self.grouped(finish)
+        finally:  # finished, or another process's now (a take-over here adds it again)
+            self._runners.discard(job_id)
 
     async def turn_job(self, job_id: str) -> dict[str, Any] | None:
         row = await self._fetchone(
@@ -681,6 +683,7 @@ class Store:
             conn.execute(f"DELETE FROM backlog WHERE job_id IN ({_marks(ids)})", ids)
 
         await self.transaction(close)
+        self._runners.difference_update(ids)
 
     async def renew_leases(self, job_ids: Sequence[str], until: datetime) -> None:
         """Extend the leases of long-running jobs this process still owns (one statement)."""
