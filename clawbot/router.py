@@ -226,14 +226,14 @@ class Router:
     async def status_text(self, session: Session) -> str:
         resolved = self.runtime.resolve(session)
         source = resolved.model_source
-        transcript = await self.runtime.transcripts.get(session)
         files = ", ".join(resolved.prompt_files) or "none"
+        stored = await self.store.count_messages(session.key, session.epoch)
         return "\n".join(
             [
                 f"Agent: {resolved.agent.name} ({resolved.agent.agent_id})",
                 f"Model: {resolved.model} ({source})",
                 f"Session: {session.key}",
-                f"Messages in this conversation: {len(transcript.entries)}",
+                f"Messages in this conversation: {stored}",
                 f"Tools: {', '.join(t.name for t in resolved.tools) or 'none'}",
                 f"Skills: {', '.join(s.name for s in resolved.skills) or 'none'}",
                 f"Prompt files: {files}",

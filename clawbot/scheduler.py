@@ -737,9 +737,7 @@ class Scheduler:
         task = run.task_text
         if task is None:
             transcript = await self.runtime.transcripts.get(queue.session)
-            task = "\n".join(
-                e.text for e in transcript.entries if e.role == "user" and e.turn_id == run.job.id
-            )
+            task = transcript.user_text(run.job.id)
         token = resume_token(
             task, result.entries, earlier=run.steps, reason="steer" if steer else "shutdown"
         )

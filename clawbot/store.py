@@ -295,8 +295,16 @@ class Store:
             for row in reversed(list(rows))
         ]
 
-    async def count_messages(self, key: str) -> int:
-        row = await self._fetchone("SELECT count(*) FROM messages WHERE session_key = ?", (key,))
+    async def count_messages(self, key: str, epoch: int | None = None) -> int:
+        """Messages stored for a session: in one epoch (conversation) when given, else all."""
+        if epoch is None:
+            row = await self._fetchone(
+                "SELECT count(*) FROM messages WHERE session_key = ?", (key,)
+            )
+        else:
+            row = await self._fetchone(
+                "SELECT count(*) FROM messages WHERE session_key = ? AND epoch = ?", (key, epoch)
+            )
         return int(row[0]) if row else 0
 
     async def append_entries(self, session: Session, entries: Sequence[TranscriptEntry]) -> None:

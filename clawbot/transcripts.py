@@ -1,15 +1,18 @@
 """In-memory tails of session transcripts, so a turn never re-reads or re-encodes history.
 
-The store is the source of truth; this cache holds, per session, the most recent entries and
-their wire form (OpenAI-format dicts), appended as turns produce them. Its cost per turn stays
+The store is the source of truth; this cache holds, per session, the wire form (OpenAI-format
+dicts) of the most recent entries, appended as turns produce them. Its cost per turn stays
 flat however long a conversation grows.
+
+It keeps plain dicts, strings and ints rather than the entries themselves: a cached entry
+lives for the whole conversation, and a few container objects per entry instead of a dozen
+keep the garbage collector's full passes rare and short.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from clawbot.llm import entry_to_wire
@@ -18,30 +21,59 @@ from clawbot.sessions import Session
 from clawbot.store import Store
 
 
-@dataclass
 class Transcript:
-    """The recent history of one session epoch, with each entry's wire messages."""
+    """The recent history of one session epoch: entry ``i`` is the wire messages
+    ``messages[starts[i]:starts[i + 1]]``, said by ``roles[i]`` in turn ``turn_ids[i]``."""
 
-    epoch: int
-    keep: int
-    entries: list[TranscriptEntry] = field(default_factory=list)
-    wire: list[list[dict[str, Any]]] = field(default_factory=list)
+    __slots__ = ("_messages", "_roles", "_starts", "_turn_ids", "epoch", "keep")
+
+    def __init__(self, epoch: int, keep: int) -> None:
+        self.epoch = epoch
+        self.keep = keep
+        self._messages: list[dict[str, Any]] = []
+        self._starts: list[int] = []
+        self._roles: list[str] = []
+        self._turn_ids: list[str | None] = []
+
+    def __len__(self) -> int:
+        """Entries held (the most recent ones; older ones are only in the store)."""
+        return len(self._roles)
 
     def append(self, entries: Iterable[TranscriptEntry]) -> None:
         for entry in entries:
-            self.entries.append(entry)
-            self.wire.append(entry_to_wire(entry))
-        if len(self.entries) > 2 * self.keep:
-            del self.entries[: -self.keep]
-            del self.wire[: -self.keep]
+            self._starts.append(len(self._messages))
+            self._messages.extend(entry_to_wire(entry))
+            self._roles.append(entry.role)
+            self._turn_ids.append(entry.turn_id)
+        excess = len(self._roles) - self.keep
+        if excess > self.keep:
+            offset = self._starts[excess]
+            del self._messages[:offset]
+            self._starts = [start - offset for start in self._starts[excess:]]
+            del self._roles[:excess]
+            del self._turn_ids[:excess]
 
     def tail(self, count: int) -> list[dict[str, Any]]:
         """Wire messages of the last ``count`` entries, starting at a user message so tool
         results are never separated from the call that asked for them."""
-        start = max(0, len(self.entries) - count)
-        while start < len(self.entries) and self.entries[start].role != "user":
+        roles = self._roles
+        start = max(0, len(roles) - count)
+        while start < len(roles) and roles[start] != "user":
             start += 1
-        return [message for chunk in self.wire[start:] for message in chunk]
+        if start == len(roles):
+            return []
+        return self._messages[self._starts[start] :]
+
+    def user_text(self, turn_id: str) -> str:
+        """What the person said in turn ``turn_id`` (its user messages, joined)."""
+        parts: list[str] = []
+        for index, (role, owner) in enumerate(zip(self._roles, self._turn_ids, strict=True)):
+            if role == "user" and owner == turn_id:
+                end = self._starts[index + 1] if index + 1 < len(self._starts) else None
+                parts.extend(
+                    str(m["content"] or "") for m in self._messages[self._starts[index] : end]
+                )
+        return "\n".join(parts)
 
 
 class TranscriptCache:
