@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from clawbot.app import Clawbot
 from clawbot.llm import litellm_module
 from clawbot.settings import Settings
-from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel
+from clawbot.testing import MemoryChannel, ScriptedModel
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -48,7 +48,16 @@ async def flush_litellm_logging() -> None:
     await GLOBAL_LOGGING_WORKER.flush()
 
 
-async def bare_litellm_seconds(acompletion: Any, requests: list[ModelRequest]) -> float:
+@dataclass(frozen=True)
+class Request:
+    """What the pipeline passed to ``litellm.acompletion`` in one call."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+
+
+async def bare_litellm_seconds(acompletion: Any, requests: list[Request]) -> float:
     """Replay the very requests the pipeline made, straight into litellm.acompletion; the
     seconds they took.
 
@@ -59,7 +68,7 @@ async def bare_litellm_seconds(acompletion: Any, requests: list[ModelRequest]) -
     started = time.perf_counter()
     for request in requests:
         kwargs = {"tools": request.tools} if request.tools else {}
-        await acompletion(model=f"scripted/{request.model}", messages=request.messages, **kwargs)
+        await acompletion(model=request.model, messages=request.messages, **kwargs)
         await asyncio.sleep(0)
     await flush_litellm_logging()
     return time.perf_counter() - started
@@ -97,7 +106,10 @@ async def pipeline(
     litellm = litellm_module()
     original = litellm.acompletion
 
-    async def measured(*args: object, **kwargs: object) -> object:
+    requests: list[Request] = []
+
+    async def measured(*args: object, **kwargs: Any) -> object:
+        requests.append(Request(kwargs["model"], kwargs["messages"], kwargs.get("tools")))
         started = time.perf_counter()
         try:
             return await original(*args, **kwargs)
@@ -117,6 +129,9 @@ async def pipeline(
             await flush_litellm_logging()
             durations.clear()
             model_times.clear()
+            answered = len(channel.sent)
+            channel.sent.clear()
+            requests.clear()
             for turn in range(turns):
                 started = time.perf_counter()
                 for session in range(sessions):
@@ -128,11 +143,14 @@ async def pipeline(
                     durations.append(time.perf_counter() - t0)
                 await flush_litellm_logging()
                 elapsed += time.perf_counter() - started
+                # The harness's records are let go each round (the requests too, below),
+                # so the run's memory and collector work are the framework's own.
+                answered += len(channel.sent)
+                channel.sent.clear()
                 if bare_after_each_round:
-                    replay = model.requests[-sessions:]
-                    bare_rounds.append(await bare_litellm_seconds(original, replay))
-                    model.requests.clear()
-            assert len(channel.sent) == sessions * turns + 20, "every turn must be answered"
+                    bare_rounds.append(await bare_litellm_seconds(original, requests))
+                requests.clear()
+            assert answered == sessions * turns + 20, "every turn must be answered"
     finally:
         litellm.acompletion = original
     total = sessions * turns
@@ -161,7 +179,8 @@ async def main() -> None:
     parser.add_argument("--long-turns", type=int, default=2000)
     args = parser.parse_args()
 
-    model = ScriptedModel(name="bench", default_text="Fine, thanks.")
+    # The model keeps no record of requests: the pipeline's own are kept for the replay.
+    model = ScriptedModel(name="bench", default_text="Fine, thanks.", record=False)
     with model.installed():
         litellm_module()
         total = args.sessions * args.turns
@@ -172,7 +191,6 @@ async def main() -> None:
                 Path(home), model, args.sessions, args.turns, 60, bare_after_each_round=True
             )
         rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        model.requests.clear()
         rate, durations, bare = run.rate, run.durations, run.bare_rate
         assert bare is not None
         overhead = [d - m for d, m in zip(durations, run.model_times, strict=True)]
@@ -180,7 +198,6 @@ async def main() -> None:
             long_run = await pipeline(
                 Path(home), model, 1, args.long_turns, 60, bare_after_each_round=True
             )
-        model.requests.clear()
         long_durations, long_bare = long_run.durations, long_run.bare_rounds
         tenth = max(1, len(long_durations) // 10)
         first = statistics.mean(long_durations[:tenth])

@@ -98,7 +98,7 @@ async def load(args: argparse.Namespace, *, burst: bool) -> None:
         finally:
             measure.leave(key)
 
-    model = ScriptedModel(name="bench", function=answer)
+    model = ScriptedModel(name="bench", function=answer, record=False)
     with tempfile.TemporaryDirectory() as home, model.installed():
         async with await Clawbot.open(settings_for(Path(home), model, args)) as bot:
             channel = MemoryChannel()
@@ -157,7 +157,7 @@ async def steer_latency(args: argparse.Namespace) -> None:
             return call("work", step=len(request.tool_results) + 1)
         return call("work", step=1) if "long task" in text else "ok"
 
-    model = ScriptedModel(name="steer", function=answer)
+    model = ScriptedModel(name="steer", function=answer, record=False)
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as home, model.installed():
         settings = settings_for(Path(home), model, args).model_copy(update={"max_tool_rounds": 100})
@@ -184,7 +184,7 @@ async def steer_latency(args: argparse.Namespace) -> None:
 
 
 async def scheduler_cost(args: argparse.Namespace) -> None:
-    model = ScriptedModel(name="cost")
+    model = ScriptedModel(name="cost", record=False)
     with tempfile.TemporaryDirectory() as home, model.installed():
         async with await Clawbot.open(settings_for(Path(home), model, args)) as bot:
             channel = MemoryChannel()

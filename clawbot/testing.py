@@ -88,7 +88,9 @@ class ScriptedModel:
     """Answers each request with the next scripted step, or from ``function`` when given.
 
     When the script runs out it answers ``default_text``. ``delay`` adds simulated model
-    latency (in seconds) to every call.
+    latency (in seconds) to every call. Each request is kept in ``requests`` for assertions;
+    ``record=False`` keeps none, for long runs (load tests, benchmarks) that would otherwise
+    hold every request, with its own copy of the tool schemas, in memory.
     """
 
     script: Sequence[Step] = ()
@@ -96,6 +98,7 @@ class ScriptedModel:
     name: str = "test"
     default_text: str = "ok"
     delay: float = 0.0
+    record: bool = True
     requests: list[ModelRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -112,7 +115,8 @@ class ScriptedModel:
         return f"{PROVIDER}/{self.name}"
 
     async def respond(self, request: ModelRequest) -> Step:
-        self.requests.append(request)
+        if self.record:
+            self.requests.append(request)
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.function is not None:

@@ -19,6 +19,19 @@ async def test_a_plain_message_gets_the_models_answer(
     assert scripted.requests[0].last_user_text == "hi"
 
 
+async def test_a_scripted_model_told_not_to_record_keeps_no_requests_and_still_answers(
+    chat: Chat, scripted: ScriptedModel, channel: MemoryChannel
+) -> None:
+    scripted.record = False
+    scripted.add("first", "second")
+
+    await chat.say("one")
+    await chat.say("two")
+
+    assert channel.texts == ["first", "second"]
+    assert scripted.requests == []
+
+
 async def test_system_prompt_is_built_from_workspace_bootstrap_files(
     bot: Clawbot, chat: Chat, scripted: ScriptedModel
 ) -> None:
