@@ -337,10 +337,18 @@ class Store:
         runner = job_id in self._runners
 
         def finish(conn: sqlite3.Connection) -> None:
+            # The rows go in first so the job can point at its final answer; a fenced-off
+            # finish below raises, and the transaction takes them back out.
+            answer = None
+            for row in rows:
+                row_id = conn.execute(_INSERT_MESSAGE, row).lastrowid
+                if row[2] == "assistant":
+                    answer = row_id
             closed = conn.execute(
-                "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?"
+                "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?,"
+                " reply_message_id = coalesce(?, reply_message_id)"
                 " WHERE id = ? AND (owner IS NULL OR owner = ?)",
-                (status, error, now, now, job_id, self.owner),
+                (status, error, now, now, answer if status == "done" else None, job_id, self.owner),
             )
             if closed.rowcount != 1:
                 _check_owner(conn, job_id, self.owner)
@@ -350,8 +358,6 @@ class Store:
                     " WHERE merged_into = ?",
                     (status, error, now, now, job_id),
                 )
-            if rows:
-                conn.executemany(_INSERT_MESSAGE, rows)
 
         try:
             await self.grouped(finish)
@@ -725,10 +731,17 @@ class Store:
     async def turn_reply(self, job_id: str) -> str | None:
         """The final answer a finished turn stored, for sending it again."""
         row = await self._fetchone(
-            "SELECT content_json FROM messages WHERE turn_id = ? AND role = 'assistant'"
-            " ORDER BY id DESC LIMIT 1",
+            "SELECT m.content_json FROM turn_jobs j JOIN messages m ON m.id = j.reply_message_id"
+            " WHERE j.id = ?",
             (job_id,),
+            small=True,
         )
+        if row is None:  # finished before migration 6 recorded the pointer
+            row = await self._fetchone(
+                "SELECT content_json FROM messages WHERE turn_id = ? AND role = 'assistant'"
+                " ORDER BY id DESC LIMIT 1",
+                (job_id,),
+            )
         if row is None:
             return None
         entry = TranscriptEntry(role="assistant", content=_blocks.validate_json(row[0]))

@@ -10,6 +10,8 @@ import pytest
 
 from clawbot.backlog import BacklogItem
 from clawbot.errors import StoreError
+from clawbot.jobs import TurnJob
+from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.migrations import migrations
 from clawbot.sessions import Session
 from clawbot.store import Store, new_id
@@ -202,3 +204,70 @@ async def test_a_session_lookup_answers_without_waiting_for_the_loop(tmp_path: P
         assert history == []
     finally:
         await store.close()
+
+
+async def _answered_turn(store: Store, texts: list[str]) -> tuple[Session, str]:
+    """A session whose one turn made a tool call and then answered ``texts[-1]``."""
+    session = await store.create_session(
+        Session(key="memory:c1", channel="memory", chat_id="c1", agent_id="main")
+    )
+    job = TurnJob(id=new_id("turn"), session_key=session.key, status="running", attempts=1)
+    await store.submit_job(session, job, entry=_said("user", "hi", job.id))
+    await store.finish_turn(
+        session, job.id, [_said("assistant", text, job.id) for text in texts], status="done"
+    )
+    return session, job.id
+
+
+def _said(role: str, text: str, turn_id: str) -> TranscriptEntry:
+    return TranscriptEntry(role=role, content=(TextBlock(text=text),), turn_id=turn_id)  # type: ignore[arg-type]
+
+
+async def _steps(store: Store, job_id: str) -> tuple[str | None, int]:
+    """A stored reply and the SQLite VM steps (in thousands) it took to read it."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    store._conn._conn.set_progress_handler(count, 1000)  # the store's own connection
+    try:
+        return await store.turn_reply(job_id), steps
+    finally:
+        store._conn._conn.set_progress_handler(None, 1000)
+
+
+async def test_a_finished_turns_answer_is_read_back_at_the_same_cost_however_long_the_history(
+    tmp_path: Path,
+) -> None:
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        session, job_id = await _answered_turn(store, ["Let me look.", "All done."])
+        reply, steps_when_small = await _steps(store, job_id)
+        await store.append_entries(
+            session, [_said("assistant", f"later {n}", "turn_other") for n in range(20_000)]
+        )
+        again, steps_when_large = await _steps(store, job_id)
+    finally:
+        await store.close()
+
+    assert reply == again == "All done."
+    assert steps_when_large <= steps_when_small + 1
+
+
+async def test_an_answer_stored_before_turns_pointed_at_their_answers_is_still_found(
+    tmp_path: Path,
+) -> None:
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        _, job_id = await _answered_turn(store, ["Let me look.", "All done."])
+        await store.transaction(
+            lambda db: db.execute("UPDATE turn_jobs SET reply_message_id = NULL")
+        )
+        reply = await store.turn_reply(job_id)
+    finally:
+        await store.close()
+
+    assert reply == "All done."

@@ -1,0 +1,4 @@
+-- A finished turn points at its final answer, so sending a reply again after a crash reads
+-- one row by key instead of searching every message for the turn's id. Jobs finished
+-- before this migration have no pointer; the search still finds their answers.
+ALTER TABLE turn_jobs ADD COLUMN reply_message_id INTEGER REFERENCES messages(id) ON DELETE SET NULL;
