@@ -4,9 +4,10 @@ The store is the source of truth; this cache holds, per session, the wire form (
 dicts) of the most recent entries, appended as turns produce them. Its cost per turn stays
 flat however long a conversation grows.
 
-It keeps plain dicts, strings and ints rather than the entries themselves: a cached entry
-lives for the whole conversation, and a few container objects per entry instead of a dozen
-keep the garbage collector's full passes rare and short.
+It keeps plain dicts, strings and ints rather than the entries themselves. A cached entry
+lives for the whole conversation: as a model it was about eight objects the garbage collector
+tracks, while a text entry's wire dict holds only strings and is not tracked at all, which
+keeps the collector's full passes rare and short.
 """
 
 from __future__ import annotations
