@@ -297,14 +297,11 @@ class Store:
 
     async def count_messages(self, key: str, epoch: int | None = None) -> int:
         """Messages stored for a session: in one epoch (conversation) when given, else all."""
-        if epoch is None:
-            row = await self._fetchone(
-                "SELECT count(*) FROM messages WHERE session_key = ?", (key,)
-            )
-        else:
-            row = await self._fetchone(
-                "SELECT count(*) FROM messages WHERE session_key = ? AND epoch = ?", (key, epoch)
-            )
+        sql = "SELECT count(*) FROM messages WHERE session_key = ?"
+        params: tuple[Any, ...] = (key,)
+        if epoch is not None:
+            sql, params = sql + " AND epoch = ?", (key, epoch)
+        row = await self._fetchone(sql, params)
         return int(row[0]) if row else 0
 
     async def append_entries(self, session: Session, entries: Sequence[TranscriptEntry]) -> None:

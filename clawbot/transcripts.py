@@ -67,14 +67,15 @@ class Transcript:
 
     def user_text(self, turn_id: str) -> str:
         """What the person said in turn ``turn_id`` (its user messages, joined)."""
-        parts: list[str] = []
-        for index, (role, owner) in enumerate(zip(self._roles, self._turn_ids, strict=True)):
-            if role == "user" and owner == turn_id:
-                end = self._starts[index + 1] if index + 1 < len(self._starts) else None
-                parts.extend(
-                    str(m["content"] or "") for m in self._messages[self._starts[index] : end]
-                )
-        return "\n".join(parts)
+        ends = [*self._starts[1:], len(self._messages)]
+        return "\n".join(
+            str(message["content"] or "")
+            for role, owner, start, end in zip(
+                self._roles, self._turn_ids, self._starts, ends, strict=True
+            )
+            if role == "user" and owner == turn_id
+            for message in self._messages[start:end]
+        )
 
 
 class TranscriptCache:

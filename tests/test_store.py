@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -206,17 +207,22 @@ async def test_a_session_lookup_answers_without_waiting_for_the_loop(tmp_path: P
         await store.close()
 
 
-async def _answered_turn(store: Store, texts: list[str]) -> tuple[Session, str]:
-    """A session whose one turn made a tool call and then answered ``texts[-1]``."""
-    session = await store.create_session(
-        Session(key="memory:c1", channel="memory", chat_id="c1", agent_id="main")
-    )
-    job = TurnJob(id=new_id("turn"), session_key=session.key, status="running", attempts=1)
-    await store.submit_job(session, job, entry=_said("user", "hi", job.id))
-    await store.finish_turn(
-        session, job.id, [_said("assistant", text, job.id) for text in texts], status="done"
-    )
-    return session, job.id
+@pytest.fixture
+async def answered(tmp_path: Path) -> AsyncIterator[tuple[Store, Session, str]]:
+    """A store with one finished turn that stored two assistant messages, the last of them
+    ("All done.") its final answer."""
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        session = await store.create_session(
+            Session(key="memory:c1", channel="memory", chat_id="c1", agent_id="main")
+        )
+        job = TurnJob(id=new_id("turn"), session_key=session.key, status="running", attempts=1)
+        await store.submit_job(session, job, entry=_said("user", "hi", job.id))
+        answers = [_said("assistant", text, job.id) for text in ("Let me look.", "All done.")]
+        await store.finish_turn(session, job.id, answers, status="done")
+        yield store, session, job.id
+    finally:
+        await store.close()
 
 
 def _said(role: str, text: str, turn_id: str) -> TranscriptEntry:
@@ -240,34 +246,23 @@ async def _steps(store: Store, job_id: str) -> tuple[str | None, int]:
 
 
 async def test_a_finished_turns_answer_is_read_back_at_the_same_cost_however_long_the_history(
-    tmp_path: Path,
+    answered: tuple[Store, Session, str],
 ) -> None:
-    store = await Store.open(tmp_path / "db.sqlite")
-    try:
-        session, job_id = await _answered_turn(store, ["Let me look.", "All done."])
-        reply, steps_when_small = await _steps(store, job_id)
-        await store.append_entries(
-            session, [_said("assistant", f"later {n}", "turn_other") for n in range(20_000)]
-        )
-        again, steps_when_large = await _steps(store, job_id)
-    finally:
-        await store.close()
+    store, session, job_id = answered
+    reply, steps_when_small = await _steps(store, job_id)
+    await store.append_entries(
+        session, [_said("assistant", f"later {n}", "turn_other") for n in range(20_000)]
+    )
+    again, steps_when_large = await _steps(store, job_id)
 
     assert reply == again == "All done."
     assert steps_when_large <= steps_when_small + 1
 
 
 async def test_an_answer_stored_before_turns_pointed_at_their_answers_is_still_found(
-    tmp_path: Path,
+    answered: tuple[Store, Session, str],
 ) -> None:
-    store = await Store.open(tmp_path / "db.sqlite")
-    try:
-        _, job_id = await _answered_turn(store, ["Let me look.", "All done."])
-        await store.transaction(
-            lambda db: db.execute("UPDATE turn_jobs SET reply_message_id = NULL")
-        )
-        reply = await store.turn_reply(job_id)
-    finally:
-        await store.close()
+    store, _, job_id = answered
+    await store.transaction(lambda db: db.execute("UPDATE turn_jobs SET reply_message_id = NULL"))
 
-    assert reply == "All done."
+    assert await store.turn_reply(job_id) == "All done."
