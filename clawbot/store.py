@@ -351,8 +351,8 @@ class Store:
                 _check_owner(conn, job_id, self.owner)
             if runner:
                 conn.execute(
-                    "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?"
-                    " WHERE merged_into = ?",
+                    "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?,"
+                    " replied = 1 WHERE merged_into = ?",
                     (status, error, now, now, job_id),
                 )
 
@@ -715,8 +715,9 @@ class Store:
             await self.transaction(lambda conn: _mark_replied(conn, job_ids))
 
     async def open_jobs(self) -> list[TurnJob]:
-        """Every queued or running job, oldest first: the work to recover at start-up."""
-        return await self._jobs("status IN ('queued', 'running')")
+        """Every queued or running job, oldest first: the work to recover at start-up.
+        (Such a job is never replied yet; saying so lets SQLite use the pending index.)"""
+        return await self._jobs("status IN ('queued', 'running') AND replied = 0")
 
     async def unreplied_jobs(self) -> list[TurnJob]:
         """Finished turns whose reply may not have gone out before a crash."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -16,6 +18,8 @@ from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.migrations import migrations
 from clawbot.sessions import Session
 from clawbot.store import Store, new_id
+
+T = TypeVar("T")
 
 
 async def test_a_new_database_is_migrated_to_the_latest_schema(tmp_path: Path) -> None:
@@ -229,8 +233,8 @@ def _said(role: str, text: str, turn_id: str) -> TranscriptEntry:
     return TranscriptEntry(role=role, content=(TextBlock(text=text),), turn_id=turn_id)  # type: ignore[arg-type]
 
 
-async def _steps(store: Store, job_id: str) -> tuple[str | None, int]:
-    """A stored reply and the SQLite VM steps (in thousands) it took to read it."""
+async def _steps(store: Store, read: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+    """What ``read`` returned, and the SQLite VM steps (in thousands) it took."""
     steps = 0
 
     def count() -> int:
@@ -240,7 +244,7 @@ async def _steps(store: Store, job_id: str) -> tuple[str | None, int]:
 
     store._conn._conn.set_progress_handler(count, 1000)  # the store's own connection
     try:
-        return await store.turn_reply(job_id), steps
+        return await read(), steps
     finally:
         store._conn._conn.set_progress_handler(None, 1000)
 
@@ -249,11 +253,11 @@ async def test_a_finished_turns_answer_is_read_back_at_the_same_cost_however_lon
     answered: tuple[Store, Session, str],
 ) -> None:
     store, session, job_id = answered
-    reply, steps_when_small = await _steps(store, job_id)
+    reply, steps_when_small = await _steps(store, lambda: store.turn_reply(job_id))
     await store.append_entries(
         session, [_said("assistant", f"later {n}", "turn_other") for n in range(20_000)]
     )
-    again, steps_when_large = await _steps(store, job_id)
+    again, steps_when_large = await _steps(store, lambda: store.turn_reply(job_id))
 
     assert reply == again == "All done."
     assert steps_when_large <= steps_when_small + 1
@@ -266,3 +270,66 @@ async def test_an_answer_stored_before_turns_pointed_at_their_answers_is_still_f
     await store.transaction(lambda db: db.execute("UPDATE turn_jobs SET reply_message_id = NULL"))
 
     assert await store.turn_reply(job_id) == "All done."
+
+
+async def _to_recover(store: Store) -> list[list[str]]:
+    """The ids of the open and of the unreplied jobs: what start-up recovery reads."""
+    return [
+        [job.id for job in await store.open_jobs()],
+        [j.id for j in await store.unreplied_jobs()],
+    ]
+
+
+async def test_start_up_finds_open_and_unreplied_jobs_at_the_same_cost_however_many_were_answered(
+    answered: tuple[Store, Session, str],
+) -> None:
+    store, session, _ = answered
+    unreplied = TurnJob(
+        id=new_id("turn"), session_key=session.key, status="running", owner=store.owner
+    )
+    await store.submit_job(session, unreplied, entry=_said("user", "and?", unreplied.id))
+    await store.finish_turn(session, unreplied.id, [_said("assistant", "Yes.", unreplied.id)])
+    waiting = TurnJob(id=new_id("turn"), session_key=session.key)
+    await store.submit_job(session, waiting, entry=_said("user", "and then?", waiting.id))
+    found_when_few, steps_when_few = await _steps(store, lambda: _to_recover(store))
+    await store.transaction(
+        lambda db: db.executemany(
+            "INSERT INTO turn_jobs (id, session_key, status, attempts, owner, replied,"
+            " created_at, updated_at) VALUES (?, ?, 'done', 1, 'elsewhere', 1, '', '')",
+            [(f"turn_answered_{n:05}", session.key) for n in range(20_000)],
+        )
+    )
+    found_when_many, steps_when_many = await _steps(store, lambda: _to_recover(store))
+
+    assert found_when_few == found_when_many == [[waiting.id], [unreplied.id]]
+    assert steps_when_many <= steps_when_few + 1
+
+
+async def test_once_a_merged_turns_reply_went_out_none_of_its_jobs_is_left_pending(
+    tmp_path: Path,
+) -> None:
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        session = await store.create_session(
+            Session(key="memory:c1", channel="memory", chat_id="c1", agent_id="main")
+        )
+        runner, merged = (TurnJob(id=new_id("turn"), session_key=session.key) for _ in "ab")
+        await store.submit_job(session, runner, entry=_said("user", "first", runner.id))
+        await store.submit_job(session, merged, entry=_said("user", "second", merged.id))
+        await store.start_job(session, runner.id, lease_until=_soon(), carried=[merged.id])
+        await store.finish_turn(session, runner.id, [_said("assistant", "Both done.", runner.id)])
+        await store.mark_replied([runner.id])
+        pending = await store._fetchall("SELECT id FROM turn_jobs WHERE replied = 0")
+
+        assert await store.open_jobs() == await store.unreplied_jobs() == []
+        assert pending == []
+        assert [job["status"] for job in await store.turn_jobs_for(session.key)] == [
+            "done",
+            "done",
+        ]
+    finally:
+        await store.close()
+
+
+def _soon() -> datetime:
+    return datetime.now(UTC) + timedelta(minutes=5)
