@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from clawbot.llm import KNOWN_PROVIDER_KEYS, litellm_module, missing_credentials
@@ -53,3 +56,24 @@ def test_importing_clawbot_llm_does_not_import_litellm() -> None:
     )
 
     assert result.stdout.strip() == "False"
+
+
+def test_the_command_lines_preload_takes_import_time_objects_out_of_full_collections() -> None:
+    """A fresh process, as ``clawbot run`` and ``clawbot chat`` start: after the preload,
+    the collector's full passes no longer walk litellm's import-time objects."""
+    script = (
+        "import gc, threading\n"
+        "from clawbot.llm import preload_in_background\n"
+        "preload_in_background()\n"
+        "for thread in threading.enumerate():\n"
+        "    if thread.name == 'litellm-import':\n"
+        "        thread.join()\n"
+        "print(gc.get_freeze_count(), len(gc.get_objects()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    frozen, still_tracked = map(int, done.stdout.split())
+
+    assert frozen > 100_000
+    assert still_tracked < frozen // 50
