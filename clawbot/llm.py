@@ -9,6 +9,7 @@ ProviderError the runtime turns into a short reply.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import logging
@@ -197,14 +198,6 @@ class ModelClient:
         temperature: float | None = None,
     ) -> ModelReply:
         litellm = litellm_module()
-        transient = (
-            litellm.Timeout,
-            litellm.RateLimitError,
-            litellm.InternalServerError,
-            litellm.ServiceUnavailableError,
-            litellm.APIConnectionError,
-            litellm.BadGatewayError,
-        )
         kwargs: dict[str, Any] = {"timeout": self.timeout}
         if tools:
             kwargs["tools"] = list(tools)
@@ -215,10 +208,10 @@ class ModelClient:
                 response = await litellm.acompletion(
                     model=model, messages=list(messages), num_retries=0, **kwargs
                 )
-            except transient:
+            except _transient(litellm):
                 # Only a failed first attempt pays for the retry machinery.
-                response = await self._retry(litellm, transient, model, messages, kwargs)
-        except transient as exc:
+                response = await self._retry(litellm, model, messages, kwargs)
+        except _transient(litellm) as exc:
             raise ProviderError(_describe_failure(exc, model)) from None
         except litellm.AuthenticationError:
             raise MissingCredentialsError(
@@ -240,7 +233,6 @@ class ModelClient:
     async def _retry(
         self,
         litellm: Any,
-        transient: tuple[type[Exception], ...],
         model: str,
         messages: Sequence[dict[str, Any]],
         kwargs: dict[str, Any],
@@ -257,7 +249,7 @@ class ModelClient:
             raise
         await asyncio.sleep(min(self.backoff, 30))
         async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(transient),
+            retry=retry_if_exception_type(_transient(litellm)),
             stop=stop_after_attempt(self.retries),
             wait=wait_exponential(multiplier=2 * self.backoff, max=30),
             reraise=True,
@@ -272,6 +264,20 @@ class ModelClient:
                     model=model, messages=list(messages), num_retries=0, **kwargs
                 )
         raise AssertionError("unreachable: tenacity reraises the last failure")
+
+
+@functools.cache
+def _transient(litellm: ModuleType) -> tuple[type[Exception], ...]:
+    """The failures worth retrying: timeouts, 429, 5xx and dropped connections. (An
+    ``except`` clause evaluates this only when a call failed.)"""
+    return (
+        litellm.Timeout,
+        litellm.RateLimitError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.APIConnectionError,
+        litellm.BadGatewayError,
+    )
 
 
 def _short(exc: BaseException) -> str:
