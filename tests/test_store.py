@@ -179,6 +179,38 @@ async def test_upgrading_an_older_database_keeps_its_transcripts_jobs_and_refere
         raw.close()
 
 
+async def test_an_upgraded_database_still_finds_its_open_jobs_and_unsent_replies(
+    tmp_path: Path,
+) -> None:
+    raw = _database_at_schema(tmp_path / "db.sqlite", 6)
+    raw.execute(
+        "INSERT INTO sessions (key, channel, chat_id, agent_id, created_at, updated_at)"
+        " VALUES ('s', 'console', '1', 'main', 'then', 'then')"
+    )
+    jobs = [  # id, status, owner, merged into, replied
+        ("turn-1", "done", "gone", None, 1),
+        ("turn-2", "done", "gone", None, 0),
+        ("turn-3", "done", "gone", "turn-2", 0),
+        ("turn-4", "queued", None, None, 0),
+    ]
+    raw.executemany(
+        "INSERT INTO turn_jobs (id, session_key, status, owner, merged_into, replied,"
+        " created_at, updated_at) VALUES (?, 's', ?, ?, ?, ?, ?, ?)",
+        [(*job, "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00") for job in jobs],
+    )
+    raw.commit()
+    raw.close()
+
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        assert [job.id for job in await store.open_jobs()] == ["turn-4"]
+        assert [job.id for job in await store.unreplied_jobs()] == ["turn-2"]
+        pending = await store._fetchall("SELECT id FROM turn_jobs WHERE replied = 0 ORDER BY id")
+        assert pending == [("turn-2",), ("turn-4",)]
+    finally:
+        await store.close()
+
+
 async def test_foreign_keys_are_enforced_again_after_an_upgrade(tmp_path: Path) -> None:
     _database_at_schema(tmp_path / "db.sqlite", 4).close()
 
