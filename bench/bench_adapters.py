@@ -19,7 +19,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from discord.types.gateway import ThreadCreateEvent
+    from discord.types.guild import Guild as GuildPayload
+    from discord.types.message import Message as MessagePayload
+    from discord.types.user import User as UserPayload
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -172,8 +178,8 @@ def discord_messages(texts: Sequence[str], seed: int) -> list[Any]:
     rng = random.Random(seed)
     harness = DiscordHarness()
     state = discord.Client(intents=intents())._connection
-    state.user = ClientUser(state=state, data=harness.server.bot_user)
-    state._add_guild(Guild(data=harness.server.guild_payload(), state=state))
+    state.user = ClientUser(state=state, data=cast("UserPayload", harness.server.bot_user))
+    state._add_guild(Guild(data=cast("GuildPayload", harness.server.guild_payload()), state=state))
     messages = []
     for text in texts:
         fields = shape(rng)
@@ -183,11 +189,14 @@ def discord_messages(texts: Sequence[str], seed: int) -> list[Any]:
         payload, announcements = harness.compose_message(text[:2000], **fields)
         for event, data in announcements:
             if event == "THREAD_CREATE":
-                state.parse_thread_create(data)
+                state.parse_thread_create(cast("ThreadCreateEvent", data))
             elif event == "CHANNEL_CREATE":
                 state.parse_channel_create(data)
-        channel, _guild = state._get_guild_channel(payload)
-        messages.append(discord.Message(state=state, channel=channel, data=payload))
+        message = cast("MessagePayload", payload)
+        channel, _guild = state._get_guild_channel(message)
+        # The union the library's lookup returns is wider than Message declares; its own
+        # gateway handler passes it the same way.
+        messages.append(discord.Message(state=state, channel=channel, data=message))  # type: ignore[arg-type]
     return messages
 
 

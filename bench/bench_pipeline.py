@@ -104,7 +104,7 @@ async def pipeline(
     )  # type: ignore[call-arg]
     durations: list[float] = []
     model_times: list[float] = []
-    litellm = litellm_module()
+    litellm: Any = litellm_module()
     original = litellm.acompletion
 
     requests: list[Request] = []

@@ -84,7 +84,7 @@ async def gated(settings: Settings, access_settings: dict[str, Any]) -> AsyncIte
         yield Gated(bot, channel, clock)
 
 
-def configure(**values: Any) -> Any:
+def configure(**values: Any) -> pytest.MarkDecorator:
     return pytest.mark.parametrize("access_settings", [values])
 
 

@@ -215,7 +215,7 @@ def test_outbound_plain_fallback_shows_markdown_characters_literally() -> None:
 
 
 def test_valid_token_has_no_problems() -> None:
-    settings = Settings(_env_file=None, discord_token=BOT_TOKEN)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, discord_token=SecretStr(BOT_TOKEN))  # type: ignore[call-arg]
     assert DiscordAdapter.is_configured(settings)
     assert DiscordAdapter.check_settings(settings) == []
 
@@ -230,7 +230,8 @@ def test_valid_token_has_no_problems() -> None:
     ],
 )
 def test_bad_token_is_reported_without_revealing_it(token: str | None, complaint: str) -> None:
-    settings = Settings(_env_file=None, discord_token=token)  # type: ignore[call-arg]
+    secret = SecretStr(token) if token is not None else None
+    settings = Settings(_env_file=None, discord_token=secret)  # type: ignore[call-arg]
     problems = DiscordAdapter.check_settings(settings)
     assert len(problems) == 1
     assert complaint in problems[0]
@@ -450,7 +451,7 @@ async def test_gateway_drop_is_resumed_without_losing_messages(running: Running)
 
 async def test_stop_returns_promptly_and_is_idempotent(harness: DiscordHarness) -> None:
     adapter = harness.make_adapter()
-    await adapter.start(asyncio.Queue().put)
+    await adapter.start(asyncio.Queue[InboundMessage]().put)
     await asyncio.wait_for(adapter.stop(), timeout=3.0)
     await asyncio.wait_for(adapter.stop(), timeout=3.0)
     assert not harness.server.connected.is_set()
@@ -461,7 +462,7 @@ async def test_stop_returns_promptly_and_is_idempotent(harness: DiscordHarness) 
 async def test_stop_restores_the_library_endpoints(harness: DiscordHarness) -> None:
     before = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
     adapter = harness.make_adapter()
-    await adapter.start(asyncio.Queue().put)
+    await adapter.start(asyncio.Queue[InboundMessage]().put)
     assert harness.server.api_base == Route.BASE
     await adapter.stop()
     assert before == (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
@@ -471,7 +472,7 @@ async def test_rejected_token_fails_start_with_config_error(harness: DiscordHarn
     other = BOT_TOKEN.replace("in-only", "wrong-xx")
     adapter = harness.make_adapter(discord_token=other)
     with pytest.raises(ConfigError) as raised:
-        await adapter.start(asyncio.Queue().put)
+        await adapter.start(asyncio.Queue[InboundMessage]().put)
     assert other not in str(raised.value)
     assert Route.BASE == "https://discord.com/api/v10"
 

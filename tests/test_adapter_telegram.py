@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from pydantic import SecretStr
 from telegram import Update
 
 from adapters.telegram import (
@@ -297,30 +298,32 @@ def test_later_parts_and_plain_fallback_carry_no_reply_and_no_parse_mode() -> No
 
 
 def test_check_settings_accepts_a_well_formed_token() -> None:
-    assert TelegramAdapter.check_settings(Settings(telegram_token=DEFAULT_TOKEN)) == []
+    assert TelegramAdapter.check_settings(Settings(telegram_token=SecretStr(DEFAULT_TOKEN))) == []
 
 
 def test_check_settings_reports_a_malformed_token_without_echoing_it() -> None:
-    problems = TelegramAdapter.check_settings(Settings(telegram_token="oops-secret-value"))
+    problems = TelegramAdapter.check_settings(
+        Settings(telegram_token=SecretStr("oops-secret-value"))
+    )
     assert problems and "CLAWBOT_TELEGRAM_TOKEN" in problems[0]
     assert all("oops-secret-value" not in p for p in problems)
 
 
 def test_check_settings_requires_webhook_url_and_secret_in_webhook_mode() -> None:
     problems = TelegramAdapter.check_settings(
-        Settings(telegram_token=DEFAULT_TOKEN, telegram_mode="webhook")
+        Settings(telegram_token=SecretStr(DEFAULT_TOKEN), telegram_mode="webhook")
     )
     joined = " ".join(problems)
     assert "CLAWBOT_TELEGRAM_WEBHOOK_URL" in joined and "CLAWBOT_TELEGRAM_WEBHOOK_SECRET" in joined
 
 
 def test_is_configured_only_with_a_token() -> None:
-    assert TelegramAdapter.is_configured(Settings(telegram_token=DEFAULT_TOKEN))
+    assert TelegramAdapter.is_configured(Settings(telegram_token=SecretStr(DEFAULT_TOKEN)))
     assert not TelegramAdapter.is_configured(Settings(telegram_token=None))
 
 
 def test_repr_never_shows_the_token() -> None:
-    adapter = TelegramAdapter.from_settings(Settings(telegram_token=DEFAULT_TOKEN))
+    adapter = TelegramAdapter.from_settings(Settings(telegram_token=SecretStr(DEFAULT_TOKEN)))
     assert DEFAULT_TOKEN not in repr(adapter) and DEFAULT_TOKEN.split(":")[1] not in repr(adapter)
 
 

@@ -143,7 +143,7 @@ def access() -> dict[str, Any]:
     return {}
 
 
-def configure(**values: Any) -> Any:
+def configure(**values: Any) -> pytest.MarkDecorator:
     return pytest.mark.parametrize("access", [values])
 
 

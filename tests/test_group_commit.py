@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,10 @@ from clawbot.store import Store
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> Store:
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
     opened = await Store.open(tmp_path / "clawbot.db")
     await opened.create_session(Session(key="m:a", channel="m", chat_id="a", agent_id="main"))
-    yield opened  # type: ignore[misc]
+    yield opened
     await opened.close()
 
 
@@ -51,7 +52,7 @@ async def test_concurrent_submits_are_all_stored_and_a_redelivery_among_them_is_
 
 
 async def test_a_failing_write_in_a_shared_commit_is_rolled_back_alone(store: Store) -> None:
-    def insert(name: str, fail: bool = False) -> object:
+    def insert(name: str, fail: bool = False) -> Awaitable[None]:
         def work(db: sqlite3.Connection) -> None:
             db.execute(
                 "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key,"
@@ -71,7 +72,7 @@ async def test_a_failing_write_in_a_shared_commit_is_rolled_back_alone(store: St
         return_exceptions=True,
     )
 
-    assert results[:2] == [None, None] and results[3] is None
+    assert [results[0], results[1], results[3]] == [None, None, None]
     assert isinstance(results[2], StoreError)
     async with store._conn.execute("SELECT message_id FROM inbound_seen ORDER BY 1") as cursor:
         rows = [row[0] for row in await cursor.fetchall()]

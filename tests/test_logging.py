@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -13,7 +14,7 @@ from .conftest import Chat
 
 
 @pytest.fixture
-def log_lines(capsys: pytest.CaptureFixture[str]):
+def log_lines(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[str]]]:
     setup_logging("INFO", ["xoxb-my-slack-secret-token"])
     yield lambda: capsys.readouterr().err.splitlines()
     for handler in list(logging.getLogger().handlers):
@@ -21,13 +22,13 @@ def log_lines(capsys: pytest.CaptureFixture[str]):
             logging.getLogger().removeHandler(handler)
 
 
-def test_lines_outside_a_turn_are_prefixed_system(log_lines) -> None:
+def test_lines_outside_a_turn_are_prefixed_system(log_lines: Callable[[], list[str]]) -> None:
     logging.getLogger("clawbot.test").info("starting up")
 
     assert log_lines()[-1].split(" ", 2)[2].startswith("[system] INFO clawbot.test: starting up")
 
 
-def test_lines_inside_an_agent_scope_carry_its_alias(log_lines) -> None:
+def test_lines_inside_an_agent_scope_carry_its_alias(log_lines: Callable[[], list[str]]) -> None:
     with agent_scope("coder"):
         logging.getLogger("clawbot.test").info("working")
 
@@ -35,7 +36,7 @@ def test_lines_inside_an_agent_scope_carry_its_alias(log_lines) -> None:
 
 
 async def test_a_turn_logs_under_the_agent_alias(
-    log_lines, chat: Chat, scripted: ScriptedModel
+    log_lines: Callable[[], list[str]], chat: Chat, scripted: ScriptedModel
 ) -> None:
     scripted.add(call("list_dir"), "done")
 
@@ -44,7 +45,7 @@ async def test_a_turn_logs_under_the_agent_alias(
     assert any("[main] INFO clawbot.runtime: tool list_dir" in line for line in log_lines())
 
 
-def test_registered_secrets_are_redacted(log_lines) -> None:
+def test_registered_secrets_are_redacted(log_lines: Callable[[], list[str]]) -> None:
     logging.getLogger("clawbot.test").warning("token is xoxb-my-slack-secret-token here")
 
     line = log_lines()[-1]

@@ -46,7 +46,7 @@ def forget_cli_log_handlers() -> Iterator[None]:
 def doctor(home: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*CLAWBOT, "doctor"],
-        env=environment(home, **env),
+        env=environment(home, None, **env),
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from typing import Literal
 
 import pytest
 
+from clawbot.app import Clawbot
 from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
 from clawbot.outbox import Outbox
-from clawbot.testing import MemoryChannel
+from clawbot.testing import MemoryChannel, ScriptedModel
 
 
 def _outbox_with(*names: str) -> tuple[Outbox, dict[str, MemoryChannel]]:
@@ -24,7 +26,7 @@ def _outbox_with(*names: str) -> tuple[Outbox, dict[str, MemoryChannel]]:
     list(itertools.product([True, False], ["reply", "notice", "error"], [None, "t1"])),
 )
 async def test_internal_channel_never_reaches_an_adapter(
-    deliver: bool, kind: str, thread_id: str | None
+    deliver: bool, kind: Literal["reply", "notice", "error"], thread_id: str | None
 ) -> None:
     outbox, channels = _outbox_with("telegram", "memory")
 
@@ -36,7 +38,7 @@ async def test_internal_channel_never_reaches_an_adapter(
             deliver=deliver,
             kind=kind,
             thread_id=thread_id,
-        )  # type: ignore[arg-type]
+        )
     )
 
     assert delivery.status == "withheld"
@@ -81,7 +83,7 @@ async def test_message_for_an_unconnected_channel_fails_visibly() -> None:
 
 
 async def test_a_session_with_deliver_false_produces_no_platform_message(
-    bot, channel, scripted
+    bot: Clawbot, channel: MemoryChannel, scripted: ScriptedModel
 ) -> None:
     session = await bot.router.session_for(channel.message("x"))
     await bot.router.update_session(session, deliver=False)
@@ -89,7 +91,7 @@ async def test_a_session_with_deliver_false_produces_no_platform_message(
     result = await bot.router.handle(channel.message("hello"))
 
     assert result.kind == "turn"
-    assert result.delivery.status == "withheld"
+    assert result.delivery is not None and result.delivery.status == "withheld"
     assert channel.sent == []
     assert len(scripted.requests) == 1
 

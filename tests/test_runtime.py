@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from clawbot.app import Clawbot
+from clawbot.messages import TranscriptEntry
+from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedFailure, ScriptedModel, call
 
 from .conftest import Chat
@@ -74,7 +76,7 @@ async def test_a_tool_calling_turn_with_two_rounds_reaches_a_final_answer(
 
 
 async def test_tool_loop_stops_at_max_tool_rounds_and_asks_for_a_final_answer(
-    settings, scripted: ScriptedModel
+    settings: Settings, scripted: ScriptedModel
 ) -> None:
     settings = settings.model_copy(update={"max_tool_rounds": 3})
     counter = iter(range(100))
@@ -199,7 +201,7 @@ async def test_ephemeral_context_is_shown_to_the_model_but_never_stored(
     assert "We chose blue." not in str([e.model_dump() for e in stored])
 
 
-def _entry(text: str):
+def _entry(text: str) -> TranscriptEntry:
     from clawbot.messages import TextBlock, TranscriptEntry
 
     return TranscriptEntry(role="user", content=(TextBlock(text=text),))

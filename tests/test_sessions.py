@@ -5,7 +5,10 @@ from __future__ import annotations
 from clawbot.app import Clawbot
 from clawbot.messages import InboundMessage
 from clawbot.sessions import session_key, session_key_for
+from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel
+
+from .conftest import Chat
 
 
 def test_a_session_key_is_channel_and_chat() -> None:
@@ -35,7 +38,7 @@ def test_everyone_in_a_group_shares_its_session() -> None:
 
 
 async def test_the_transcript_survives_closing_and_reopening_the_database(
-    settings, scripted: ScriptedModel
+    settings: Settings, scripted: ScriptedModel
 ) -> None:
     async with await Clawbot.open(settings) as bot:
         channel = MemoryChannel()
@@ -56,7 +59,7 @@ async def test_the_transcript_survives_closing_and_reopening_the_database(
 
 
 async def test_a_redelivered_message_is_processed_once(
-    chat, scripted: ScriptedModel, channel: MemoryChannel
+    chat: Chat, scripted: ScriptedModel, channel: MemoryChannel
 ) -> None:
     first = await chat.say("hello", message_id="m1")
     second = await chat.say("hello", message_id="m1")
@@ -66,7 +69,9 @@ async def test_a_redelivered_message_is_processed_once(
     assert channel.texts == ["ok"]
 
 
-async def test_group_messages_tell_the_model_who_is_speaking(chat, scripted: ScriptedModel) -> None:
+async def test_group_messages_tell_the_model_who_is_speaking(
+    chat: Chat, scripted: ScriptedModel
+) -> None:
     await chat.say("hi all", chat_type="group", sender_name="Ann")
 
     assert scripted.requests[0].last_user_text == "[Ann] hi all"

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import pytest
 
+from clawbot.app import Clawbot
 from clawbot.backlog import BacklogItem
 from clawbot.errors import StoreError
 from clawbot.jobs import TurnJob
@@ -18,6 +19,9 @@ from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.migrations import migrations
 from clawbot.sessions import Session
 from clawbot.store import Store, new_id
+from clawbot.testing import MemoryChannel, ScriptedModel
+
+from .conftest import Chat
 
 T = TypeVar("T")
 
@@ -103,7 +107,7 @@ async def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path) -> Non
 
 
 async def test_a_read_only_database_gets_a_clear_reply_and_the_bot_keeps_serving(
-    bot, chat, channel, scripted
+    bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
 ) -> None:
     await chat.say("first")
     await bot.store._conn.execute("PRAGMA query_only=ON")

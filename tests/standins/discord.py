@@ -18,12 +18,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from aiohttp import WSMsgType, web
 
 from clawbot.channels import Adapter
 from tests.standins.harness import PlatformHarness, SentRecord
+
+if TYPE_CHECKING:
+    from discord.types.guild import Guild as GuildPayload
+    from discord.types.message import Message as MessagePayload
+    from discord.types.user import User as UserPayload
 
 BOT_USER_ID = "1100000000000000001"
 APPLICATION_ID = BOT_USER_ID
@@ -389,10 +394,12 @@ class DiscordStandIn:
         return ws
 
     async def _on_frame(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
-        op, data = frame.get("op"), frame.get("d")
-        if op == OP_HEARTBEAT:
+        op = frame.get("op")
+        if op == OP_HEARTBEAT:  # its "d" is the last sequence number, not an object
             await self._send(ws, {"op": OP_HEARTBEAT_ACK})
-        elif op == OP_IDENTIFY:
+            return
+        data: dict[str, Any] = frame.get("d") or {}
+        if op == OP_IDENTIFY:
             if data.get("token") != self.token:
                 await ws.close(code=4004, message=b"Authentication failed.")
                 return
@@ -782,10 +789,13 @@ class DiscordHarness:
         from adapters.discord import intents
 
         state = discord.Client(intents=intents())._connection
-        state.user = ClientUser(state=state, data=self.server.bot_user)
-        state._add_guild(Guild(data=self.server.guild_payload(), state=state))
-        channel, _guild = state._get_guild_channel(payload)
-        return discord.Message(state=state, channel=channel, data=payload)  # type: ignore[arg-type]
+        state.user = ClientUser(state=state, data=cast("UserPayload", self.server.bot_user))
+        state._add_guild(Guild(data=cast("GuildPayload", self.server.guild_payload()), state=state))
+        message = cast("MessagePayload", payload)
+        channel, _guild = state._get_guild_channel(message)
+        # The union the library's lookup returns is wider than Message declares; its own
+        # gateway handler passes it the same way.
+        return discord.Message(state=state, channel=channel, data=message)  # type: ignore[arg-type]
 
     def add_file(
         self,
