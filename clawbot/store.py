@@ -41,6 +41,8 @@ BUSY_WAIT = 5.0
 """Seconds a write waits for another process's write lock before it fails."""
 CHECKPOINT_EVERY = 256
 """Commits between background WAL checkpoints (about SQLite's default of 1,000 pages)."""
+WAL_SIZE_LIMIT = 16 * 1024 * 1024
+"""Bytes the WAL file is cut back to when it starts over, after a burst made it grow."""
 T = TypeVar("T")
 TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
@@ -151,6 +153,7 @@ class Store:
             mode = await cursor.fetchone()
         self._wal = mode is not None and str(mode[0]).lower() == "wal"
         await conn.execute(f"PRAGMA synchronous={synchronous}")
+        await conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         await conn.execute("PRAGMA busy_timeout=5000")
 
     async def _migrate(self) -> None:

@@ -97,6 +97,31 @@ async def test_the_wal_stays_small_because_it_is_checkpointed_in_the_background(
     assert sizes[-1] == sizes[100]
 
 
+async def test_a_wal_grown_by_a_burst_shrinks_back_once_checkpointed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(clawbot.store, "WAL_SIZE_LIMIT", 200_000)
+    monkeypatch.setattr(clawbot.store, "CHECKPOINT_EVERY", 1_000_000)  # the burst outruns it
+    wal = tmp_path / "clawbot.db-wal"
+    store = await Store.open(tmp_path / "clawbot.db")
+    try:
+        await store.create_session(SESSION)
+        for n in range(300):
+            await store.append_entries(SESSION, [entry(f"message {n} " + "x" * 2000)])
+        grown = wal.stat().st_size
+        monkeypatch.setattr(clawbot.store, "CHECKPOINT_EVERY", 1)
+        await store.append_entries(SESSION, [entry("the burst is over")])
+        assert store._checkpointing is not None
+        await store._checkpointing
+        await store.append_entries(SESSION, [entry("the WAL starts over")])
+
+        assert grown > 1_000_000
+        assert wal.stat().st_size <= 200_000
+        assert await store.count_messages(SESSION.key) == 302
+    finally:
+        await store.close()
+
+
 def insert(text: str) -> Callable[[sqlite3.Connection], None]:
     """A grouped write: one transcript row."""
 
