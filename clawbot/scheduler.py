@@ -46,6 +46,10 @@ log = logging.getLogger("clawbot.scheduler")
 
 TYPING_REFRESH_SECONDS = 4.0
 REPLIED_FLUSH_SECONDS = 0.25
+SEEN_RETENTION = timedelta(days=7)
+"""How long a platform message id stays in the dedup ledger (redeliveries come within hours)."""
+SEEN_FORGET_EVERY = 24 * 3600.0
+"""Seconds between two passes that forget ledger ids older than SEEN_RETENTION."""
 NOT_RUN_SHUTDOWN = "not run: clawbot is restarting; resumes from the backlog"
 
 RunKind = Literal["message", "steered", "backlog", "recovered"]
@@ -219,6 +223,7 @@ class Scheduler:
         self._housekeeping: asyncio.Task[None] | None = None
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._forgot_seen_at: float | None = None  # monotonic time of the last ledger pass
 
     # life cycle ------------------------------------------------------------------------
 
@@ -506,8 +511,8 @@ class Scheduler:
 
     async def tick(self) -> None:
         """One round of housekeeping (a background task calls it; tests call it directly):
-        renew the leases of long turns, log turns held too long, write reply marks, and take
-        over jobs whose owner's lease expired."""
+        renew the leases of long turns, log turns held too long, write reply marks, take
+        over jobs whose owner's lease expired and, once a day, forget old message ids."""
         now = self.clock.now()
         lease = timedelta(seconds=self.settings.job_lease)
         runs = [queue.run for queue in self._queues.values() if queue.run is not None]
@@ -532,6 +537,15 @@ class Scheduler:
                 )
         await self._flush_replied()
         await self._recover(startup=False)
+        if self._forgot_seen_at is None or monotonic - self._forgot_seen_at >= SEEN_FORGET_EVERY:
+            self._forgot_seen_at = monotonic
+            forgotten = await self.store.forget_seen(SEEN_RETENTION)
+            if forgotten:
+                log.info(
+                    "forgot %d platform message ids older than %d days",
+                    forgotten,
+                    SEEN_RETENTION.days,
+                )
 
     async def _housekeep(self) -> None:
         interval = min(self.settings.job_lease / 3, self.settings.turn_watchdog / 2, 10.0)

@@ -19,7 +19,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -717,6 +717,31 @@ class Store:
         if job_ids:
             await self.transaction(lambda conn: _mark_replied(conn, job_ids))
 
+    async def forget_seen(self, older_than: timedelta, *, chunk: int = 5000) -> int:
+        """Forget the platform message ids taken more than ``older_than`` ago, so the dedup
+        ledger stays bounded; how many were forgotten. Platforms redeliver within hours or
+        not at all, so a retention of days loses no protection.
+
+        Finding old ids reads the whole ledger, so this runs on aiosqlite's thread (never
+        stalling the event loop), ``chunk`` ids per transaction (a first pass over a large
+        ledger neither holds the write lock long nor swells the WAL)."""
+        cutoff = (datetime.now(UTC) - older_than).isoformat()
+
+        def forget(db: sqlite3.Connection) -> int:
+            return db.execute(
+                "DELETE FROM inbound_seen WHERE (channel, chat_id, message_id) IN"
+                " (SELECT channel, chat_id, message_id FROM inbound_seen"
+                " WHERE received_at < ? LIMIT ?)",
+                (cutoff, chunk),
+            ).rowcount
+
+        forgotten = 0
+        while True:
+            removed = await self.transaction(forget, background=True)
+            forgotten += removed
+            if removed < chunk:
+                return forgotten
+
     async def open_jobs(self) -> list[TurnJob]:
         """Every queued or running job, oldest first: the work to recover at start-up.
         (Such a job is never replied yet; saying so lets SQLite use the pending index.)"""
@@ -886,14 +911,19 @@ class Store:
 
     # plumbing -------------------------------------------------------------------------
 
-    async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` as one write transaction, committed or rolled back as a whole."""
+    async def transaction(
+        self, work: Callable[[sqlite3.Connection], T], *, background: bool = False
+    ) -> T:
+        """Run ``work`` as one write transaction, committed or rolled back as a whole.
+        ``background`` work (a long one: it reads much) always runs on aiosqlite's thread."""
         try:
-            return await self._commit(work)
+            return await self._commit(work, background=background)
         except sqlite3.DatabaseError as exc:
             raise _describe(exc, self.path) from None
 
-    async def _commit(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def _commit(
+        self, work: Callable[[sqlite3.Connection], T], *, background: bool = False
+    ) -> T:
         """One ``BEGIN IMMEDIATE`` transaction around ``work``.
 
         A turn's writes are a few small statements and, with WAL and no checkpoint on the
@@ -907,7 +937,7 @@ class Store:
         """
 
         async def attempt() -> T:
-            if self._queued == 0 and not self._closed:
+            if self._queued == 0 and not self._closed and not background:
                 result = _in_transaction(self._conn._conn, work)
             else:
                 result = await self._on_thread(functools.partial(_in_transaction, work=work))

@@ -1,0 +1,140 @@
+"""The dedup ledger: a platform message id is taken once; ids far older than any
+redelivery are forgotten, so the ledger stays bounded."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from clawbot.app import Clawbot
+from clawbot.clock import ManualClock
+from clawbot.jobs import TurnJob
+from clawbot.scheduler import SEEN_FORGET_EVERY, SEEN_RETENTION
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.store import Store
+from clawbot.testing import MemoryChannel
+
+from .conftest import Chat
+from .test_store import _database_at_schema
+
+SESSION = Session(key="memory:chat1", channel="memory", chat_id="chat1", agent_id="main")
+
+
+async def _age(store: Store, message_id: str, days: float) -> None:
+    """Make the ledger say ``message_id`` was taken ``days`` ago."""
+    then = (datetime.now(UTC) - timedelta(days=days)).isoformat()
+    await store.transaction(
+        lambda db: db.execute(
+            "UPDATE inbound_seen SET received_at = ? WHERE message_id = ?", (then, message_id)
+        )
+    )
+
+
+async def _ledger(store: Store) -> list[str]:
+    return [row[0] for row in await store._fetchall("SELECT message_id FROM inbound_seen")]
+
+
+async def test_ids_past_the_retention_are_forgotten_and_newer_ones_still_drop_redeliveries(
+    bot: Clawbot, chat: Chat
+) -> None:
+    await chat.say("old news", message_id="m1")
+    await chat.say("fresh news", message_id="m2")
+    await _age(bot.store, "m1", days=8)
+
+    forgotten = await bot.store.forget_seen(timedelta(days=7))
+
+    assert forgotten == 1
+    assert (await chat.say("fresh news", message_id="m2")).kind == "duplicate"
+    assert (await chat.say("old news", message_id="m1")).kind == "turn"
+
+
+async def test_a_large_ledger_is_forgotten_chunk_by_chunk_down_to_its_last_old_id(
+    tmp_path: Path,
+) -> None:
+    store = await Store.open(tmp_path / "clawbot.db")
+    try:
+        await store.create_session(SESSION)
+        old = (datetime.now(UTC) - timedelta(days=30)).isoformat()
+        now = datetime.now(UTC).isoformat()
+        rows = [(f"old{n}", old) for n in range(25)] + [(f"new{n}", now) for n in range(3)]
+        await store.transaction(
+            lambda db: db.executemany(
+                "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key,"
+                " received_at) VALUES ('memory', 'chat1', ?, 'memory:chat1', ?)",
+                rows,
+            )
+        )
+
+        forgotten = await store.forget_seen(timedelta(days=7), chunk=10)
+
+        assert forgotten == 25
+        assert sorted(await _ledger(store)) == ["new0", "new1", "new2"]
+    finally:
+        await store.close()
+
+
+async def test_housekeeping_forgets_old_ids_once_a_day(settings: Settings) -> None:
+    clock = ManualClock()
+    async with await Clawbot.open(settings, clock=clock) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        chat = Chat(bot, channel)
+        for message_id in ("m1", "m2", "m3"):
+            await chat.say("hello", message_id=message_id)
+        old = SEEN_RETENTION.days + 1
+
+        await _age(bot.store, "m1", days=old)
+        await bot.scheduler.tick()
+        after_first = sorted(await _ledger(bot.store))
+        await _age(bot.store, "m2", days=old)
+        await bot.scheduler.tick()
+        same_day = sorted(await _ledger(bot.store))
+        clock.advance(SEEN_FORGET_EVERY)
+        await bot.scheduler.tick()
+        next_day = sorted(await _ledger(bot.store))
+
+    assert after_first == ["m2", "m3"]
+    assert same_day == ["m2", "m3"]
+    assert next_day == ["m3"]
+
+
+async def test_an_upgraded_ledger_still_drops_the_ids_it_took_and_is_clustered_on_its_key(
+    tmp_path: Path,
+) -> None:
+    raw = _database_at_schema(tmp_path / "db.sqlite", 7)
+    raw.execute(
+        "INSERT INTO sessions (key, channel, chat_id, agent_id, created_at, updated_at)"
+        " VALUES ('memory:chat1', 'memory', 'chat1', 'main', 'then', 'then')"
+    )
+    raw.execute(
+        "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key, received_at)"
+        " VALUES ('memory', 'chat1', 'm1', 'memory:chat1', ?)",
+        (datetime.now(UTC).isoformat(),),
+    )
+    raw.commit()
+    raw.close()
+
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        taken = [
+            await store.submit_job(SESSION, TurnJob(id=job, session_key=SESSION.key), dedup_id=mid)
+            for job, mid in (("turn-1", "m1"), ("turn-2", "m2"))
+        ]
+    finally:
+        await store.close()
+
+    assert taken == [False, True]
+    raw = sqlite3.connect(tmp_path / "db.sqlite")
+    try:
+        (schema,) = raw.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'inbound_seen'"
+        ).fetchone()
+        indexes = raw.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'inbound_seen'"
+        ).fetchall()
+    finally:
+        raw.close()
+    assert "WITHOUT ROWID" in schema
+    assert indexes == []
