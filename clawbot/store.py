@@ -980,7 +980,7 @@ class Store:
         self._queued += 1
         job = asyncio.ensure_future(self._conn._execute(fn, self._conn._conn))  # type: ignore[no-untyped-call]
         job.add_done_callback(self._left_thread)
-        return await asyncio.shield(job)  # type: ignore[no-any-return]
+        return await asyncio.shield(job)
 
     def _left_thread(self, _job: asyncio.Future[Any]) -> None:
         self._queued -= 1

@@ -167,7 +167,7 @@ def _make_handler(litellm: Any) -> Any:
     from litellm.llms.custom_llm import CustomLLM
     from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message
 
-    class ScriptedHandler(CustomLLM):  # type: ignore[misc]
+    class ScriptedHandler(CustomLLM):
         async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
             model_name = kwargs["model"].split("/", 1)[-1]
             model = _models.get(model_name)

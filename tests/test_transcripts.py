@@ -96,7 +96,7 @@ def test_a_window_reaching_back_to_a_tool_call_keeps_the_call_with_its_result() 
     messages = transcript.tail(4)
 
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
-    assert messages[1]["tool_calls"][0]["id"] == messages[2]["tool_call_id"] == "c1"  # type: ignore[index]
+    assert messages[1]["tool_calls"][0]["id"] == messages[2]["tool_call_id"] == "c1"
 
 
 def test_a_long_conversation_keeps_a_bounded_tail_in_memory() -> None:
