@@ -25,6 +25,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["burst:", "conversation:", "steer:", "scheduling adds"],
         ),
         ("bench_adapters.py", ["--messages", "50"], ["inbound telegram", "render+chunk plain"]),
+        (
+            "bench_parts.py",
+            ["no-store-writes", "--rounds", "3", "--sessions", "3"],
+            ["shipped", "no-store-writes", "round by round: median"],
+        ),
     ],
 )
 def test_a_benchmark_runs_and_prints_its_figures(
