@@ -81,6 +81,25 @@ async def _leave_out_checkpoints(bot: Clawbot) -> None:
     bot.store._committed = _no_checkpoints  # type: ignore[method-assign]
 
 
+class _NullCursor:
+    rowcount = 1
+    lastrowid = 1
+
+
+class _NullConnection:
+    """Takes every statement and stores nothing: the rows are still built."""
+
+    def execute(self, sql: str, params: Any = ()) -> _NullCursor:
+        return _NullCursor()
+
+
+async def _leave_out_sqlite(bot: Clawbot) -> None:
+    async def grouped(work: Callable[[Any], Any]) -> Any:
+        return work(_NullConnection())
+
+    bot.store.grouped = grouped  # type: ignore[method-assign]
+
+
 async def _nothing(bot: Clawbot) -> None:
     return None
 
@@ -96,6 +115,9 @@ VARIANTS: dict[str, Variant] = {
     "same": Variant("an identical bot (calibration)"),
     "no-store-writes": Variant(
         "the message's and the reply's transactions skipped", _leave_out_store_writes
+    ),
+    "no-sqlite": Variant(
+        "the store's writes build their rows, and SQLite never sees them", _leave_out_sqlite
     ),
     "no-reply-write": Variant("the reply's transaction skipped", _leave_out_reply_write),
     "no-checkpoints": Variant("no background WAL checkpoints", _leave_out_checkpoints),
