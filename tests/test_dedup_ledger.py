@@ -3,6 +3,7 @@ redelivery are forgotten, so the ledger stays bounded."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -71,6 +72,65 @@ async def test_a_large_ledger_is_forgotten_chunk_by_chunk_down_to_its_last_old_i
 
         assert forgotten == 25
         assert sorted(await _ledger(store)) == ["new0", "new1", "new2"]
+    finally:
+        await store.close()
+
+
+async def test_pruning_leaves_the_event_loop_free_while_sqlite_works(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "clawbot.db")
+    try:
+        await store.create_session(SESSION)
+        old = (datetime.now(UTC) - timedelta(days=30)).isoformat()
+        await store.transaction(
+            lambda db: db.executemany(
+                "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key,"
+                " received_at) VALUES ('memory', 'chat1', ?, 'memory:chat1', ?)",
+                [(f"old{n}", old) for n in range(2_000)],
+            )
+        )
+        pruning = asyncio.ensure_future(store.forget_seen(timedelta(days=7), chunk=100))
+        turns_of_the_loop = 0
+        while not pruning.done():
+            turns_of_the_loop += 1
+            await asyncio.sleep(0)
+
+        assert await pruning == 2_000
+        assert turns_of_the_loop >= 20  # at least one per chunk: it never held the loop
+    finally:
+        await store.close()
+
+
+async def test_messages_arriving_while_a_large_ledger_is_pruned_are_all_stored_once(
+    tmp_path: Path,
+) -> None:
+    store = await Store.open(tmp_path / "clawbot.db")
+    try:
+        await store.create_session(SESSION)
+        old = (datetime.now(UTC) - timedelta(days=30)).isoformat()
+        await store.transaction(
+            lambda db: db.executemany(
+                "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key,"
+                " received_at) VALUES ('memory', 'chat1', ?, 'memory:chat1', ?)",
+                [(f"old{n}", old) for n in range(20_000)],
+            )
+        )
+
+        async def arrive(n: int) -> bool:
+            await asyncio.sleep(0)
+            job = TurnJob(id=f"turn-{n}", session_key=SESSION.key)
+            return await store.submit_job(SESSION, job, dedup_id=f"new{n}")
+
+        forgotten, *stored = await asyncio.gather(
+            store.forget_seen(timedelta(days=7), chunk=1_000), *(arrive(n) for n in range(50))
+        )
+        again = await store.submit_job(
+            SESSION, TurnJob(id="turn-again", session_key=SESSION.key), dedup_id="new7"
+        )
+
+        assert forgotten == 20_000
+        assert stored == [True] * 50
+        assert again is False
+        assert sorted(await _ledger(store)) == sorted(f"new{n}" for n in range(50))
     finally:
         await store.close()
 
