@@ -722,24 +722,35 @@ class Store:
         ledger stays bounded; how many were forgotten. Platforms redeliver within hours or
         not at all, so a retention of days loses no protection.
 
-        Finding old ids reads the whole ledger, so this runs on aiosqlite's thread (never
-        stalling the event loop), ``chunk`` ids per transaction (a first pass over a large
-        ledger neither holds the write lock long nor swells the WAL)."""
+        It walks the ledger in key order, ``chunk`` keys per transaction, each picking up
+        where the last one ended: the whole pass reads the ledger once, no transaction holds
+        the write lock long or swells the WAL, and it all runs on aiosqlite's thread, never
+        stalling the event loop."""
         cutoff = (datetime.now(UTC) - older_than).isoformat()
+        key = "(channel, chat_id, message_id)"
 
-        def forget(db: sqlite3.Connection) -> int:
-            return db.execute(
-                "DELETE FROM inbound_seen WHERE (channel, chat_id, message_id) IN"
-                " (SELECT channel, chat_id, message_id FROM inbound_seen"
-                " WHERE received_at < ? LIMIT ?)",
-                (cutoff, chunk),
+        def forget(db: sqlite3.Connection, after: Any) -> tuple[int, Any]:
+            past = f" AND {key} > (?, ?, ?)" if after is not None else ""
+            start = tuple(after or ())
+            end = db.execute(
+                f"SELECT channel, chat_id, message_id FROM inbound_seen WHERE 1 = 1{past}"
+                " ORDER BY channel, chat_id, message_id LIMIT 1 OFFSET ?",
+                (*start, chunk - 1),
+            ).fetchone()
+            upto = f" AND {key} <= (?, ?, ?)" if end is not None else ""
+            removed = db.execute(
+                f"DELETE FROM inbound_seen WHERE received_at < ?{past}{upto}",
+                (cutoff, *start, *(end or ())),
             ).rowcount
+            return removed, end
 
-        forgotten = 0
+        forgotten, after = 0, None
         while True:
-            removed = await self.transaction(forget, background=True)
+            removed, after = await self.transaction(
+                functools.partial(forget, after=after), background=True
+            )
             forgotten += removed
-            if removed < chunk:
+            if after is None:
                 return forgotten
 
     async def open_jobs(self) -> list[TurnJob]:
