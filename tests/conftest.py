@@ -14,8 +14,21 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from clawbot.app import Clawbot
 from clawbot.messages import InboundMessage
 from clawbot.router import Handled
+from clawbot.sessions import Session
 from clawbot.settings import Settings
+from clawbot.store import Store
 from clawbot.testing import MemoryChannel, ScriptedModel
+
+STORE_SESSION = Session(key="m:a", channel="m", chat_id="a", agent_id="main")
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    """A store on a fresh database file, holding the session ``STORE_SESSION``."""
+    opened = await Store.open(tmp_path / "clawbot.db")
+    await opened.create_session(STORE_SESSION)
+    yield opened
+    await opened.close()
 
 
 @pytest.fixture(autouse=True)

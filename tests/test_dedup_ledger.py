@@ -17,10 +17,10 @@ from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.testing import MemoryChannel
 
-from .conftest import Chat
+from .conftest import STORE_SESSION, Chat
 from .test_store import _database_at_schema
 
-SESSION = Session(key="memory:chat1", channel="memory", chat_id="chat1", agent_id="main")
+UPGRADED = Session(key="memory:chat1", channel="memory", chat_id="chat1", agent_id="main")
 
 
 async def _age(store: Store, message_id: str, days: float) -> None:
@@ -29,6 +29,18 @@ async def _age(store: Store, message_id: str, days: float) -> None:
     await store.transaction(
         lambda db: db.execute(
             "UPDATE inbound_seen SET received_at = ? WHERE message_id = ?", (then, message_id)
+        )
+    )
+
+
+async def _taken(store: Store, ids: list[str], days_ago: float) -> None:
+    """Put ``ids`` in the ledger as taken ``days_ago``."""
+    then = (datetime.now(UTC) - timedelta(days=days_ago)).isoformat()
+    await store.transaction(
+        lambda db: db.executemany(
+            "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key, received_at)"
+            " VALUES ('m', 'a', ?, 'm:a', ?)",
+            [(message_id, then) for message_id in ids],
         )
     )
 
@@ -52,87 +64,51 @@ async def test_ids_past_the_retention_are_forgotten_and_newer_ones_still_drop_re
 
 
 async def test_a_large_ledger_is_forgotten_chunk_by_chunk_down_to_its_last_old_id(
-    tmp_path: Path,
+    store: Store,
 ) -> None:
-    store = await Store.open(tmp_path / "clawbot.db")
-    try:
-        await store.create_session(SESSION)
-        old = (datetime.now(UTC) - timedelta(days=30)).isoformat()
-        now = datetime.now(UTC).isoformat()
-        rows = [(f"old{n}", old) for n in range(25)] + [(f"new{n}", now) for n in range(3)]
-        await store.transaction(
-            lambda db: db.executemany(
-                "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key,"
-                " received_at) VALUES ('memory', 'chat1', ?, 'memory:chat1', ?)",
-                rows,
-            )
-        )
+    await _taken(store, [f"old{n}" for n in range(25)], days_ago=30)
+    await _taken(store, [f"new{n}" for n in range(3)], days_ago=0)
 
-        forgotten = await store.forget_seen(timedelta(days=7), chunk=10)
+    forgotten = await store.forget_seen(timedelta(days=7), chunk=10)
 
-        assert forgotten == 25
-        assert sorted(await _ledger(store)) == ["new0", "new1", "new2"]
-    finally:
-        await store.close()
+    assert forgotten == 25
+    assert sorted(await _ledger(store)) == ["new0", "new1", "new2"]
 
 
-async def test_pruning_leaves_the_event_loop_free_while_sqlite_works(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "clawbot.db")
-    try:
-        await store.create_session(SESSION)
-        old = (datetime.now(UTC) - timedelta(days=30)).isoformat()
-        await store.transaction(
-            lambda db: db.executemany(
-                "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key,"
-                " received_at) VALUES ('memory', 'chat1', ?, 'memory:chat1', ?)",
-                [(f"old{n}", old) for n in range(2_000)],
-            )
-        )
-        pruning = asyncio.ensure_future(store.forget_seen(timedelta(days=7), chunk=100))
-        turns_of_the_loop = 0
-        while not pruning.done():
-            turns_of_the_loop += 1
-            await asyncio.sleep(0)
+async def test_pruning_leaves_the_event_loop_free_while_sqlite_works(store: Store) -> None:
+    await _taken(store, [f"old{n}" for n in range(2_000)], days_ago=30)
 
-        assert await pruning == 2_000
-        assert turns_of_the_loop >= 20  # at least one per chunk: it never held the loop
-    finally:
-        await store.close()
+    pruning = asyncio.ensure_future(store.forget_seen(timedelta(days=7), chunk=100))
+    turns_of_the_loop = 0
+    while not pruning.done():
+        turns_of_the_loop += 1
+        await asyncio.sleep(0)
+
+    assert await pruning == 2_000
+    assert turns_of_the_loop >= 20  # at least one per chunk: it never held the loop
 
 
 async def test_messages_arriving_while_a_large_ledger_is_pruned_are_all_stored_once(
-    tmp_path: Path,
+    store: Store,
 ) -> None:
-    store = await Store.open(tmp_path / "clawbot.db")
-    try:
-        await store.create_session(SESSION)
-        old = (datetime.now(UTC) - timedelta(days=30)).isoformat()
-        await store.transaction(
-            lambda db: db.executemany(
-                "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key,"
-                " received_at) VALUES ('memory', 'chat1', ?, 'memory:chat1', ?)",
-                [(f"old{n}", old) for n in range(20_000)],
-            )
-        )
+    await _taken(store, [f"old{n}" for n in range(20_000)], days_ago=30)
 
-        async def arrive(n: int) -> bool:
-            await asyncio.sleep(0)
-            job = TurnJob(id=f"turn-{n}", session_key=SESSION.key)
-            return await store.submit_job(SESSION, job, dedup_id=f"new{n}")
+    async def arrive(n: int) -> bool:
+        await asyncio.sleep(0)
+        job = TurnJob(id=f"turn-{n}", session_key=STORE_SESSION.key)
+        return await store.submit_job(STORE_SESSION, job, dedup_id=f"new{n}")
 
-        forgotten, *stored = await asyncio.gather(
-            store.forget_seen(timedelta(days=7), chunk=1_000), *(arrive(n) for n in range(50))
-        )
-        again = await store.submit_job(
-            SESSION, TurnJob(id="turn-again", session_key=SESSION.key), dedup_id="new7"
-        )
+    forgotten, *stored = await asyncio.gather(
+        store.forget_seen(timedelta(days=7), chunk=1_000), *(arrive(n) for n in range(50))
+    )
+    again = await store.submit_job(
+        STORE_SESSION, TurnJob(id="turn-again", session_key=STORE_SESSION.key), dedup_id="new7"
+    )
 
-        assert forgotten == 20_000
-        assert stored == [True] * 50
-        assert again is False
-        assert sorted(await _ledger(store)) == sorted(f"new{n}" for n in range(50))
-    finally:
-        await store.close()
+    assert forgotten == 20_000
+    assert stored == [True] * 50
+    assert again is False
+    assert sorted(await _ledger(store)) == sorted(f"new{n}" for n in range(50))
 
 
 async def test_housekeeping_forgets_old_ids_once_a_day(settings: Settings) -> None:
@@ -179,7 +155,9 @@ async def test_an_upgraded_ledger_still_drops_the_ids_it_took_and_is_clustered_o
     store = await Store.open(tmp_path / "db.sqlite")
     try:
         taken = [
-            await store.submit_job(SESSION, TurnJob(id=job, session_key=SESSION.key), dedup_id=mid)
+            await store.submit_job(
+                UPGRADED, TurnJob(id=job, session_key=UPGRADED.key), dedup_id=mid
+            )
             for job, mid in (("turn-1", "m1"), ("turn-2", "m2"))
         ]
     finally:

@@ -5,25 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable
-from pathlib import Path
-
-import pytest
+from collections.abc import Awaitable
 
 from clawbot.backlog import BacklogItem
 from clawbot.errors import StoreError
 from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
-from clawbot.sessions import Session
 from clawbot.store import Store
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "clawbot.db")
-    await opened.create_session(Session(key="m:a", channel="m", chat_id="a", agent_id="main"))
-    yield opened
-    await opened.close()
 
 
 def item(job_id: str) -> BacklogItem:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,18 +13,9 @@ import pytest
 import clawbot.store
 from clawbot.errors import StoreError
 from clawbot.messages import TextBlock, TranscriptEntry
-from clawbot.sessions import Session
 from clawbot.store import Store
 
-SESSION = Session(key="m:a", channel="m", chat_id="a", agent_id="main")
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "clawbot.db")
-    await opened.create_session(SESSION)
-    yield opened
-    await opened.close()
+from .conftest import STORE_SESSION as SESSION
 
 
 def entry(text: str) -> TranscriptEntry:
