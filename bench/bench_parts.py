@@ -73,6 +73,10 @@ async def _leave_out_store_writes(bot: Clawbot) -> None:
     bot.store.finish_turn = _skip_finish  # type: ignore[method-assign]
 
 
+async def _leave_out_message_write(bot: Clawbot) -> None:
+    bot.store.submit_job = _skip_submit  # type: ignore[method-assign]
+
+
 async def _leave_out_reply_write(bot: Clawbot) -> None:
     bot.store.finish_turn = _skip_finish  # type: ignore[method-assign]
 
@@ -118,6 +122,9 @@ VARIANTS: dict[str, Variant] = {
     ),
     "no-sqlite": Variant(
         "the store's writes build their rows, and SQLite never sees them", _leave_out_sqlite
+    ),
+    "no-message-write": Variant(
+        "the message's transaction skipped (its job row too)", _leave_out_message_write
     ),
     "no-reply-write": Variant("the reply's transaction skipped", _leave_out_reply_write),
     "no-checkpoints": Variant("no background WAL checkpoints", _leave_out_checkpoints),
