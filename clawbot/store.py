@@ -727,20 +727,23 @@ class Store:
         the write lock long or swells the WAL, and it all runs on aiosqlite's thread, never
         stalling the event loop."""
         cutoff = (datetime.now(UTC) - older_than).isoformat()
-        key = "(channel, chat_id, message_id)"
 
-        def forget(db: sqlite3.Connection, after: Any) -> tuple[int, Any]:
-            past = f" AND {key} > (?, ?, ?)" if after is not None else ""
-            start = tuple(after or ())
+        def forget(
+            db: sqlite3.Connection, after: _LedgerKey | None
+        ) -> tuple[int, _LedgerKey | None]:
+            """Forget the old ids among the next ``chunk`` keys after ``after``; how many,
+            and the last key of that window (None: the walk reached the end)."""
+            window, params = ([_AFTER_KEY], list(after)) if after is not None else ([], [])
             end = db.execute(
-                f"SELECT channel, chat_id, message_id FROM inbound_seen WHERE 1 = 1{past}"
-                " ORDER BY channel, chat_id, message_id LIMIT 1 OFFSET ?",
-                (*start, chunk - 1),
+                "SELECT channel, chat_id, message_id FROM inbound_seen"
+                f"{_where(window)} ORDER BY channel, chat_id, message_id LIMIT 1 OFFSET ?",
+                (*params, chunk - 1),
             ).fetchone()
-            upto = f" AND {key} <= (?, ?, ?)" if end is not None else ""
+            if end is not None:
+                window, params = [*window, _UPTO_KEY], [*params, *end]
             removed = db.execute(
-                f"DELETE FROM inbound_seen WHERE received_at < ?{past}{upto}",
-                (cutoff, *start, *(end or ())),
+                f"DELETE FROM inbound_seen{_where(['received_at < ?', *window])}",
+                (cutoff, *params),
             ).rowcount
             return removed, end
 
@@ -1103,6 +1106,15 @@ def _job(row: Sequence[Any]) -> TurnJob:
         started_at=_parse(row[12]),
         finished_at=_parse(row[13]),
     )
+
+
+_LedgerKey = tuple[str, str, str]
+_AFTER_KEY = "(channel, chat_id, message_id) > (?, ?, ?)"
+_UPTO_KEY = "(channel, chat_id, message_id) <= (?, ?, ?)"
+
+
+def _where(conditions: Sequence[str]) -> str:
+    return f" WHERE {' AND '.join(conditions)}" if conditions else ""
 
 
 def _iso(value: datetime | None) -> str | None:
