@@ -81,6 +81,10 @@ async def _leave_out_reply_write(bot: Clawbot) -> None:
     bot.store.finish_turn = _skip_finish  # type: ignore[method-assign]
 
 
+async def _leave_out_journal(bot: Clawbot) -> None:
+    bot.store._journaling = False  # each message takes a transaction of its own again
+
+
 async def _leave_out_checkpoints(bot: Clawbot) -> None:
     bot.store._committed = _no_checkpoints  # type: ignore[method-assign]
 
@@ -127,6 +131,9 @@ VARIANTS: dict[str, Variant] = {
         "the message's transaction skipped (its job row too)", _leave_out_message_write
     ),
     "no-reply-write": Variant("the reply's transaction skipped", _leave_out_reply_write),
+    "no-intake-journal": Variant(
+        "no intake journal: the message commits on its own, as before", _leave_out_journal
+    ),
     "no-checkpoints": Variant("no background WAL checkpoints", _leave_out_checkpoints),
     "no-indexes": Variant(
         "without the per-session message index and the pending-jobs index", _drop_indexes

@@ -33,7 +33,7 @@ from typing import Literal
 
 from clawbot.backlog import BacklogItem, ResumeStep, merge_backlog, resume_token, task_of
 from clawbot.clock import Clock, SystemClock, human_duration
-from clawbot.errors import LeaseLostError, ShuttingDownError
+from clawbot.errors import LeaseLostError, ShuttingDownError, StoreError
 from clawbot.jobs import LANES, Lane, TurnJob
 from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage, TranscriptEntry
 from clawbot.outbox import Delivery, Outbox
@@ -218,6 +218,7 @@ class Scheduler:
         self._waiters: dict[str, list[asyncio.Future[TurnOutcome]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._replied: list[str] = []
+        self._unclosed: list[list[str]] = []  # failed jobs the store could not close yet
         self._flush: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._housekeeping: asyncio.Task[None] | None = None
@@ -511,8 +512,12 @@ class Scheduler:
 
     async def tick(self) -> None:
         """One round of housekeeping (a background task calls it; tests call it directly):
-        renew the leases of long turns, log turns held too long, write reply marks, take
-        over jobs whose owner's lease expired and, once a day, forget old message ids."""
+        store journalled messages, renew the leases of long turns, log turns held too long,
+        write reply marks, close failed jobs the store refused before, take over jobs whose
+        owner's lease expired and, once a day, forget old message ids."""
+        # Messages taken into the intake journal become rows other processes can see
+        # within one housekeeping interval, well inside their jobs' leases.
+        await self.store.flush()
         now = self.clock.now()
         lease = timedelta(seconds=self.settings.job_lease)
         runs = [queue.run for queue in self._queues.values() if queue.run is not None]
@@ -536,6 +541,7 @@ class Scheduler:
                     run.slot,
                 )
         await self._flush_replied()
+        await self._close_unclosed()
         await self._recover(startup=False)
         if self._forgot_seen_at is None or monotonic - self._forgot_seen_at >= SEEN_FORGET_EVERY:
             self._forgot_seen_at = monotonic
@@ -683,6 +689,9 @@ class Scheduler:
             except LeaseLostError as exc:
                 log.warning("session %s: %s", queue.key, exc)
                 outcome = TurnOutcome(job_id=run.job.id, status="deferred")
+            except StoreError as exc:
+                log.error("session %s: turn %s could not be stored: %s", queue.key, run.job.id, exc)
+                outcome = await self._failed(run, f"Sorry, that failed: {exc}")
             except Exception:
                 log.exception("session %s: turn %s crashed", queue.key, run.job.id)
                 outcome = await self._failed(run, "Sorry, something went wrong on my side.")
@@ -812,7 +821,16 @@ class Scheduler:
 
     async def _failed(self, run: _Run, text: str) -> TurnOutcome:
         self.runtime.transcripts.forget(run.queue.key)
-        await self.store.close_jobs([run.job.id, *run.carried], "failed", "internal error")
+        jobs = [run.job.id, *run.carried]
+        try:
+            await self.store.close_jobs(jobs, "failed", "internal error")
+        except StoreError as exc:
+            # The user hears of the failure either way; the housekeeping closes the jobs
+            # once the store can be written, so they are not run again behind their back.
+            log.error(
+                "session %s: could not record turn %s as failed: %s", run.queue.key, run.job.id, exc
+            )
+            self._unclosed.append(jobs)
         delivery = await self._send(run.queue.session, text, run.job.reply_to, kind="error")
         return TurnOutcome(job_id=run.job.id, status="failed", reply=text, delivery=delivery)
 
@@ -987,6 +1005,11 @@ class Scheduler:
         self._flushing = None
         if not task.cancelled() and task.exception() is not None:
             log.error("could not record sent replies: %s", task.exception())
+
+    async def _close_unclosed(self) -> None:
+        while self._unclosed:
+            await self.store.close_jobs(self._unclosed[0], "failed", "internal error")
+            del self._unclosed[0]
 
     async def _flush_replied(self) -> None:
         replied = self._take_replied()

@@ -29,6 +29,8 @@ from pydantic import TypeAdapter
 from clawbot.agents import AgentRecord, AgentSpec
 from clawbot.backlog import BacklogItem
 from clawbot.errors import LeaseLostError, StoreError
+from clawbot.intake import Intake, IntakeJournal, orphans
+from clawbot.intake import supported as journal_supported
 from clawbot.jobs import TurnJob
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
 from clawbot.migrations import migrations
@@ -59,12 +61,16 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{time.time_ns() // 1000:013x}{random.getrandbits(24):06x}"
 
 
+_INSERT_SEEN = (
+    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id, session_key,"
+    " received_at) VALUES (?, ?, ?, ?, ?)"
+)
+
+
 def _first_delivery(db: sqlite3.Connection, session: Session, message_id: str, now: str) -> bool:
     """Record a platform message id in the dedup ledger; False when it was seen before."""
     seen = db.execute(
-        "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id, session_key,"
-        " received_at) VALUES (?, ?, ?, ?, ?)",
-        (session.channel, session.chat_id, message_id, session.key, now),
+        _INSERT_SEEN, (session.channel, session.chat_id, message_id, session.key, now)
     )
     return seen.rowcount == 1
 
@@ -86,6 +92,40 @@ _INSERT_MESSAGE = (
     "INSERT INTO messages (session_key, epoch, role, content_json, provenance_json, meta_json,"
     " turn_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_JOB = (
+    "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, owner, lease_until,"
+    " reply_to, started_at, created_at, updated_at, input_message_id)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _store_intake(db: sqlite3.Connection, intake: Intake, *, dedup: bool = True) -> bool:
+    """Write an accepted message's rows; False (and nothing written) for a redelivery. An
+    intake accepted from the journal is written whatever the ledger says (``dedup`` off):
+    it was checked when accepted, and its turn runs already."""
+    if intake.ledger is not None:
+        first = db.execute(_INSERT_SEEN, intake.ledger).rowcount == 1
+        if dedup and not first:
+            return False
+    message_id = db.execute(_INSERT_MESSAGE, intake.message).lastrowid
+    db.execute(_INSERT_JOB, (*intake.job, message_id))
+    _mark_replied(db, intake.replied)
+    return True
+
+
+def _replay(db: sqlite3.Connection, intakes: Sequence[Intake]) -> int:
+    """Write the journalled intakes the database lacks (a job row says it has one)."""
+    added = 0
+    for intake in intakes:
+        if db.execute("SELECT 1 FROM turn_jobs WHERE id = ?", (intake.job_id,)).fetchone():
+            continue
+        _store_intake(db, intake, dedup=False)
+        added += 1
+    return added
+
+
+def _no_work(db: sqlite3.Connection) -> None:
+    return None
 
 
 class Store:
@@ -110,6 +150,14 @@ class Store:
         self._commits = 0  # since the last checkpoint
         self._checkpointer: aiosqlite.Connection | None = None
         self._checkpointing: asyncio.Task[None] | None = None
+        # Accepted messages made durable in the journal and not yet written to SQLite: the
+        # next transaction writes them first (see clawbot.intake).
+        self._journaling = str(path) != ":memory:" and journal_supported()
+        self._journal_sync = False
+        self._journal: IntakeJournal | None = None
+        self._writable = True  # the last transaction did not fail on the database itself
+        self._pending: list[Intake] = []
+        self._pending_seen: set[tuple[str, str, str]] = set()
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> Store:
@@ -136,6 +184,7 @@ class Store:
             # _commit without blocking the event loop, and checkpoints run in the background.
             await store._fetchall("PRAGMA busy_timeout=0")
             await store._fetchall("PRAGMA wal_autocheckpoint=0")
+            await store.recover_intakes()
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 await conn.close()
@@ -152,6 +201,7 @@ class Store:
         async with conn.execute("PRAGMA journal_mode=WAL") as cursor:
             mode = await cursor.fetchone()
         self._wal = mode is not None and str(mode[0]).lower() == "wal"
+        self._journal_sync = synchronous.upper() in ("FULL", "EXTRA")
         await conn.execute(f"PRAGMA synchronous={synchronous}")
         await conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         await conn.execute("PRAGMA busy_timeout=5000")
@@ -184,7 +234,20 @@ class Store:
             await self._fetchall("COMMIT")
 
     async def close(self) -> None:
-        """Close the database; the last connection to close folds the WAL into the file."""
+        """Close the database; the last connection to close folds the WAL into the file.
+        Journalled intakes are written first; when that fails, the journal stays for the
+        next start to replay."""
+        try:
+            await self.flush()
+        except StoreError as exc:
+            where = self._journal.path.name if self._journal else "the intake journal"
+            log.warning("kept accepted messages in %s for the next start: %s", where, exc)
+        if self._journal is not None:
+            if self._pending:
+                self._journal.release()
+            else:
+                self._journal.close()
+            self._journal = None
         self._closed = True
         if self._checkpointing is not None:
             with contextlib.suppress(Exception):
@@ -556,39 +619,45 @@ class Store:
         dedup_id: str | None = None,
         replied: Sequence[str] = (),
     ) -> bool:
-        """Persist an inbound message and its TurnJob in one transaction: its ``entry`` goes
-        into the transcript (an idle session) or its backlog ``item`` into the backlog (a
-        busy one). A redelivered platform message id writes nothing and returns False.
-        ``replied`` marks jobs whose replies went out since (it rides along for free)."""
+        """Persist an inbound message and its TurnJob: its ``entry`` goes into the transcript
+        (an idle session) or its backlog ``item`` into the backlog (a busy one). A
+        redelivered platform message id writes nothing and returns False. ``replied`` marks
+        jobs whose replies went out since (it rides along for free).
+
+        An entry is made durable by one append to the intake journal when nothing else is
+        on its way to SQLite; its rows then go in with the next transaction (the turn's
+        answer, usually), so a turn commits once. Otherwise it is one transaction."""
         now = _now()
+        ledger = (
+            (session.channel, session.chat_id, dedup_id, session.key, now)
+            if dedup_id is not None
+            else None
+        )
+        job_row = (
+            job.id,
+            session.key,
+            job.lane,
+            job.status,
+            job.attempts,
+            job.owner,
+            _iso(job.lease_until),
+            job.reply_to,
+            now if job.status == "running" else None,
+            now,
+            now,
+        )
+        if entry is not None and item is None:
+            intake = Intake(
+                ledger, _entry_row(session.key, session.epoch, entry), job_row, tuple(replied)
+            )
+            if self._journal_free():
+                return self._accept(intake)
+            return await self.grouped(functools.partial(_store_intake, intake=intake))
 
         def submit(conn: sqlite3.Connection) -> bool:
-            if dedup_id is not None and not _first_delivery(conn, session, dedup_id, now):
+            if ledger is not None and conn.execute(_INSERT_SEEN, ledger).rowcount != 1:
                 return False
-            message_id = None
-            if entry is not None:
-                message_id = conn.execute(
-                    _INSERT_MESSAGE, _entry_row(session.key, session.epoch, entry)
-                ).lastrowid
-            conn.execute(
-                "INSERT INTO turn_jobs (id, session_key, lane, status, attempts,"
-                " input_message_id, owner, lease_until, reply_to, started_at, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    job.id,
-                    session.key,
-                    job.lane,
-                    job.status,
-                    job.attempts,
-                    message_id,
-                    job.owner,
-                    _iso(job.lease_until),
-                    job.reply_to,
-                    now if job.status == "running" else None,
-                    now,
-                    now,
-                ),
-            )
+            conn.execute(_INSERT_JOB, (*job_row, None))
             if item is not None:
                 _insert_backlog(conn, session.key, item, now)
             _mark_replied(conn, replied)
@@ -756,6 +825,32 @@ class Store:
             if after is None:
                 return forgotten
 
+    async def recover_intakes(self) -> int:
+        """Write the rows of the messages that processes which died had accepted into their
+        intake journals but not yet into SQLite, and delete those journals; how many
+        messages were missing. Runs at open, and in the housekeeping for a dead peer."""
+        if not self._journaling:
+            return 0
+        recovered = 0
+        for orphan in orphans(self.path):
+            try:
+                added = await self.transaction(
+                    functools.partial(_replay, intakes=orphan.intakes), background=True
+                )
+            except BaseException:
+                orphan.release()
+                raise
+            orphan.discard()
+            if added:
+                log.warning(
+                    "recovered %d accepted message(s) from %s, left by a process that stopped"
+                    " before storing them",
+                    added,
+                    orphan.path.name,
+                )
+            recovered += added
+        return recovered
+
     async def open_jobs(self) -> list[TurnJob]:
         """Every queued or running job, oldest first: the work to recover at start-up.
         (Such a job is never replied yet; saying so lets SQLite use the pending index.)"""
@@ -847,7 +942,7 @@ class Store:
             self._pass_wrote = True
             self._loop.call_soon(self._end_pass)
             try:
-                result = _in_transaction(self._conn._conn, work)
+                result = self._transact(self._conn._conn, work)
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
                     raise _describe(exc, self.path) from None
@@ -875,7 +970,7 @@ class Store:
             return
         batch, self._group = self._group, []
         try:
-            results = _in_transaction(self._conn._conn, _group_work(batch))
+            results = self._transact(self._conn._conn, _group_work(batch))
         except sqlite3.OperationalError as exc:
             if _is_busy(exc):
                 self._group[:0] = batch
@@ -952,13 +1047,93 @@ class Store:
 
         async def attempt() -> T:
             if self._queued == 0 and not self._closed and not background:
-                result = _in_transaction(self._conn._conn, work)
+                result = self._transact(self._conn._conn, work)
             else:
-                result = await self._on_thread(functools.partial(_in_transaction, work=work))
+                result = await self._on_thread(functools.partial(self._transact, work=work))
             self._committed()
             return result
 
         return await self._retrying(attempt)
+
+    def _transact(self, db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` in one ``BEGIN IMMEDIATE`` transaction, committed or rolled back as a
+        whole. The journalled intakes not yet stored go in first; they stay pending unless
+        it commits, and a ``work`` that fails on its own does not keep them out."""
+        taken = len(self._pending)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for intake in self._pending[:taken]:
+                _store_intake(db, intake, dedup=False)
+            result = work(db)
+        except BaseException as exc:
+            db.rollback()
+            busy = _is_busy(exc)
+            if isinstance(exc, sqlite3.Error) and not busy:
+                self._writable = False
+            if taken and work is not _no_work and not busy:
+                with contextlib.suppress(sqlite3.Error):
+                    self._transact(db, _no_work)
+            raise
+        db.commit()
+        self._writable = True
+        if taken:
+            del self._pending[:taken]
+            if not self._pending:
+                self._pending_seen.clear()
+                if self._journal is not None:
+                    try:
+                        self._journal.stored()
+                    except OSError as exc:
+                        log.warning("could not reset the intake journal (retried later): %s", exc)
+        return result
+
+    async def flush(self) -> None:
+        """Write the journalled intakes to SQLite now (reads and every transaction do it
+        anyway; this is for a process that wants them visible to others at once)."""
+        if self._pending:
+            await self.transaction(_no_work)
+
+    def _accept(self, intake: Intake) -> bool:
+        """Make an intake durable in the journal, not yet in SQLite; False (and nothing
+        kept) for a redelivered platform message."""
+        key = intake.seen_key
+        if key is not None:
+            if key in self._pending_seen:
+                return False
+            try:
+                seen = self._conn._conn.execute(
+                    "SELECT 1 FROM inbound_seen WHERE channel = ? AND chat_id = ?"
+                    " AND message_id = ?",
+                    key,
+                ).fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise _describe(exc, self.path) from None
+            if seen is not None:
+                return False
+        try:
+            if self._journal is None:
+                self._journal = IntakeJournal.create(self.path, sync=self._journal_sync)
+            self._journal.append(intake)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot write the intake journal next to {self.path}: {exc}",
+                hint="free some disk space and make the database's folder writable",
+            ) from None
+        self._pending.append(intake)
+        if key is not None:
+            self._pending_seen.add(key)
+        return True
+
+    def _journal_free(self) -> bool:
+        """An intake may go to the journal: nothing else is on its way to SQLite, so the
+        next transaction, whichever it is, writes it first, in order; and the last one did
+        not fail on the database itself, so a store that cannot be written refuses a
+        message up front rather than after its model call."""
+        return (
+            self._journaling
+            and self._writable
+            and not (self._group or self._group_scheduled or self._queued or self._closed)
+        )
 
     async def _fetchall(
         self, sql: str, params: Sequence[Any] = (), *, small: bool = False
@@ -971,6 +1146,8 @@ class Store:
         def query(db: sqlite3.Connection) -> list[Any]:
             return db.execute(sql, params).fetchall()
 
+        if self._pending:
+            await self.flush()
         try:
             if small and self._queued == 0 and not self._closed:
                 try:
@@ -1141,17 +1318,6 @@ def _mark_replied(conn: sqlite3.Connection, job_ids: Sequence[str]) -> None:
     if job_ids:
         ids = list(job_ids)
         conn.execute(f"UPDATE turn_jobs SET replied = 1 WHERE id IN ({_marks(ids)})", ids)
-
-
-def _in_transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(db)
-    except BaseException:
-        db.rollback()
-        raise
-    db.commit()
-    return result
 
 
 def _group_work(

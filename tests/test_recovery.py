@@ -53,6 +53,7 @@ async def test_a_job_whose_lease_expired_is_taken_over_and_the_stale_runner_stay
         crashed.connect(lost)
         receipt = await crashed.router.receive(lost.message("write the report"))
         await model.entered.wait()
+        await crashed.scheduler.tick()  # its housekeeping runs long before the lease lapses
         async with await Clawbot.open(settings, clock=clock) as restarted:
             channel = MemoryChannel()
             restarted.connect(channel)
@@ -124,6 +125,7 @@ async def test_a_job_out_of_attempts_is_failed_with_a_note_to_the_user(
         crashed.connect(lost)
         receipt = await crashed.router.receive(lost.message("write the report"))
         await model.entered.wait()
+        await crashed.scheduler.tick()  # its housekeeping runs long before the lease lapses
         async with await Clawbot.open(settings, clock=clock) as restarted:
             channel = MemoryChannel()
             restarted.connect(channel)
@@ -338,6 +340,8 @@ def test_a_process_killed_mid_turn_resumes_the_turn_after_a_restart(
     assert restarted.stdout.decode() == "echo: now write the report\n"
     users = [m["content"] for m in standin.requests[-1]["messages"] if m["role"] == "user"]
     assert users == ["remember the milk", "now write the report"]
+    # The second message was in the intake journal only: the restart stored it from there.
+    assert "recovered 1 accepted message(s)" in restarted.stderr.decode()
     assert "resuming job" in restarted.stderr.decode()
 
 

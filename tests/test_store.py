@@ -112,16 +112,24 @@ async def test_a_read_only_database_gets_a_clear_reply_and_the_bot_keeps_serving
     await chat.say("first")
     await bot.store._conn.execute("PRAGMA query_only=ON")
 
-    refused = await chat.say("second")
-
-    assert refused.kind == "error"
-    assert "is read-only" in channel.texts[-1]
-    assert "make the file and its folder writable" in channel.texts[-1]
+    await chat.say("second")  # taken into the journal; its answer cannot be stored
+    failed_late = channel.texts[-1]
+    refused = await chat.say("third")  # the store is known unwritable now: refused at once
+    refused_text = channel.texts[-1]
     await bot.store._conn.execute("PRAGMA query_only=OFF")
-    answered = await chat.say("third")
+    answered = await chat.say("fourth")
+    await bot.scheduler.tick()
+
+    for told in (failed_late, refused_text):
+        assert "is read-only" in told
+        assert "make the file and its folder writable" in told
+    assert refused.kind == "error"
     assert answered.kind == "turn"
     stored = await bot.store.load_transcript("memory:chat1", 0)
-    assert [e.text for e in stored] == ["first", "ok", "third", "ok"]
+    assert [e.text for e in stored] == ["first", "ok", "second", "fourth", "ok"]
+    jobs = await bot.store.turn_jobs_for("memory:chat1")
+    assert [j["status"] for j in jobs] == ["done", "failed", "done"]
+    assert len(scripted.requests) == 3  # "third" never reached the model
 
 
 def _database_at_schema(path: Path, version: int) -> sqlite3.Connection:

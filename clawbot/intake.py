@@ -1,0 +1,192 @@
+"""The intake journal: an accepted message made durable by one append to a file, so a turn
+commits to SQLite once (with its answer) instead of twice.
+
+A message must be durable before the model sees it (nothing lost) and the answer before the
+user does. SQLite's commit is the costliest step of a turn next to the model call, and
+storing the message used to take a commit of its own. One line appended to this file keeps
+the same promise as a WAL commit with ``synchronous=NORMAL``: it survives the process, not a
+power cut (``FULL`` adds an fsync, as it does to SQLite's commit). The store writes the
+journalled rows in its next transaction, whatever that is, and before any read, so nothing
+ever reads around them.
+
+Each process appends to a journal of its own and holds an exclusive ``flock`` on it while
+it lives. A journal nobody holds belongs to a process that died; whoever opens the store
+next (or a live peer's housekeeping) writes the rows it still lacks and deletes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no journal, every intake commits at once
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("clawbot.intake")
+RESET_AT = 1024 * 1024
+"""Bytes after which a journal whose rows are all stored starts over from empty."""
+_SUFFIX = ".intake-"
+
+
+@dataclass(frozen=True)
+class Intake:
+    """The rows one accepted message adds: its dedup ledger row (for a platform message),
+    its transcript row, its TurnJob row (without the message's row id, known only once
+    stored) and the ids of earlier jobs whose replies went out since."""
+
+    ledger: tuple[str, ...] | None
+    message: tuple[Any, ...]
+    job: tuple[Any, ...]
+    replied: tuple[str, ...] = ()
+
+    @property
+    def job_id(self) -> str:
+        return str(self.job[0])
+
+    @property
+    def seen_key(self) -> tuple[str, str, str] | None:
+        """(channel, chat id, platform message id), the dedup ledger's key."""
+        return (self.ledger[0], self.ledger[1], self.ledger[2]) if self.ledger else None
+
+    def line(self) -> bytes:
+        record = [self.ledger, self.message, self.job, self.replied]
+        return (json.dumps(record, separators=(",", ":")) + "\n").encode()
+
+    @classmethod
+    def from_line(cls, line: bytes) -> Intake:
+        ledger, message, job, replied = json.loads(line)
+        return cls(
+            ledger=tuple(ledger) if ledger is not None else None,
+            message=tuple(message),
+            job=tuple(job),
+            replied=tuple(replied),
+        )
+
+
+def supported() -> bool:
+    """Journals need ``flock`` to tell a live owner from a dead one (not on Windows)."""
+    return fcntl is not None
+
+
+class IntakeJournal:
+    """This process's journal file, locked for as long as it is open."""
+
+    def __init__(self, path: Path, fd: int, *, sync: bool) -> None:
+        self.path = path
+        self._fd = fd
+        self._sync = sync
+        self._size = 0
+
+    @classmethod
+    def create(cls, database: Path, *, sync: bool) -> IntakeJournal:
+        """A new, locked journal next to the database. It is locked under a name no
+        replayer looks for and then renamed, so no other process can take a journal for
+        an orphan in the moment between its creation and its lock."""
+        assert fcntl is not None
+        tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        hidden = database.with_name(f".{database.name}{_SUFFIX}{tag}")
+        path = database.with_name(f"{database.name}{_SUFFIX}{tag}")
+        fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(hidden, path)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(hidden)
+            raise
+        return cls(path, fd, sync=sync)
+
+    def append(self, intake: Intake) -> None:
+        """Make one intake durable: one ``write`` (and an fsync under ``sync``)."""
+        data = intake.line()
+        written = os.write(self._fd, data)
+        if written != len(data):  # a full disk: never leave half a record behind
+            os.ftruncate(self._fd, self._size)
+            raise OSError(f"the intake journal {self.path} took {written} of {len(data)} bytes")
+        self._size += written
+        if self._sync:
+            os.fsync(self._fd)
+
+    def stored(self) -> None:
+        """Every intake appended so far is in the database: once the file is big enough to
+        matter, it starts over."""
+        if self._size >= RESET_AT:
+            os.ftruncate(self._fd, 0)
+            self._size = 0
+
+    def close(self) -> None:
+        """Delete and close the journal; call it only when every intake is stored."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        os.close(self._fd)
+
+    def release(self) -> None:
+        """Close the journal and keep it (unlocked) for the next start to replay."""
+        os.close(self._fd)
+
+
+@dataclass
+class Orphan:
+    """A dead process's journal, locked by this process until :meth:`discard`."""
+
+    path: Path
+    intakes: list[Intake]
+    _fd: int
+
+    def discard(self) -> None:
+        """Its rows are stored: the journal goes."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        os.close(self._fd)
+
+    def release(self) -> None:
+        """Storing its rows failed: leave the journal for the next attempt."""
+        os.close(self._fd)
+
+
+def orphans(database: Path) -> Iterator[Orphan]:
+    """The journals next to ``database`` whose process is gone, each locked while in hand."""
+    if fcntl is None or not database.parent.is_dir():
+        return
+    for path in sorted(database.parent.glob(f"{database.name}{_SUFFIX}*")):
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            continue  # another process replayed it just now
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue  # its process is alive
+        try:
+            if not path.exists():  # replayed and deleted between our glob and our lock
+                os.close(fd)
+                continue
+            intakes = _read(path, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        yield Orphan(path, intakes, fd)
+
+
+def _read(path: Path, fd: int) -> list[Intake]:
+    with os.fdopen(os.dup(fd), "rb") as file:
+        lines = file.read().splitlines()
+    intakes: list[Intake] = []
+    for number, line in enumerate(lines, 1):
+        try:
+            intakes.append(Intake.from_line(line))
+        except (ValueError, TypeError):
+            # Only a power cut mid-append can leave a torn line, and only as the last one.
+            log.warning("skipped a torn record (line %d) in the intake journal %s", number, path)
+    return intakes
