@@ -22,7 +22,7 @@ import logging
 import os
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,18 +35,37 @@ log = logging.getLogger("clawbot.intake")
 RESET_AT = 1024 * 1024
 """Bytes after which a journal whose rows are all stored starts over from empty."""
 _SUFFIX = ".intake-"
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: it is on every turn
+
+
+@dataclass(frozen=True)
+class Finish:
+    """How a turn whose message is still only in the journal ended: the transcript rows it
+    added (the answer last), its status and error, and when."""
+
+    rows: tuple[tuple[Any, ...], ...]
+    status: str
+    error: str | None
+    at: str
+
+    def line(self, job_id: str) -> bytes:
+        return (
+            _encode(["finish", job_id, self.rows, self.status, self.error, self.at]) + "\n"
+        ).encode()
 
 
 @dataclass(frozen=True)
 class Intake:
     """The rows one accepted message adds: its dedup ledger row (for a platform message),
     its transcript row, its TurnJob row (without the message's row id, known only once
-    stored) and the ids of earlier jobs whose replies went out since."""
+    stored), the ids of earlier jobs whose replies went out since and, once its turn ended
+    before any of this reached SQLite, how it ended."""
 
     ledger: tuple[str, ...] | None
     message: tuple[Any, ...]
     job: tuple[Any, ...]
     replied: tuple[str, ...] = ()
+    finish: Finish | None = None
 
     @property
     def job_id(self) -> str:
@@ -58,12 +77,11 @@ class Intake:
         return (self.ledger[0], self.ledger[1], self.ledger[2]) if self.ledger else None
 
     def line(self) -> bytes:
-        record = [self.ledger, self.message, self.job, self.replied]
-        return (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        return (_encode([self.ledger, self.message, self.job, self.replied]) + "\n").encode()
 
     @classmethod
-    def from_line(cls, line: bytes) -> Intake:
-        ledger, message, job, replied = json.loads(line)
+    def from_record(cls, record: list[Any]) -> Intake:
+        ledger, message, job, replied = record
         return cls(
             ledger=tuple(ledger) if ledger is not None else None,
             message=tuple(message),
@@ -106,9 +124,8 @@ class IntakeJournal:
             raise
         return cls(path, fd, sync=sync)
 
-    def append(self, intake: Intake) -> None:
-        """Make one intake durable: one ``write`` (and an fsync under ``sync``)."""
-        data = intake.line()
+    def append(self, data: bytes) -> None:
+        """Make one record durable: one ``write`` (and an fsync under ``sync``)."""
         written = os.write(self._fd, data)
         if written != len(data):  # a full disk: never leave half a record behind
             os.ftruncate(self._fd, self._size)
@@ -158,7 +175,9 @@ def orphans(database: Path) -> Iterator[Orphan]:
     """The journals next to ``database`` whose process is gone, each locked while in hand."""
     if fcntl is None or not database.parent.is_dir():
         return
-    for path in sorted(database.parent.glob(f"{database.name}{_SUFFIX}*")):
+    prefix = f"{database.name}{_SUFFIX}"  # matched as text: the name may hold glob characters
+    names = sorted(entry.name for entry in os.scandir(database.parent))
+    for path in (database.parent / name for name in names if name.startswith(prefix)):
         try:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
@@ -182,11 +201,19 @@ def orphans(database: Path) -> Iterator[Orphan]:
 def _read(path: Path, fd: int) -> list[Intake]:
     with os.fdopen(os.dup(fd), "rb") as file:
         lines = file.read().splitlines()
-    intakes: list[Intake] = []
+    intakes: dict[str, Intake] = {}
     for number, line in enumerate(lines, 1):
         try:
-            intakes.append(Intake.from_line(line))
-        except (ValueError, TypeError):
+            record = json.loads(line)
+            if record[0] == "finish":
+                _, job_id, rows, status, error, at = record
+                intake = intakes[job_id]
+                finish = Finish(tuple(tuple(row) for row in rows), status, error, at)
+                intakes[job_id] = replace(intake, finish=finish)
+            else:
+                intake = Intake.from_record(record)
+                intakes[intake.job_id] = intake
+        except (ValueError, TypeError, KeyError):
             # Only a power cut mid-append can leave a torn line, and only as the last one.
             log.warning("skipped a torn record (line %d) in the intake journal %s", number, path)
-    return intakes
+    return list(intakes.values())

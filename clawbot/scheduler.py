@@ -515,9 +515,10 @@ class Scheduler:
         store journalled messages, renew the leases of long turns, log turns held too long,
         write reply marks, close failed jobs the store refused before, take over jobs whose
         owner's lease expired and, once a day, forget old message ids."""
-        # Messages taken into the intake journal become rows other processes can see
-        # within one housekeeping interval, well inside their jobs' leases.
+        # Journalled messages become rows other processes can see within one interval at
+        # the latest, well inside their jobs' leases; a dead peer's journal is stored.
         await self.store.flush()
+        await self.store.recover_intakes()
         now = self.clock.now()
         lease = timedelta(seconds=self.settings.job_lease)
         runs = [queue.run for queue in self._queues.values() if queue.run is not None]

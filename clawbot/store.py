@@ -19,6 +19,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -29,7 +30,7 @@ from pydantic import TypeAdapter
 from clawbot.agents import AgentRecord, AgentSpec
 from clawbot.backlog import BacklogItem
 from clawbot.errors import LeaseLostError, StoreError
-from clawbot.intake import Intake, IntakeJournal, orphans
+from clawbot.intake import Finish, Intake, IntakeJournal, orphans
 from clawbot.intake import supported as journal_supported
 from clawbot.jobs import TurnJob
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
@@ -45,6 +46,11 @@ CHECKPOINT_EVERY = 256
 """Commits between background WAL checkpoints (about SQLite's default of 1,000 pages)."""
 WAL_SIZE_LIMIT = 16 * 1024 * 1024
 """Bytes the WAL file is cut back to when it starts over, after a burst made it grow."""
+WRITE_BEHIND_TURNS = 100
+WRITE_BEHIND_SECONDS = 0.2
+"""A turn that ends while its message is still only in the intake journal is journalled
+too; such turns reach SQLite together, once this many have ended or this long after the
+first of them, whichever comes first (or sooner: with any other write, before any read)."""
 T = TypeVar("T")
 TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
@@ -99,6 +105,13 @@ _INSERT_JOB = (
 )
 
 
+_INSERT_FINISHED_JOB = (
+    "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, owner, lease_until,"
+    " reply_to, started_at, created_at, updated_at, input_message_id, error, finished_at,"
+    " reply_message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 def _store_intake(db: sqlite3.Connection, intake: Intake, *, dedup: bool = True) -> bool:
     """Write an accepted message's rows; False (and nothing written) for a redelivery. An
     intake accepted from the journal is written whatever the ledger says (``dedup`` off):
@@ -108,7 +121,38 @@ def _store_intake(db: sqlite3.Connection, intake: Intake, *, dedup: bool = True)
         if dedup and not first:
             return False
     message_id = db.execute(_INSERT_MESSAGE, intake.message).lastrowid
-    db.execute(_INSERT_JOB, (*intake.job, message_id))
+    finish = intake.finish
+    if finish is None:
+        db.execute(_INSERT_JOB, (*intake.job, message_id))
+    else:  # the job goes in as it ended, pointing at its answer
+        answer = None
+        for row in finish.rows:
+            row_id = db.execute(_INSERT_MESSAGE, row).lastrowid
+            if row[2] == "assistant":
+                answer = row_id
+        job_id, key, lane, _status, attempts, owner, lease, reply_to, started, created, _ = (
+            intake.job
+        )
+        db.execute(
+            _INSERT_FINISHED_JOB,
+            (
+                job_id,
+                key,
+                lane,
+                finish.status,
+                attempts,
+                owner,
+                lease,
+                reply_to,
+                started,
+                created,
+                finish.at,
+                message_id,
+                finish.error,
+                finish.at,
+                answer if finish.status == "done" else None,
+            ),
+        )
     _mark_replied(db, intake.replied)
     return True
 
@@ -158,6 +202,9 @@ class Store:
         self._writable = True  # the last transaction did not fail on the database itself
         self._pending: list[Intake] = []
         self._pending_seen: set[tuple[str, str, str]] = set()
+        self._finished = 0  # pending intakes whose turn ended too
+        self._write_behind: asyncio.TimerHandle | None = None
+        self._writing: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> Store:
@@ -237,6 +284,12 @@ class Store:
         """Close the database; the last connection to close folds the WAL into the file.
         Journalled intakes are written first; when that fails, the journal stays for the
         next start to replay."""
+        if self._write_behind is not None:
+            self._write_behind.cancel()
+            self._write_behind = None
+        if self._writing is not None:
+            with contextlib.suppress(Exception):
+                await self._writing
         try:
             await self.flush()
         except StoreError as exc:
@@ -269,6 +322,7 @@ class Store:
             " deliver, owner_key, epoch, meta_json FROM sessions WHERE key = ?",
             (key,),
             small=True,
+            flush=False,
         )
         if row is None:
             return None
@@ -397,6 +451,8 @@ class Store:
         it), atomically. Raises LeaseLostError when another process took the job over."""
         rows = [_entry_row(session.key, session.epoch, e) for e in entries]
         now = _now()
+        if self._journal_free() and self._finish_in_journal(job_id, rows, status, error, now):
+            return
         runner = job_id in self._runners
 
         def finish(conn: sqlite3.Connection) -> None:
@@ -483,6 +539,7 @@ class Store:
             await self._fetchone(
                 "SELECT 1 FROM approved_senders WHERE channel = ? AND sender_id = ?",
                 (channel, sender_id),
+                flush=False,
             )
             is not None
         )
@@ -843,9 +900,10 @@ class Store:
             orphan.discard()
             if added:
                 log.warning(
-                    "recovered %d accepted message(s) from %s, left by a process that stopped"
-                    " before storing them",
+                    "recovered %d accepted message(s), %d answered, from %s, left by a process"
+                    " that stopped before storing them",
                     added,
+                    sum(1 for intake in orphan.intakes if intake.finish is not None),
                     orphan.path.name,
                 )
             recovered += added
@@ -1060,7 +1118,12 @@ class Store:
         whole. The journalled intakes not yet stored go in first; they stay pending unless
         it commits, and a ``work`` that fails on its own does not keep them out."""
         taken = len(self._pending)
-        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if not _is_busy(exc):
+                self._writable = False
+            raise
         try:
             for intake in self._pending[:taken]:
                 _store_intake(db, intake, dedup=False)
@@ -1078,6 +1141,7 @@ class Store:
         self._writable = True
         if taken:
             del self._pending[:taken]
+            self._finished = sum(1 for intake in self._pending if intake.finish is not None)
             if not self._pending:
                 self._pending_seen.clear()
                 if self._journal is not None:
@@ -1113,7 +1177,7 @@ class Store:
         try:
             if self._journal is None:
                 self._journal = IntakeJournal.create(self.path, sync=self._journal_sync)
-            self._journal.append(intake)
+            self._journal.append(intake.line())
         except OSError as exc:
             raise StoreError(
                 f"cannot write the intake journal next to {self.path}: {exc}",
@@ -1123,6 +1187,56 @@ class Store:
         if key is not None:
             self._pending_seen.add(key)
         return True
+
+    def _finish_in_journal(
+        self,
+        job_id: str,
+        rows: list[tuple[Any, ...]],
+        status: TurnStatus,
+        error: str | None,
+        now: str,
+    ) -> bool:
+        """End a turn whose message is still only in the journal by one more append; False
+        when its message reached SQLite already. Nobody else can have taken such a job
+        over (no other process can see it), so there is nothing to fence."""
+        index = len(self._pending) - 1
+        while index >= 0 and self._pending[index].job_id != job_id:
+            index -= 1
+        if index < 0 or self._journal is None:
+            return False
+        finish = Finish(tuple(rows), status, error, now)
+        try:
+            self._journal.append(finish.line(job_id))
+        except OSError:
+            return False  # stored by a transaction instead, which reports what is wrong
+        self._pending[index] = replace(self._pending[index], finish=finish)
+        self._finished += 1
+        if self._finished >= WRITE_BEHIND_TURNS:
+            try:
+                self._transact(self._conn._conn, _no_work)
+            except sqlite3.Error:  # locked by another process, say: retried with a backoff
+                self._write_soon()
+            else:
+                self._committed()
+        elif self._write_behind is None:
+            self._write_behind = self._loop.call_later(WRITE_BEHIND_SECONDS, self._write_soon)
+        return True
+
+    def _write_soon(self) -> None:
+        """Write the journalled turns to SQLite in a task of their own."""
+        if self._write_behind is not None:
+            self._write_behind.cancel()
+            self._write_behind = None
+        if self._pending and self._writing is None and not self._closed:
+            self._writing = asyncio.ensure_future(self.flush())
+            self._writing.add_done_callback(self._written)
+
+    def _written(self, task: asyncio.Task[None]) -> None:
+        self._writing = None
+        if not task.cancelled() and task.exception() is not None:
+            log.error("could not store journalled turns (retried later): %s", task.exception())
+            if self._write_behind is None and not self._closed:
+                self._write_behind = self._loop.call_later(1.0, self._write_soon)
 
     def _journal_free(self) -> bool:
         """An intake may go to the journal: nothing else is on its way to SQLite, so the
@@ -1136,7 +1250,7 @@ class Store:
         )
 
     async def _fetchall(
-        self, sql: str, params: Sequence[Any] = (), *, small: bool = False
+        self, sql: str, params: Sequence[Any] = (), *, small: bool = False, flush: bool = True
     ) -> list[Any]:
         """Run a query; its rows. A ``small`` query (a lookup by key that reads a few pages)
         runs right here on the event loop when aiosqlite's thread is idle, for the reason
@@ -1146,7 +1260,7 @@ class Store:
         def query(db: sqlite3.Connection) -> list[Any]:
             return db.execute(sql, params).fetchall()
 
-        if self._pending:
+        if flush and self._pending:  # off only for tables an intake never writes
             await self.flush()
         try:
             if small and self._queued == 0 and not self._closed:
@@ -1159,8 +1273,10 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise _describe(exc, self.path) from None
 
-    async def _fetchone(self, sql: str, params: Sequence[Any] = (), *, small: bool = False) -> Any:
-        rows = await self._fetchall(sql, params, small=small)
+    async def _fetchone(
+        self, sql: str, params: Sequence[Any] = (), *, small: bool = False, flush: bool = True
+    ) -> Any:
+        rows = await self._fetchall(sql, params, small=small, flush=flush)
         return rows[0] if rows else None
 
     async def _on_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:

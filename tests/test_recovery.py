@@ -288,6 +288,7 @@ async def test_a_reply_stored_but_maybe_unsent_before_a_crash_is_sent_at_start_u
     crashed.connect(stuck)
     await crashed.router.receive(stuck.message("hi"))
     await stuck.sending.wait()
+    await crashed.store.flush()  # as its write-behind does within a fraction of a second
     try:
         async with await Clawbot.open(settings, clock=clock) as restarted:
             channel = MemoryChannel()
@@ -340,8 +341,9 @@ def test_a_process_killed_mid_turn_resumes_the_turn_after_a_restart(
     assert restarted.stdout.decode() == "echo: now write the report\n"
     users = [m["content"] for m in standin.requests[-1]["messages"] if m["role"] == "user"]
     assert users == ["remember the milk", "now write the report"]
-    # The second message was in the intake journal only: the restart stored it from there.
-    assert "recovered 1 accepted message(s)" in restarted.stderr.decode()
+    # Both turns were in the intake journal only (the first with its answer, the second
+    # still at the model): the restart stored them from there.
+    assert "recovered 2 accepted message(s), 1 answered" in restarted.stderr.decode()
     assert "resuming job" in restarted.stderr.decode()
 
 
