@@ -343,7 +343,7 @@ class Store:
     async def create_session(self, session: Session) -> Session:
         """Insert the session unless it exists; return what is stored."""
         now = _now()
-        await self._write(
+        inserted = await self._write(
             "INSERT OR IGNORE INTO sessions (key, channel, chat_id, thread_id, chat_type,"
             " agent_id, model_override, deliver, owner_key, epoch, meta_json, created_at,"
             " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -363,6 +363,8 @@ class Store:
                 now,
             ),
         )
+        if inserted:
+            return session
         stored = await self.get_session(session.key)
         assert stored is not None
         return stored
@@ -1341,8 +1343,9 @@ class Store:
         finally:
             self._checkpointing = None
 
-    async def _write(self, sql: str, params: tuple[Any, ...]) -> None:
-        await self.transaction(lambda db: db.execute(sql, params))
+    async def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+        """One statement in a transaction of its own; how many rows it changed."""
+        return await self.transaction(lambda db: db.execute(sql, params).rowcount)
 
     async def _write_many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         await self.transaction(lambda db: db.executemany(sql, rows))
