@@ -95,12 +95,29 @@ def supported() -> bool:
     return fcntl is not None
 
 
-class IntakeJournal:
+class _LockedFile:
+    """A journal this process holds the lock of: the lock goes with the descriptor."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    def delete(self) -> None:
+        """Its rows are all stored: delete and close it."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        os.close(self._fd)
+
+    def release(self) -> None:
+        """Close it and keep it (unlocked) for the next start, or attempt, to replay."""
+        os.close(self._fd)
+
+
+class IntakeJournal(_LockedFile):
     """This process's journal file, locked for as long as it is open."""
 
     def __init__(self, path: Path, fd: int, *, sync: bool) -> None:
-        self.path = path
-        self._fd = fd
+        super().__init__(path, fd)
         self._sync = sync
         self._size = 0
 
@@ -141,34 +158,13 @@ class IntakeJournal:
             os.ftruncate(self._fd, 0)
             self._size = 0
 
-    def close(self) -> None:
-        """Delete and close the journal; call it only when every intake is stored."""
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-        os.close(self._fd)
 
-    def release(self) -> None:
-        """Close the journal and keep it (unlocked) for the next start to replay."""
-        os.close(self._fd)
+class Orphan(_LockedFile):
+    """A dead process's journal and what it holds, locked by this process while in hand."""
 
-
-@dataclass
-class Orphan:
-    """A dead process's journal, locked by this process until :meth:`discard`."""
-
-    path: Path
-    intakes: list[Intake]
-    _fd: int
-
-    def discard(self) -> None:
-        """Its rows are stored: the journal goes."""
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-        os.close(self._fd)
-
-    def release(self) -> None:
-        """Storing its rows failed: leave the journal for the next attempt."""
-        os.close(self._fd)
+    def __init__(self, path: Path, fd: int, intakes: list[Intake]) -> None:
+        super().__init__(path, fd)
+        self.intakes = intakes
 
 
 def orphans(database: Path) -> Iterator[Orphan]:
@@ -195,7 +191,7 @@ def orphans(database: Path) -> Iterator[Orphan]:
         except BaseException:
             os.close(fd)
             raise
-        yield Orphan(path, intakes, fd)
+        yield Orphan(path, fd, intakes)
 
 
 def _read(path: Path, fd: int) -> list[Intake]:

@@ -299,7 +299,7 @@ class Store:
             if self._pending:
                 self._journal.release()
             else:
-                self._journal.close()
+                self._journal.delete()
             self._journal = None
         self._closed = True
         if self._checkpointing is not None:
@@ -899,7 +899,7 @@ class Store:
             except BaseException:
                 orphan.release()
                 raise
-            orphan.discard()
+            orphan.delete()
             if added:
                 log.warning(
                     "recovered %d accepted message(s), %d answered, from %s, left by a process"
