@@ -157,14 +157,14 @@ def _store_intake(db: sqlite3.Connection, intake: Intake, *, dedup: bool = True)
     return True
 
 
-def _replay(db: sqlite3.Connection, intakes: Sequence[Intake]) -> int:
-    """Write the journalled intakes the database lacks (a job row says it has one)."""
-    added = 0
+def _replay(db: sqlite3.Connection, intakes: Sequence[Intake]) -> list[Intake]:
+    """Write the journalled intakes the database lacks (a job row says it has one); those."""
+    added = []
     for intake in intakes:
         if db.execute("SELECT 1 FROM turn_jobs WHERE id = ?", (intake.job_id,)).fetchone():
             continue
         _store_intake(db, intake, dedup=False)
-        added += 1
+        added.append(intake)
     return added
 
 
@@ -904,11 +904,11 @@ class Store:
                 log.warning(
                     "recovered %d accepted message(s), %d answered, from %s, left by a process"
                     " that stopped before storing them",
-                    added,
-                    sum(1 for intake in orphan.intakes if intake.finish is not None),
+                    len(added),
+                    sum(1 for intake in added if intake.finish is not None),
                     orphan.path.name,
                 )
-            recovered += added
+            recovered += len(added)
         return recovered
 
     async def open_jobs(self) -> list[TurnJob]:
