@@ -73,14 +73,6 @@ async def _leave_out_store_writes(bot: Clawbot) -> None:
     bot.store.finish_turn = _skip_finish  # type: ignore[method-assign]
 
 
-async def _leave_out_message_write(bot: Clawbot) -> None:
-    bot.store.submit_job = _skip_submit  # type: ignore[method-assign]
-
-
-async def _leave_out_reply_write(bot: Clawbot) -> None:
-    bot.store.finish_turn = _skip_finish  # type: ignore[method-assign]
-
-
 async def _leave_out_journal(bot: Clawbot) -> None:
     bot.store._journaling = False  # each message takes a transaction of its own again
 
@@ -122,15 +114,11 @@ class Variant:
 VARIANTS: dict[str, Variant] = {
     "same": Variant("an identical bot (calibration)"),
     "no-store-writes": Variant(
-        "the message's and the reply's transactions skipped", _leave_out_store_writes
+        "the store's writes of a turn skipped (message and answer)", _leave_out_store_writes
     ),
     "no-sqlite": Variant(
         "the store's writes build their rows, and SQLite never sees them", _leave_out_sqlite
     ),
-    "no-message-write": Variant(
-        "the message's transaction skipped (its job row too)", _leave_out_message_write
-    ),
-    "no-reply-write": Variant("the reply's transaction skipped", _leave_out_reply_write),
     "no-intake-journal": Variant(
         "no intake journal: the message commits on its own, as before", _leave_out_journal
     ),

@@ -27,8 +27,8 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         ("bench_adapters.py", ["--messages", "50"], ["inbound telegram", "render+chunk plain"]),
         (
             "bench_parts.py",
-            ["no-store-writes", "--rounds", "3", "--sessions", "3"],
-            ["shipped", "no-store-writes", "round by round: median"],
+            ["no-intake-journal", "--rounds", "3", "--sessions", "3"],
+            ["shipped", "no-intake-journal", "round by round: median"],
         ),
     ],
 )
