@@ -199,6 +199,7 @@ class Store:
         self._journaling = str(path) != ":memory:" and journal_supported()
         self._journal_sync = False
         self._journal: IntakeJournal | None = None
+        self._journal_failed = False  # an append failed: no more journalling in this process
         self._writable = True  # the last transaction did not fail on the database itself
         self._pending: list[Intake] = []
         self._pending_seen: set[tuple[str, str, str]] = set()
@@ -710,7 +711,9 @@ class Store:
                 ledger, _entry_row(session.key, session.epoch, entry), job_row, tuple(replied)
             )
             if self._journal_free():
-                return self._accept(intake)
+                accepted = self._accept(intake)
+                if accepted is not None:
+                    return accepted
             return await self.grouped(functools.partial(_store_intake, intake=intake))
 
         def submit(conn: sqlite3.Connection) -> bool:
@@ -1159,9 +1162,9 @@ class Store:
         if self._pending:
             await self.transaction(_no_work)
 
-    def _accept(self, intake: Intake) -> bool:
+    def _accept(self, intake: Intake) -> bool | None:
         """Make an intake durable in the journal, not yet in SQLite; False (and nothing
-        kept) for a redelivered platform message."""
+        kept) for a redelivered platform message, None when the journal cannot be written."""
         key = intake.seen_key
         if key is not None:
             if key in self._pending_seen:
@@ -1181,10 +1184,16 @@ class Store:
                 self._journal = IntakeJournal.create(self.path, sync=self._journal_sync)
             self._journal.append(intake.line())
         except OSError as exc:
-            raise StoreError(
-                f"cannot write the intake journal next to {self.path}: {exc}",
-                hint="free some disk space and make the database's folder writable",
-            ) from None
+            # Nothing is lost: the message takes a transaction instead, as every later one
+            # of this process does, and the rows already journalled go in with it.
+            log.warning(
+                "cannot write the intake journal next to %s (%s); storing each message in a"
+                " transaction of its own from now on",
+                self.path,
+                exc,
+            )
+            self._journal_failed = True
+            return None
         self._pending.append(intake)
         if key is not None:
             self._pending_seen.add(key)
@@ -1209,7 +1218,9 @@ class Store:
         finish = Finish(tuple(rows), status, error, now)
         try:
             self._journal.append(finish.line(job_id))
-        except OSError:
+        except OSError as exc:
+            log.warning("cannot write the intake journal (%s); using transactions from now on", exc)
+            self._journal_failed = True
             return False  # stored by a transaction instead, which reports what is wrong
         self._pending[index] = replace(self._pending[index], finish=finish)
         self._finished += 1
@@ -1247,6 +1258,7 @@ class Store:
         message up front rather than after its model call."""
         return (
             self._journaling
+            and not self._journal_failed
             and self._writable
             and not (self._group or self._group_scheduled or self._queued or self._closed)
         )

@@ -27,8 +27,10 @@ from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.settings import Settings
 from clawbot.store import Store
+from clawbot.testing import MemoryChannel
 
 from .conftest import STORE_SESSION as SESSION
+from .conftest import Chat
 
 
 def _said(text: str, role: str = "user") -> TranscriptEntry:
@@ -463,3 +465,26 @@ async def test_a_turn_whose_message_reached_the_database_already_ends_in_a_trans
 
     assert _query(database, "SELECT status FROM turn_jobs") == [("done",)]
     assert _texts(database) == ["hello", "hi"]
+
+
+async def test_a_journal_that_cannot_be_written_leaves_every_message_to_a_transaction(
+    bot: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def full(self: clawbot.intake.IntakeJournal, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    await chat.say("before")  # journalled, as usual
+    monkeypatch.setattr(clawbot.intake.IntakeJournal, "append", full)
+    with caplog.at_level(logging.WARNING, logger="clawbot.store"):
+        first = await chat.say("during")
+        second = await chat.say("after")
+
+    assert [first.kind, second.kind] == ["turn", "turn"]
+    assert channel.texts == ["ok", "ok", "ok"]
+    database = bot.settings.db_path
+    assert _texts(database) == ["before", "ok", "during", "ok", "after", "ok"]
+    assert caplog.text.count("cannot write the intake journal") == 1
