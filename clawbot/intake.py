@@ -1,9 +1,10 @@
-"""The intake journal: an accepted message made durable by one append to a file, so a turn
-commits to SQLite once (with its answer) instead of twice.
+"""The intake journal: an accepted message made durable by one append to a file (and its
+turn's answer by another, while the message is still only here), so turns reach SQLite a
+hundred to a commit instead of with two commits each.
 
 A message must be durable before the model sees it (nothing lost) and the answer before the
-user does. SQLite's commit is the costliest step of a turn next to the model call, and
-storing the message used to take a commit of its own. One line appended to this file keeps
+user does. SQLite's commit is the costliest step of a turn next to the model call, and each
+of the two used to take a commit of its own. One line appended to this file keeps
 the same promise as a WAL commit with ``synchronous=NORMAL``: it survives the process, not a
 power cut (``FULL`` adds an fsync, as it does to SQLite's commit). The store writes the
 journalled rows in its next transaction, whatever that is, and before any read, so nothing

@@ -132,6 +132,26 @@ async def test_a_database_that_turns_read_only_loses_nothing_and_refuses_clearly
     assert len(scripted.requests) == 3  # "third" never reached the model
 
 
+async def test_a_turn_whose_answer_cannot_be_stored_is_reported_and_closed_once_it_can(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    async def answer_after_the_disk_turned_read_only(request: object) -> str:
+        await bot.store.flush()  # the message reached SQLite (as a read would make it)
+        await bot.store._conn.execute("PRAGMA query_only=ON")
+        return "an answer that cannot be stored"
+
+    scripted.function = answer_after_the_disk_turned_read_only
+    failed = await chat.say("hello")
+    told = channel.texts[-1]
+    await bot.store._conn.execute("PRAGMA query_only=OFF")
+    await bot.scheduler.tick()
+    jobs = await bot.store.turn_jobs_for("memory:chat1")
+
+    assert failed.kind == "turn"
+    assert "is read-only" in told and "make the file and its folder writable" in told
+    assert [(j["status"], j["error"]) for j in jobs] == [("failed", "internal error")]
+
+
 def _database_at_schema(path: Path, version: int) -> sqlite3.Connection:
     raw = sqlite3.connect(path, isolation_level=None)
     raw.execute("PRAGMA foreign_keys=ON")
