@@ -1,8 +1,10 @@
 """The one SQLite database (aiosqlite, WAL, foreign keys on) behind everything that must
 survive a restart. SQL lives here so another backend can replace this module's class.
 
-Writes that precede a reply are committed before the reply is sent. Transcripts are only
-ever appended to; ``/new`` starts a new epoch instead of deleting history.
+Writes that precede a reply are durable before the reply is sent: committed, or appended to
+the intake journal (``clawbot.intake``) and committed shortly after, a hundred turns to a
+commit. Transcripts are only ever appended to; ``/new`` starts a new epoch instead of
+deleting history.
 """
 
 from __future__ import annotations
