@@ -81,25 +81,6 @@ async def _leave_out_checkpoints(bot: Clawbot) -> None:
     bot.store._committed = _no_checkpoints  # type: ignore[method-assign]
 
 
-class _NullCursor:
-    rowcount = 1
-    lastrowid = 1
-
-
-class _NullConnection:
-    """Takes every statement and stores nothing: the rows are still built."""
-
-    def execute(self, sql: str, params: Any = ()) -> _NullCursor:
-        return _NullCursor()
-
-
-async def _leave_out_sqlite(bot: Clawbot) -> None:
-    async def grouped(work: Callable[[Any], Any]) -> Any:
-        return work(_NullConnection())
-
-    bot.store.grouped = grouped  # type: ignore[method-assign]
-
-
 async def _nothing(bot: Clawbot) -> None:
     return None
 
@@ -116,11 +97,8 @@ VARIANTS: dict[str, Variant] = {
     "no-store-writes": Variant(
         "the store's writes of a turn skipped (message and answer)", _leave_out_store_writes
     ),
-    "no-sqlite": Variant(
-        "the store's writes build their rows, and SQLite never sees them", _leave_out_sqlite
-    ),
     "no-intake-journal": Variant(
-        "no intake journal: the message commits on its own, as before", _leave_out_journal
+        "no intake journal: the message and the answer each commit, as before", _leave_out_journal
     ),
     "no-checkpoints": Variant("no background WAL checkpoints", _leave_out_checkpoints),
     "no-indexes": Variant(

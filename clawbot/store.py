@@ -51,8 +51,9 @@ WAL_SIZE_LIMIT = 16 * 1024 * 1024
 WRITE_BEHIND_TURNS = 100
 WRITE_BEHIND_SECONDS = 0.2
 """A turn that ends while its message is still only in the intake journal is journalled
-too; such turns reach SQLite together, once this many have ended or this long after the
-first of them, whichever comes first (or sooner: with any other write, before any read)."""
+too; journalled messages and turns reach SQLite together, when a turn ends with this many
+waiting, or this long after the first turn ended (sooner with any other write, before any
+read)."""
 T = TypeVar("T")
 TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
@@ -75,12 +76,13 @@ _INSERT_SEEN = (
 )
 
 
-def _first_delivery(db: sqlite3.Connection, session: Session, message_id: str, now: str) -> bool:
+def _ledger_row(session: Session, message_id: str, now: str) -> tuple[str, ...]:
+    return (session.channel, session.chat_id, message_id, session.key, now)
+
+
+def _first_delivery(db: sqlite3.Connection, ledger_row: Sequence[str]) -> bool:
     """Record a platform message id in the dedup ledger; False when it was seen before."""
-    seen = db.execute(
-        _INSERT_SEEN, (session.channel, session.chat_id, message_id, session.key, now)
-    )
-    return seen.rowcount == 1
+    return db.execute(_INSERT_SEEN, ledger_row).rowcount == 1
 
 
 def _entry_row(key: str, epoch: int, entry: TranscriptEntry) -> tuple[Any, ...]:
@@ -102,16 +104,10 @@ _INSERT_MESSAGE = (
 )
 _INSERT_JOB = (
     "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, owner, lease_until,"
-    " reply_to, started_at, created_at, updated_at, input_message_id)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-_INSERT_FINISHED_JOB = (
-    "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, owner, lease_until,"
     " reply_to, started_at, created_at, updated_at, input_message_id, error, finished_at,"
     " reply_message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_STATUS, _UPDATED_AT = 3, 10  # positions in a job row (an Intake's ``job``)
 
 
 def _store_intake(db: sqlite3.Connection, intake: Intake, *, dedup: bool = True) -> bool:
@@ -119,42 +115,23 @@ def _store_intake(db: sqlite3.Connection, intake: Intake, *, dedup: bool = True)
     intake accepted from the journal is written whatever the ledger says (``dedup`` off):
     it was checked when accepted, and its turn runs already."""
     if intake.ledger is not None:
-        first = db.execute(_INSERT_SEEN, intake.ledger).rowcount == 1
+        first = _first_delivery(db, intake.ledger)
         if dedup and not first:
             return False
     message_id = db.execute(_INSERT_MESSAGE, intake.message).lastrowid
     finish = intake.finish
     if finish is None:
-        db.execute(_INSERT_JOB, (*intake.job, message_id))
+        db.execute(_INSERT_JOB, (*intake.job, message_id, None, None, None))
     else:  # the job goes in as it ended, pointing at its answer
         answer = None
         for row in finish.rows:
             row_id = db.execute(_INSERT_MESSAGE, row).lastrowid
             if row[2] == "assistant":
                 answer = row_id
-        job_id, key, lane, _status, attempts, owner, lease, reply_to, started, created, _ = (
-            intake.job
-        )
-        db.execute(
-            _INSERT_FINISHED_JOB,
-            (
-                job_id,
-                key,
-                lane,
-                finish.status,
-                attempts,
-                owner,
-                lease,
-                reply_to,
-                started,
-                created,
-                finish.at,
-                message_id,
-                finish.error,
-                finish.at,
-                answer if finish.status == "done" else None,
-            ),
-        )
+        job = list(intake.job)
+        job[_STATUS], job[_UPDATED_AT] = finish.status, finish.at
+        reply = answer if finish.status == "done" else None
+        db.execute(_INSERT_JOB, (*job, message_id, finish.error, finish.at, reply))
     _mark_replied(db, intake.replied)
     return True
 
@@ -205,7 +182,6 @@ class Store:
         self._writable = True  # the last transaction did not fail on the database itself
         self._pending: list[Intake] = []
         self._pending_seen: set[tuple[str, str, str]] = set()
-        self._finished = 0  # pending intakes whose turn ended too
         self._write_behind: asyncio.TimerHandle | None = None
         self._writing: asyncio.Task[None] | None = None
 
@@ -662,7 +638,9 @@ class Store:
         row = _entry_row(session.key, session.epoch, entry)
 
         def write(db: sqlite3.Connection) -> bool:
-            if dedup_id is not None and not _first_delivery(db, session, dedup_id, now):
+            if dedup_id is not None and not _first_delivery(
+                db, _ledger_row(session, dedup_id, now)
+            ):
                 return False
             db.execute(_INSERT_MESSAGE, row)
             return True
@@ -690,11 +668,7 @@ class Store:
         on its way to SQLite; its rows then go in with the next transaction (the turn's
         answer, usually), so a turn commits once. Otherwise it is one transaction."""
         now = _now()
-        ledger = (
-            (session.channel, session.chat_id, dedup_id, session.key, now)
-            if dedup_id is not None
-            else None
-        )
+        ledger = _ledger_row(session, dedup_id, now) if dedup_id is not None else None
         job_row = (
             job.id,
             session.key,
@@ -719,9 +693,9 @@ class Store:
             return await self.grouped(functools.partial(_store_intake, intake=intake))
 
         def submit(conn: sqlite3.Connection) -> bool:
-            if ledger is not None and conn.execute(_INSERT_SEEN, ledger).rowcount != 1:
+            if ledger is not None and not _first_delivery(conn, ledger):
                 return False
-            conn.execute(_INSERT_JOB, (*job_row, None))
+            conn.execute(_INSERT_JOB, (*job_row, None, None, None, None))
             if item is not None:
                 _insert_backlog(conn, session.key, item, now)
             _mark_replied(conn, replied)
@@ -955,7 +929,9 @@ class Store:
         now = _now()
 
         def defer(db: sqlite3.Connection) -> int | None:
-            if dedup_id is not None and not _first_delivery(db, session, dedup_id, now):
+            if dedup_id is not None and not _first_delivery(
+                db, _ledger_row(session, dedup_id, now)
+            ):
                 return None
             return db.execute(
                 "INSERT INTO backlog (session_key, job_id, kind, payload_json, created_at)"
@@ -1148,7 +1124,6 @@ class Store:
         self._writable = True
         if taken:
             del self._pending[:taken]
-            self._finished = sum(1 for intake in self._pending if intake.finish is not None)
             if not self._pending:
                 self._pending_seen.clear()
                 if self._journal is not None:
@@ -1225,8 +1200,7 @@ class Store:
             self._journal_failed = True
             return False  # stored by a transaction instead, which reports what is wrong
         self._pending[index] = replace(self._pending[index], finish=finish)
-        self._finished += 1
-        if self._finished >= WRITE_BEHIND_TURNS:
+        if len(self._pending) >= WRITE_BEHIND_TURNS:
             try:
                 self._transact(self._conn._conn, _no_work)
             except sqlite3.Error:  # locked by another process, say: retried with a backoff

@@ -78,6 +78,12 @@ async def _opened(database: Path, *, synchronous: str = "NORMAL") -> Store:
     return store
 
 
+async def _restart(database: Path) -> None:
+    """Open and close the database, as the next start does: it replays what it finds."""
+    restarted = await Store.open(database)
+    await restarted.close()
+
+
 async def _crash(store: Store) -> None:
     """End ``store`` the way a killed process ends: its journal's lock goes with its file
     descriptor and nothing still pending is written. No public method dies on purpose, so
@@ -151,8 +157,7 @@ async def test_a_journal_held_by_a_live_store_is_not_replayed_by_another_open_of
 
     # flock belongs to an open file description: a second open in this very process
     # contends for the lock just as another process would.
-    second = await Store.open(database)
-    await second.close()
+    await _restart(database)
     after_second_open = (_texts(database), _jobs(database), _journals(tmp_path))
     await store.flush()
 
@@ -173,8 +178,7 @@ async def test_replaying_a_journal_writes_only_the_intakes_the_database_lacks(
     await _crash(crashed)
 
     with caplog.at_level(logging.WARNING, logger="clawbot.store"):
-        restarted = await Store.open(database)
-    await restarted.close()
+        await _restart(database)
 
     assert _texts(database) == ["stored already", "only in the journal"]
     assert _jobs(database) == ["turn-1", "turn-2"]
@@ -203,8 +207,7 @@ async def test_a_journal_next_to_a_database_whose_name_has_glob_characters_is_re
     await _accept(crashed, "turn-1", "not lost")
     await _crash(crashed)
 
-    restarted = await Store.open(database)
-    await restarted.close()
+    await _restart(database)
 
     assert (_texts(database), _jobs(database)) == (["not lost"], ["turn-1"])
     assert _journals(tmp_path) == []
@@ -223,8 +226,7 @@ async def test_a_torn_last_line_is_skipped_with_a_warning_and_the_intakes_before
     journal.write_bytes(first + second[: len(second) // 2])
 
     with caplog.at_level(logging.WARNING):
-        restarted = await Store.open(database)
-    await restarted.close()
+        await _restart(database)
 
     assert _texts(database) == ["written whole"]
     assert _jobs(database) == ["turn-1"]
@@ -316,8 +318,7 @@ async def test_a_journal_that_could_not_be_stored_at_close_is_kept_and_replayed_
         await store.close()
     kept = _journals(tmp_path)
     before_restart = _texts(database)
-    restarted = await Store.open(database)
-    await restarted.close()
+    await _restart(database)
 
     assert len(kept) == 1
     assert "kept accepted messages" in caplog.text
