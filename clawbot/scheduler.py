@@ -349,7 +349,7 @@ class Scheduler:
                 queue.session, job, entry=entry, dedup_id=dedup_id, replied=replied
             )
         except BaseException:
-            self._replied.extend(replied)
+            self._give_back_replied(replied)
             fresh = False
             raise
         finally:
@@ -396,7 +396,7 @@ class Scheduler:
                 queue.session, job, item=item, dedup_id=dedup_id, replied=replied
             )
         except BaseException:
-            self._replied.extend(replied)
+            self._give_back_replied(replied)
             raise
         finally:
             queue.submitting -= 1
@@ -717,14 +717,19 @@ class Scheduler:
         job = run.job
         if run.mode == "start":
             transcript = await self.runtime.transcripts.get(session)
-            await self.store.start_job(
-                session,
-                job.id,
-                lease_until=run.lease_until,
-                entries=run.entries,
-                carried=run.carried,
-                replied=self._take_replied(),
-            )
+            replied = self._take_replied()
+            try:
+                await self.store.start_job(
+                    session,
+                    job.id,
+                    lease_until=run.lease_until,
+                    entries=run.entries,
+                    carried=run.carried,
+                    replied=replied,
+                )
+            except BaseException:
+                self._give_back_replied(replied)
+                raise
             transcript.append(run.entries)
         elif run.mode == "claim":
             if not await self.store.claim_job(job, run.lease_until):
@@ -996,6 +1001,11 @@ class Scheduler:
         taken, self._replied = self._replied, []
         return taken
 
+    def _give_back_replied(self, taken: list[str]) -> None:
+        """Marks whose transaction failed wait for the next one: dropped, they would make
+        the next start send those replies again (the store may be writable by then)."""
+        self._replied[:0] = taken
+
     def _start_flush(self) -> None:
         self._flush = None
         if self._replied and self._flushing is None:
@@ -1005,7 +1015,7 @@ class Scheduler:
     def _flush_done(self, task: asyncio.Task[None]) -> None:
         self._flushing = None
         if not task.cancelled() and task.exception() is not None:
-            log.error("could not record sent replies: %s", task.exception())
+            log.error("could not record sent replies (retried later): %s", task.exception())
 
     async def _close_unclosed(self) -> None:
         while self._unclosed:
@@ -1015,7 +1025,11 @@ class Scheduler:
     async def _flush_replied(self) -> None:
         replied = self._take_replied()
         if replied:
-            await self.store.mark_replied(replied)
+            try:
+                await self.store.mark_replied(replied)
+            except BaseException:
+                self._give_back_replied(replied)
+                raise
 
     def _is_idle(self) -> bool:
         return self.active_total == 0 and not any(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,7 @@ from typing import TypeVar
 import pytest
 
 from clawbot.app import Clawbot
+from clawbot.clock import ManualClock
 from clawbot.backlog import BacklogItem
 from clawbot.errors import StoreError
 from clawbot.jobs import TurnJob
@@ -19,6 +21,7 @@ from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.migrations import migrations
 from clawbot.sessions import Session
 from clawbot.store import Store, new_id
+from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel
 
 from .conftest import Chat
@@ -397,3 +400,37 @@ async def test_once_a_merged_turns_reply_went_out_none_of_its_jobs_is_left_pendi
 
 def _soon() -> datetime:
     return datetime.now(UTC) + timedelta(minutes=5)
+
+
+async def test_a_reply_sent_while_the_database_was_read_only_is_not_sent_again_after_a_restart(
+    settings: Settings, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock()
+    failed = asyncio.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "could not record sent replies" in record.getMessage():
+                failed.set()
+
+    watch = Watch()
+    logging.getLogger("clawbot").addHandler(watch)
+    try:
+        async with await Clawbot.open(settings, clock=clock) as bot:
+            first = MemoryChannel()
+            bot.connect(first)
+            await bot.router.handle(first.message("hello"))
+            await bot.store._conn.execute("PRAGMA query_only=ON")
+            await failed.wait()  # the reply mark could not be written
+            await bot.store._conn.execute("PRAGMA query_only=OFF")
+    finally:
+        logging.getLogger("clawbot").removeHandler(watch)
+    clock.advance(settings.job_lease + 1)
+    async with await Clawbot.open(settings, clock=clock) as restarted:
+        second = MemoryChannel()
+        restarted.connect(second)
+        await restarted.start()
+        await restarted.scheduler.wait_idle()
+
+    assert first.texts == ["ok"]
+    assert second.texts == []
