@@ -13,15 +13,15 @@ from typing import TypeVar
 import pytest
 
 from clawbot.app import Clawbot
-from clawbot.clock import ManualClock
 from clawbot.backlog import BacklogItem
+from clawbot.clock import ManualClock
 from clawbot.errors import StoreError
 from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.migrations import migrations
 from clawbot.sessions import Session
-from clawbot.store import Store, new_id
 from clawbot.settings import Settings
+from clawbot.store import Store, new_id
 from clawbot.testing import MemoryChannel, ScriptedModel
 
 from .conftest import Chat
@@ -403,7 +403,7 @@ def _soon() -> datetime:
 
 
 async def test_a_reply_sent_while_the_database_was_read_only_is_not_sent_again_after_a_restart(
-    settings: Settings, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
+    settings: Settings, scripted: ScriptedModel
 ) -> None:
     clock = ManualClock()
     failed = asyncio.Event()
