@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from clawbot.agent_registry import AgentRegistry
     from clawbot.channels import Adapter
     from clawbot.pairing import PairingRequest
+    from clawbot.serving import ServingLock
     from clawbot.settings import Settings
     from clawbot.store import Store
 
@@ -100,11 +101,19 @@ def chat(
     except ClawbotError as exc:
         fail(str(exc))
     try:
-        asyncio.run(_chat(settings))
+        with serving_lock(settings, "clawbot chat"):
+            asyncio.run(_chat(settings))
     except ClawbotError as exc:
         fail(str(exc), code=1)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+def serving_lock(settings: Settings, command: str) -> ServingLock:
+    """The lock that makes this the one process serving the home's database."""
+    from clawbot.serving import ServingLock
+
+    return ServingLock.acquire(settings.db_path, command)
 
 
 async def _chat(settings: Settings) -> None:
@@ -287,7 +296,8 @@ def run(
     except ClawbotError as exc:
         fail(str(exc))
     try:
-        asyncio.run(_run(settings, names))
+        with serving_lock(settings, "clawbot run"):
+            asyncio.run(_run(settings, names))
     except ClawbotError as exc:
         fail(str(exc), code=1)
 
