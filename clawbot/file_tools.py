@@ -1,35 +1,213 @@
-"""Built-in file tools, all confined to the session's workspace."""
+"""Built-in file tools, all confined to the session's workspace.
+
+Only regular files and folders are touched. A named pipe, socket or device can block a read
+or write for ever, and a regular file with a second hard link may also be a file outside the
+workspace (a link cannot be told from the original). So every file is opened without blocking
+(``O_NONBLOCK``) and checked with ``fstat`` on the open descriptor: nothing can be swapped in
+between the check and the use. The I/O runs in a worker thread, so a slow disk never stalls
+the event loop and the turn deadline can always fire.
+
+Errors are one short sentence naming the path as the model gave it (shortened), never the
+workspace's place on the host.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+import codecs
+import errno
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, ParamSpec, TypeVar
 
 from pydantic import Field
 
 from clawbot.errors import ToolError
-from clawbot.tools import Tool, ToolContext, make_tool
-from clawbot.workspace import Workspace
+from clawbot.tools import MAX_RESULT_CHARS, Tool, ToolContext, make_tool
+from clawbot.workspace import Workspace, shown_path
 
-MAX_READ_CHARS = 100_000
+MAX_READ_CHARS = min(40_000, MAX_RESULT_CHARS - 200)
+"""What one ``file_read`` returns: below the tool result limit, so it is never cut twice."""
+READ_CHUNK_BYTES = 64 * 1024
+MAX_EDIT_BYTES = 2_000_000
+"""``file_edit`` rewrites the whole file in memory; bigger files are refused, not loaded."""
 MAX_LIST_ENTRIES = 500
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
 
 
 def _workspace(ctx: ToolContext) -> Workspace:
+    if not ctx.workspace.is_dir():
+        raise ToolError(
+            "the workspace folder no longer exists",
+            hint="tell the user; clawbot re-creates the default workspace when it next starts",
+        )
     return Workspace(ctx.workspace)
+
+
+def _file_path(path: str) -> str:
+    if not path.strip():
+        raise ToolError("the path is empty", hint="give a file path relative to the workspace")
+    return path
+
+
+def _refuse_unless_plain_file(info: os.stat_result, shown: str) -> None:
+    if stat.S_ISDIR(info.st_mode):
+        raise ToolError(f"{shown} is a folder, not a file", hint="use list_dir to see inside it")
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        raise ToolError(
+            f"{shown} is {kind}, and file tools only use regular files",
+            hint="choose another path",
+        )
+    if info.st_nlink > 1:
+        raise ToolError(
+            f"{shown} has {info.st_nlink} hard links, so it may also be a file outside the "
+            "workspace, and file tools refuse such files",
+            hint="ask the user to replace it with a plain copy if it is meant to be used here",
+        )
+
+
+def _open_plain_file(
+    target: Path, shown: str, flags: int, *, missing_hint: str
+) -> tuple[int, os.stat_result]:
+    """An open descriptor of the regular, singly linked file ``target``, else a ToolError."""
+    try:
+        fd = os.open(target, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a pipe or socket nobody reads: say which it is
+            _refuse_unless_plain_file(os.stat(target), shown)
+        raise _os_error(exc, shown, missing_hint=missing_hint) from None
+    try:
+        info = os.fstat(fd)
+        _refuse_unless_plain_file(info, shown)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
+def _os_error(exc: OSError, shown: str, *, missing_hint: str = "") -> ToolError:
+    """One short sentence for a file system error: ``str(exc)`` holds the host's path."""
+    code = exc.errno
+    if code == errno.ENOENT:
+        return ToolError(f"no such file: {shown}", hint=missing_hint or None)
+    if code == errno.EISDIR:
+        return ToolError(f"{shown} is a folder, not a file", hint="use list_dir to see inside it")
+    if code in (errno.ENOTDIR, errno.EEXIST):
+        return ToolError(f"part of {shown} is a file where a folder is needed")
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return ToolError(f"{shown} may not be changed or read here (permission denied)")
+    if code == errno.ELOOP:
+        return ToolError(f"{shown} became a link while it was opened", hint="try again")
+    if code == errno.ENAMETOOLONG:
+        return ToolError(f"the path {shown} is too long for the file system")
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return ToolError("the disk is full", hint="tell the user")
+    reason = (exc.strerror or type(exc).__name__).lower()
+    return ToolError(f"{shown} could not be used: {reason}")
+
+
+def _read_start(target: Path, shown: str) -> str:
+    """The file's first MAX_READ_CHARS characters, reading little more than that."""
+    fd, info = _open_plain_file(
+        target, shown, os.O_RDONLY, missing_hint="use list_dir to see what exists"
+    )
+    with os.fdopen(fd, "rb") as file:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text = ""
+        while len(text) <= MAX_READ_CHARS:
+            chunk = file.read(READ_CHUNK_BYTES)
+            if not chunk:
+                return text + decoder.decode(b"", final=True)
+            text += decoder.decode(chunk)
+    return text[:MAX_READ_CHARS] + (
+        f"\n[truncated: the first {MAX_READ_CHARS:,} characters of a {info.st_size:,}-byte file]"
+    )
+
+
+def _write_whole(target: Path, shown: str, content: str) -> None:
+    data = content.encode("utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # No O_TRUNC: a file is emptied only once it is known to be a plain one.
+    fd, _ = _open_plain_file(target, shown, os.O_WRONLY | os.O_CREAT, missing_hint="")
+    with os.fdopen(fd, "wb") as file:
+        file.truncate(0)
+        file.write(data)
+
+
+def _replace_once(target: Path, shown: str, old_text: str, new_text: str) -> None:
+    fd, _ = _open_plain_file(target, shown, os.O_RDWR, missing_hint="use file_write to create it")
+    with os.fdopen(fd, "r+b") as file:
+        raw = file.read(MAX_EDIT_BYTES + 1)
+        if len(raw) > MAX_EDIT_BYTES:
+            raise ToolError(
+                f"{shown} is too big to edit (over {MAX_EDIT_BYTES:,} bytes)",
+                hint="use file_write to replace it, or ask the user",
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(
+                f"{shown} is not UTF-8 text, and file_edit only changes text",
+                hint="use file_write to replace it",
+            ) from None
+        found = text.count(old_text)
+        if found == 0:
+            raise ToolError(
+                f"old_text was not found in {shown}", hint="read the file and copy it exactly"
+            )
+        if found > 1:
+            raise ToolError(
+                f"old_text occurs {found} times in {shown}",
+                hint="include more context so it is unique",
+            )
+        file.seek(0)
+        file.write(text.replace(old_text, new_text, 1).encode("utf-8"))
+        file.truncate()
+
+
+def _list_entries(target: Path, shown: str) -> str:
+    try:
+        with os.scandir(target) as found:
+            entries = sorted((not e.is_dir(), e.name) for e in found)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise ToolError(f"no such folder: {shown}") from None
+        raise _os_error(exc, shown) from None
+    lines = [name if is_file else f"{name}/" for is_file, name in entries[:MAX_LIST_ENTRIES]]
+    if len(entries) > MAX_LIST_ENTRIES:
+        lines.append(f"[{len(entries) - MAX_LIST_ENTRIES} more entries]")
+    return "\n".join(lines) if lines else "(empty folder)"
+
+
+async def _off_loop(shown: str, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run blocking file I/O in a worker thread; any leftover OSError becomes a ToolError."""
+    try:
+        return await asyncio.to_thread(work, *args, **kwargs)
+    except OSError as exc:
+        raise _os_error(exc, shown) from None
 
 
 async def file_read(
     path: Annotated[str, Field(description="file path relative to the workspace")],
     ctx: ToolContext,
 ) -> str:
-    """Read a UTF-8 text file from the workspace."""
-    target = _workspace(ctx).resolve(path)
-    if not target.is_file():
-        raise ToolError(f"no such file: {path}", hint="use list_dir to see what exists")
-    text = target.read_text(encoding="utf-8", errors="replace")
-    if len(text) > MAX_READ_CHARS:
-        return text[:MAX_READ_CHARS] + f"\n[truncated: the file has {len(text)} characters]"
-    return text
+    """Read a UTF-8 text file from the workspace (long files: the first 40,000 characters)."""
+    target = _workspace(ctx).resolve(_file_path(path))
+    shown = shown_path(path)
+    return await _off_loop(shown, _read_start, target, shown)
 
 
 async def file_write(
@@ -38,11 +216,9 @@ async def file_write(
     ctx: ToolContext,
 ) -> str:
     """Create or overwrite a text file in the workspace (parent folders are created)."""
-    target = _workspace(ctx).resolve(path)
-    if target.is_dir():
-        raise ToolError(f"{path} is a folder, not a file")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content, encoding="utf-8")
+    target = _workspace(ctx).resolve(_file_path(path))
+    shown = shown_path(path)
+    await _off_loop(shown, _write_whole, target, shown, content)
     return f"wrote {len(content)} characters to {path}"
 
 
@@ -53,22 +229,11 @@ async def file_edit(
     ctx: ToolContext,
 ) -> str:
     """Replace one exact, unique occurrence of a piece of text in a workspace file."""
-    target = _workspace(ctx).resolve(path)
-    if not target.is_file():
-        raise ToolError(f"no such file: {path}", hint="use file_write to create it")
+    target = _workspace(ctx).resolve(_file_path(path))
     if not old_text:
         raise ToolError("old_text is empty", hint="give the exact text to replace")
-    text = target.read_text(encoding="utf-8")
-    found = text.count(old_text)
-    if found == 0:
-        raise ToolError(
-            f"old_text was not found in {path}", hint="read the file and copy it exactly"
-        )
-    if found > 1:
-        raise ToolError(
-            f"old_text occurs {found} times in {path}", hint="include more context so it is unique"
-        )
-    target.write_text(text.replace(old_text, new_text, 1), encoding="utf-8")
+    shown = shown_path(path)
+    await _off_loop(shown, _replace_once, target, shown, old_text, new_text)
     return f"edited {path}"
 
 
@@ -77,15 +242,9 @@ async def list_dir(
     path: Annotated[str, Field(description="folder relative to the workspace")] = ".",
 ) -> str:
     """List a workspace folder: one entry per line, folders end with '/'."""
-    workspace = _workspace(ctx)
-    target = workspace.resolve(path)
-    if not target.is_dir():
-        raise ToolError(f"no such folder: {path}")
-    entries = sorted(target.iterdir(), key=lambda p: (not p.is_dir(), p.name))
-    lines = [f"{p.name}/" if p.is_dir() else p.name for p in entries[:MAX_LIST_ENTRIES]]
-    if len(entries) > MAX_LIST_ENTRIES:
-        lines.append(f"[{len(entries) - MAX_LIST_ENTRIES} more entries]")
-    return "\n".join(lines) if lines else "(empty folder)"
+    target = _workspace(ctx).resolve(path)
+    shown = shown_path(path)
+    return await _off_loop(shown, _list_entries, target, shown)
 
 
 def file_tools() -> list[Tool]:

@@ -31,6 +31,8 @@ log = logging.getLogger("clawbot.tools")
 
 Risk = Literal["safe", "guarded", "unsafe"]
 MAX_RESULT_CHARS = 50_000
+MAX_ERROR_CHARS = 300
+"""An unexpected tool failure is logged and returned in at most this many characters."""
 
 
 @dataclass
@@ -189,8 +191,11 @@ class ToolRegistry:
         except ClawbotError as exc:
             return _error(call, str(exc))
         except Exception as exc:
-            log.warning("tool %s failed: %s: %s", call.name, type(exc).__name__, exc)
-            return _error(call, f"{type(exc).__name__}: {exc}")
+            # An exception's text can repeat a huge argument: keep the log line and the
+            # result short.
+            problem = _clipped(f"{type(exc).__name__}: {exc}")
+            log.warning("tool %s failed: %s", call.name, problem)
+            return _error(call, problem)
         return ToolResultBlock(tool_call_id=call.id, name=call.name, content=_as_text(result))
 
 
@@ -204,6 +209,10 @@ def _as_text(result: Any) -> str:
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f"\n[truncated: {len(text)} characters in all]"
     return text
+
+
+def _clipped(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _error(call: ToolCallBlock, message: str) -> ToolResultBlock:

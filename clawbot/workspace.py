@@ -16,6 +16,20 @@ RECHECK_SECONDS = 1.0
 BOOTSTRAP_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md")
 MAX_BOOTSTRAP_CHARS = 20_000
 
+MAX_PATH_CHARS = 1_000
+"""Longer workspace paths are refused before the file system sees them (its own limit, and
+the error it gives, name the host's absolute path)."""
+MAX_NAME_BYTES = 255
+SHOWN_PATH_CHARS = 80
+"""How much of a path an error message repeats: enough to recognise it, never a 6 KB line."""
+
+
+def shown_path(relative: str) -> str:
+    """``relative`` as an error message may show it: quoted, printable and short."""
+    if len(relative) > SHOWN_PATH_CHARS:
+        relative = relative[: SHOWN_PATH_CHARS - 1] + "…"
+    return repr(relative)
+
 
 @dataclass(frozen=True)
 class BootstrapFile:
@@ -29,6 +43,8 @@ class Workspace:
 
     def __init__(self, root: Path, *, clock: Clock | None = None) -> None:
         if not root.is_dir():
+            # The default workspace is re-created at start (clawbot.home), so a missing one
+            # was configured explicitly.
             raise WorkspaceError(
                 f"the workspace folder {root} does not exist",
                 hint="create it, or unset CLAWBOT_WORKSPACE to use the default one in CLAWBOT_HOME",
@@ -45,18 +61,43 @@ class Workspace:
     def resolve(self, relative: str) -> Path:
         """The real path of ``relative`` inside the workspace, or a WorkspaceError.
 
-        Absolute paths, ``..`` that climbs out and symlinks that lead out are all refused.
+        Absolute paths, ``..`` that climbs out and symlinks that lead out are all refused, and
+        so are paths the file system would reject (NUL, too long): every message shows the
+        path as given, shortened, never the workspace's place on the host.
         """
         if not relative or relative.strip() == "":
             relative = "."
+        shown = shown_path(relative)
+        if "\0" in relative:
+            raise WorkspaceError(
+                f"the path {shown} contains a NUL character",
+                hint="give a plain path relative to the workspace",
+            )
         candidate = Path(relative)
+        if len(relative) > MAX_PATH_CHARS:
+            raise WorkspaceError(
+                f"the path {shown} is too long ({len(relative):,} characters, at most "
+                f"{MAX_PATH_CHARS:,})",
+                hint="use a shorter path",
+            )
+        if any(len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES for part in candidate.parts):
+            raise WorkspaceError(
+                f"a name in the path {shown} is too long (at most {MAX_NAME_BYTES} bytes a name)",
+                hint="use a shorter name",
+            )
         if candidate.is_absolute() or relative.startswith("~"):
-            raise WorkspaceError(f"absolute paths are not allowed: {relative!r}")
+            raise WorkspaceError(f"absolute paths are not allowed: {shown}")
         if ".." in candidate.parts:
-            raise WorkspaceError(f"'..' is not allowed in workspace paths: {relative!r}")
-        resolved = (self.root / candidate).resolve()
+            raise WorkspaceError(f"'..' is not allowed in workspace paths: {shown}")
+        try:
+            resolved = (self.root / candidate).resolve()
+        except (OSError, RuntimeError):  # a loop of links; the message holds the host path
+            raise WorkspaceError(
+                f"{shown} cannot be followed (its links form a loop)",
+                hint="use a path without that link",
+            ) from None
         if resolved != self.root and not resolved.is_relative_to(self.root):
-            raise WorkspaceError(f"{relative!r} leads outside the workspace (through a link)")
+            raise WorkspaceError(f"{shown} leads outside the workspace (through a link)")
         return resolved
 
     def relative(self, path: Path) -> str:

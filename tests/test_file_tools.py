@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from clawbot.errors import WorkspaceError
-from clawbot.file_tools import file_tools
+from clawbot.file_tools import MAX_READ_CHARS, file_tools
 from clawbot.messages import ToolCallBlock
 from clawbot.sessions import Session
 from clawbot.settings import Settings
@@ -36,6 +41,47 @@ async def run(workspace: Path, name: str, **arguments: object) -> tuple[str, boo
         ToolCallBlock(id="1", name=name, arguments=dict(arguments)), context
     )
     return result.content, result.is_error
+
+
+STALL_LIMIT = 10.0
+"""Seconds the event loop may go without answering before a test calls it stopped."""
+
+
+@asynccontextmanager
+async def loop_watch(fifo: Path) -> AsyncIterator[threading.Event]:
+    """An event set if the event loop stopped answering while the block ran.
+
+    A thread asks the loop to run a callback; if that does not happen within STALL_LIMIT,
+    it opens both ends of ``fifo``, so a tool stuck opening it returns and the test fails
+    instead of hanging.
+    """
+    loop = asyncio.get_running_loop()
+    answered, stalled = threading.Event(), threading.Event()
+    held: list[int] = []
+
+    def watch() -> None:
+        loop.call_soon_threadsafe(answered.set)
+        if not answered.wait(STALL_LIMIT):
+            stalled.set()
+            held.append(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield stalled
+    finally:
+        await asyncio.to_thread(watcher.join)
+        for fd in held:
+            os.close(fd)
+
+
+def io_read_bytes() -> int:
+    """Bytes this process has read through system calls so far (Linux's ``rchar``)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
 
 
 @pytest.mark.parametrize("path", ["../outside.txt", "sub/../../outside.txt", "/etc/passwd", "~/x"])
@@ -103,6 +149,125 @@ async def test_list_dir_shows_folders_first_with_a_slash(workspace: Path) -> Non
     content, _ = await run(workspace, "list_dir")
 
     assert content.splitlines() == ["sub/", "notes.md"]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"name": "file_read"},
+        {"name": "file_write", "content": "x"},
+        {"name": "file_edit", "old_text": "a", "new_text": "b"},
+    ],
+    ids=lambda call: str(call["name"]),
+)
+async def test_a_named_pipe_is_refused_and_the_event_loop_keeps_running(
+    workspace: Path, call: dict[str, str]
+) -> None:
+    os.mkfifo(workspace / "pipe")
+    arguments = {key: value for key, value in call.items() if key != "name"}
+
+    async with loop_watch(workspace / "pipe") as stalled:
+        content, is_error = await run(workspace, call["name"], path="pipe", **arguments)
+
+    assert not stalled.is_set(), "the event loop stopped while the tool ran"
+    assert is_error
+    assert content.startswith("error: 'pipe' is a named pipe, and file tools only use regular")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"name": "file_read"},
+        {"name": "file_write", "content": "changed"},
+        {"name": "file_edit", "old_text": "top", "new_text": "changed"},
+    ],
+    ids=lambda call: str(call["name"]),
+)
+async def test_a_hard_link_to_a_file_outside_is_refused_and_says_why(
+    workspace: Path, call: dict[str, str]
+) -> None:
+    os.link(workspace.parent / "outside.txt", workspace / "inside.txt")
+    arguments = {key: value for key, value in call.items() if key != "name"}
+
+    content, is_error = await run(workspace, call["name"], path="inside.txt", **arguments)
+
+    assert is_error
+    assert "'inside.txt' has 2 hard links, so it may also be a file outside the workspace" in (
+        content
+    )
+    assert "top secret" not in content
+    assert (workspace.parent / "outside.txt").read_text() == "top secret"
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/self/io")
+async def test_reading_a_huge_file_returns_its_start_and_reads_little_more(
+    workspace: Path,
+) -> None:
+    huge = workspace / "huge.log"
+    huge.write_text("first line\n")
+    os.truncate(huge, 64 * 1024 * 1024)
+    before = io_read_bytes()
+
+    content, is_error = await run(workspace, "file_read", path="huge.log")
+
+    assert not is_error
+    assert content.startswith("first line\n")
+    assert content.endswith(
+        f"[truncated: the first {MAX_READ_CHARS:,} characters of a 67,108,864-byte file]"
+    )
+    assert io_read_bytes() - before < 1024 * 1024
+
+
+async def test_writing_with_an_empty_path_asks_for_a_file_path(workspace: Path) -> None:
+    content, is_error = await run(workspace, "file_write", path="", content="x")
+
+    assert is_error
+    assert content == "error: the path is empty — give a file path relative to the workspace"
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("a" * 6000, "error: the path 'aaaa"),
+        ("dir/" + "b" * 300, "error: a name in the path 'dir/bbbb"),
+        ("a\0b", "error: the path 'a\\x00b' contains a NUL character"),
+        ("notes.md/new.txt", "error: part of 'notes.md/new.txt' is a file where a folder is"),
+    ],
+    ids=["very long", "long name", "NUL", "file as folder"],
+)
+async def test_a_bad_path_gets_one_short_sentence_without_the_host_path(
+    workspace: Path, path: str, message: str
+) -> None:
+    content, is_error = await run(workspace, "file_write", path=path, content="x")
+
+    assert is_error
+    assert content.startswith(message)
+    assert len(content) < 200
+    assert str(workspace) not in content
+    assert "Errno" not in content
+
+
+async def test_a_very_long_path_keeps_the_log_lines_short(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+
+    await run(workspace, "file_read", path="a" * 6000)
+
+    assert all(len(record.getMessage()) < 400 for record in caplog.records)
+
+
+async def test_a_workspace_deleted_while_running_is_reported_without_the_host_path(
+    workspace: Path,
+) -> None:
+    (workspace / "notes.md").unlink()
+    workspace.rmdir()
+
+    content, is_error = await run(workspace, "file_read", path="notes.md")
+
+    assert is_error
+    assert content.startswith("error: the workspace folder no longer exists")
+    assert str(workspace) not in content
 
 
 def test_a_workspace_that_does_not_exist_is_a_clear_error(tmp_path: Path) -> None:
