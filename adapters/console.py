@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import getpass
 import logging
+import os
 import sys
 from typing import BinaryIO, TextIO
 
@@ -97,9 +98,27 @@ class ConsoleAdapter(Adapter):
 
             print_formatted_text(text)
         else:
-            self._stdout.write(text + "\n")
-            self._stdout.flush()
+            try:
+                self._stdout.write(text + "\n")
+                self._stdout.flush()
+            except BrokenPipeError:
+                self._output_closed()
+                return []
         return [SentMessage(channel=CHANNEL, chat_id=message.chat_id)]
+
+    def _output_closed(self) -> None:
+        """Whoever read our output is gone (``clawbot chat < in.txt | head -1``): further
+        replies would go nowhere, so stop reading input and let the chat end quietly, as a
+        shell pipeline expects."""
+        if self._task is not None and not self._task.done():
+            log.info("the output was closed: no more input is read")
+            self._task.cancel()
+        if self._stdout is sys.stdout:
+            # Python flushes stdout again at exit; point it at /dev/null so that flush
+            # cannot fail and print a BrokenPipeError of its own.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
 
     async def _piped_loop(self, on_message: InboundHandler) -> None:
         number = 0

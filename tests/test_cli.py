@@ -159,3 +159,29 @@ def test_help_lists_the_commands(tmp_path: Path) -> None:
 
     assert result.returncode == 0
     assert b"chat" in result.stdout
+
+
+def test_chat_whose_output_is_closed_stops_reading_input_and_exits_quietly(
+    standin: OpenAIStandin, tmp_path: Path
+) -> None:
+    lines = b"".join(f"line {n}\n".encode() for n in range(1, 21))
+    process = subprocess.Popen(
+        [*CLAWBOT, "chat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment(tmp_path / "home", standin),
+        cwd=tmp_path,
+    )
+    assert process.stdin and process.stdout and process.stderr
+    process.stdin.write(lines)
+    process.stdin.close()
+    first = process.stdout.readline()
+    process.stdout.close()  # as `| head -1` does after its line
+    err = process.stderr.read()
+    process.wait(120)
+
+    assert first == b"echo: line 1\n"
+    assert process.returncode == 0
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err
+    assert len(standin.requests) < 5  # not one model call per remaining line
