@@ -291,8 +291,10 @@ def _describe_failure(exc: BaseException, model: str) -> str:
         what = "is rate limiting requests (429)"
     elif "Timeout" in name:
         what = "did not answer in time"
-    elif "Connection" in name:
-        what = "could not be reached"
+    elif "Connection" in name or "Connection error" in str(exc):
+        # litellm reports a refused or dropped connection to an OpenAI-style API as an
+        # InternalServerError whose text says "Connection error": no server answered.
+        what = "could not be reached (the connection failed: check the network and the base URL)"
     else:
         what = "had a server error"
     return f"the model provider for {model!r} {what}"

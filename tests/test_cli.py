@@ -4,6 +4,7 @@ OpenAI-compatible stand-in (the real litellm OpenAI path over HTTP)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -185,3 +186,22 @@ def test_chat_whose_output_is_closed_stops_reading_input_and_exits_quietly(
     assert process.returncode == 0
     assert b"Traceback" not in err and b"BrokenPipeError" not in err
     assert len(standin.requests) < 5  # not one model call per remaining line
+
+
+def test_a_model_that_refuses_the_connection_is_reported_as_unreachable(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port on which nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = environment(
+        tmp_path / "home",
+        OPENAI_API_BASE=f"http://127.0.0.1:{port}/v1",
+        OPENAI_API_KEY="sk-test-not-a-real-key-000000",
+        CLAWBOT_PROVIDER_RETRIES="0",
+    )
+
+    result = run(["chat"], b"hello\n", env, tmp_path)
+
+    assert result.returncode == 0
+    reply = result.stdout.decode()
+    assert "could not be reached (the connection failed" in reply
+    assert "server error" not in reply
