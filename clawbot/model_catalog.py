@@ -147,17 +147,20 @@ class ModelCatalog:
         if ref in configured:
             return ModelCheck(model=ref)
         known = self.known()
-        everything = configured + [m for models in known.values() for m in models]
+        # A configured model is usually one litellm lists too: each is suggested once.
+        everything = list(dict.fromkeys([*configured, *(m for ms in known.values() for m in ms)]))
         provider, slash, name = ref.partition("/")
         if not slash or not provider or not name:
             same_name = [m for m in everything if m.split("/", 1)[-1] == ref][:3]
             return _refusal(
                 f"Give the model as provider/model, e.g. {self.settings.model}.",
-                same_name or difflib.get_close_matches(ref, everything, n=3, cutoff=0.6),
+                same_name or _close(ref, everything),
             )
         if provider in known:
             if ref not in known[provider]:
-                close = difflib.get_close_matches(ref, everything, n=3, cutoff=0.6)
+                # A typo in the model's name: its provider's models are the likely ones.
+                own = [m for m in everything if provider_of(m) == provider]
+                close = _close(ref, own) or _close(ref, everything)
                 return _refusal(
                     f"Unknown model {ref!r}.",
                     close,
@@ -177,8 +180,14 @@ class ModelCatalog:
                     model=None, message=f"No API key for {provider}: set {variables} first."
                 )
             return ModelCheck(model=ref)
-        close = difflib.get_close_matches(ref, everything, n=3, cutoff=0.6)
-        return _refusal(f"Unknown provider {provider!r}.", close, "/models lists the models.")
+        return _refusal(
+            f"Unknown provider {provider!r}.", _close(ref, everything), "/models lists the models."
+        )
+
+
+def _close(ref: str, candidates: Sequence[str]) -> list[str]:
+    """Up to three of ``candidates`` (which hold no repeats) that look like ``ref``."""
+    return difflib.get_close_matches(ref, candidates, n=3, cutoff=0.6)
 
 
 def _refusal(message: str, suggestions: Sequence[str], otherwise: str = "") -> ModelCheck:

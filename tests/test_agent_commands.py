@@ -218,6 +218,38 @@ async def test_a_model_typo_gets_did_you_mean_and_changes_nothing(
     assert scripted.requests[0].model == scripted.name
 
 
+async def test_a_model_typo_suggests_each_model_once(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel
+) -> None:
+    await give_model(bot, "coder", "openai/gpt-4o-mini")
+    known_models(bot, {"openai": ["openai/gpt-4o", "openai/gpt-4o-mini", "openai/gpt-4.1-mini"]})
+
+    await chat.say("/model openai/gpt-4o-mni")
+
+    assert channel.texts[0].startswith(
+        "Unknown model 'openai/gpt-4o-mni'. "
+        "Did you mean openai/gpt-4o-mini, openai/gpt-4.1-mini, openai/gpt-4o?"
+    )
+
+
+async def test_a_model_typo_suggests_models_of_the_provider_typed(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel
+) -> None:
+    known_models(
+        bot,
+        {
+            "openai": ["openai/gpt-4o-mini", "openai/dall-e-3"],
+            "azure": ["azure/gpt-4o-mini", "azure/gpt-4o-mini-2024"],
+        },
+    )
+
+    await chat.say("/model openai/gpt-4o-mni")
+
+    assert channel.texts[0].startswith(
+        "Unknown model 'openai/gpt-4o-mni'. Did you mean openai/gpt-4o-mini?"
+    )
+
+
 async def test_a_provider_typo_gets_did_you_mean(chat: Chat, channel: MemoryChannel) -> None:
     await chat.say("/model opneai/gpt-4o")
 
