@@ -7,6 +7,8 @@ Precedence, highest first: explicit overrides (CLI flags), environment, ``.env``
 from __future__ import annotations
 
 import os
+import re
+import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -155,12 +157,11 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_path = Path(os.environ.get("CLAWBOT_CONFIG", "clawbot.toml"))
         return (
             init_settings,
             env_settings,
             dotenv_settings,
-            TomlConfigSettingsSource(settings_cls, toml_file=toml_path),
+            TomlConfigSettingsSource(settings_cls, toml_file=config_file()),
         )
 
     @property
@@ -185,9 +186,46 @@ class Settings(BaseSettings):
         return self.home / "agents"
 
 
+def config_file() -> Path:
+    """The optional TOML settings file: CLAWBOT_CONFIG, else ``clawbot.toml`` here."""
+    return Path(os.environ.get("CLAWBOT_CONFIG", "clawbot.toml"))
+
+
+def _check_config_file(path: Path) -> None:
+    """A ConfigError naming ``path`` (and the line) when it is not readable TOML.
+
+    pydantic-settings reports a broken file with the parser's words alone, which do not say
+    which file; parsing it once more here first is cheap.
+    """
+    if not path.is_file():
+        return
+    where = path.absolute()
+    try:
+        with path.open("rb") as file:
+            tomllib.load(file)
+    except tomllib.TOMLDecodeError as exc:
+        reason = str(exc)
+        line = re.search(r"\bline (\d+)", reason)
+        raise ConfigError(
+            f"the settings file {where} is not valid TOML: {reason[:1].lower()}{reason[1:]}",
+            hint=f"correct {f'line {line[1]}' if line else 'the file'} and start clawbot again",
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"the settings file {where} is not UTF-8 text",
+            hint="save it as UTF-8 and start clawbot again",
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"the settings file {where} cannot be read: {exc.strerror}",
+            hint="make it readable, or set CLAWBOT_CONFIG to another file",
+        ) from None
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Load settings, turning validation failures into one ConfigError naming each setting."""
     clean = {key: value for key, value in overrides.items() if value is not None}
+    _check_config_file(config_file())
     try:
         return Settings(**clean)
     except ValidationError as exc:

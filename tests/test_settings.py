@@ -9,6 +9,8 @@ import pytest
 from clawbot.errors import ConfigError
 from clawbot.settings import load_settings
 
+from .test_cli import environment, run
+
 
 def test_defaults_need_no_configuration() -> None:
     settings = load_settings()
@@ -59,11 +61,17 @@ def test_toml_file_is_read_and_the_environment_wins(
     assert (settings.model, settings.max_tool_rounds) == ("ollama/llama3", 5)
 
 
-def test_a_broken_toml_file_is_a_config_error(tmp_path: Path) -> None:
-    (tmp_path / "clawbot.toml").write_text("model = \n")
+def test_a_broken_toml_file_is_named_with_its_line_and_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "clawbot.toml").write_text('model = "openai/gpt-4o"\nmax_tool_rounds = \n')
+    env = environment(tmp_path / "home", OPENAI_API_KEY="sk-test-not-a-real-key-000000")
 
-    with pytest.raises(ConfigError, match="cannot read settings"):
-        load_settings()
+    result = run(["chat"], b"hi\n", env, tmp_path)
+
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines() == [
+        f"clawbot: the settings file {tmp_path / 'clawbot.toml'} is not valid TOML: invalid value"
+        " (at line 2, column 19) — correct line 2 and start clawbot again"
+    ]
 
 
 def test_cli_overrides_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
