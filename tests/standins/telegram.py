@@ -3,6 +3,13 @@
 It speaks the Bot API's HTTP wire format (``/bot<token>/<method>`` with form or JSON parameters,
 ``{"ok": ..., "result": ...}`` envelopes, ``/file/bot<token>/<path>`` downloads), so
 python-telegram-bot runs unmodified against it once its base URLs point here.
+
+Updates follow Telegram's acknowledgement rule strictly: an update stays pending, and every
+``getUpdates`` returns it again, until a call arrives whose ``offset`` is greater than its id
+(which confirms it and every earlier one). A second ``getUpdates`` ends the one still waiting
+with 409 Conflict, as Telegram does when two processes poll one token. With a webhook set, the
+pending updates are POSTed to it one at a time, in order, and an update leaves the queue only
+when the bot answers 2xx; a non-2xx answer or a failed connection is retried.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import contextlib
 import itertools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any, Literal
@@ -28,6 +36,16 @@ DEFAULT_BOT_USERNAME = "clawbot_test_bot"
 DEFAULT_GROUP_ID = -1001000000001
 OTHER_BOT = {"id": 5550001, "is_bot": True, "first_name": "OtherBot", "username": "other_bot"}
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
+WEBHOOK_RETRY_SECONDS = 0.05
+"""Telegram retries a failed webhook delivery after a growing pause; short here, so tests
+that watch a redelivery need not wait for it."""
+CONFLICT_OTHER_POLL = (
+    "Conflict: terminated by other getUpdates request; "
+    "make sure that only one bot instance is running"
+)
+
+CallObserver = Callable[[str, dict[str, Any]], None]
+ResultObserver = Callable[[str, dict[str, Any], Any], None]
 
 # Tags Telegram accepts with parse_mode=HTML; anything else is "Unsupported start tag".
 _ALLOWED_TAGS = {
@@ -132,6 +150,15 @@ def _jsonish(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class WebhookAttempt:
+    """One POST of an update to the bot's webhook and how it ended (HTTP status, or None when
+    the connection failed)."""
+
+    update_id: int
+    status: int | None
+
+
 @dataclass
 class StoredFile:
     file_id: str
@@ -141,7 +168,13 @@ class StoredFile:
 
 
 class TelegramStandIn:
-    """The Bot API server: updates queue, sent messages, files and injected failures."""
+    """The Bot API server: updates queue, sent messages, files and injected failures.
+
+    ``on_call`` sees each API call as it arrives, ``on_result`` each result before it is
+    answered and ``on_webhook_answer`` each webhook delivery as soon as its answer (or failure)
+    is known (all synchronous, on the server's loop): crash tests use them to kill the bot at
+    an exact point of the exchange.
+    """
 
     def __init__(
         self,
@@ -161,6 +194,13 @@ class TelegramStandIn:
             "supports_inline_queries": False,
         }
         self.updates: list[dict[str, Any]] = []
+        """Pending updates: not yet confirmed by a getUpdates offset or a 2xx webhook answer."""
+        self.confirmed_through = 0
+        """The highest update id the bot has confirmed."""
+        self.webhook_attempts: list[WebhookAttempt] = []
+        self.on_call: CallObserver | None = None
+        self.on_result: ResultObserver | None = None
+        self.on_webhook_answer: Callable[[WebhookAttempt], None] | None = None
         self.sent: list[SentRecord] = []
         self.typing: list[str] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -177,6 +217,8 @@ class TelegramStandIn:
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._online = False
+        self._polls = 0
+        self._deliverer: asyncio.Task[None] | None = None
 
     # server lifecycle
 
@@ -195,12 +237,18 @@ class TelegramStandIn:
         await site.start()
         self.port = self._runner.addresses[0][1]
         self._online = True
+        self._deliverer = asyncio.create_task(self._deliver_to_webhook())
 
     async def stop(self) -> None:
         """Drop every connection, as a network loss or shutdown would."""
         self._online = False
         async with self._changed:
             self._changed.notify_all()
+        if self._deliverer is not None:
+            self._deliverer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._deliverer
+            self._deliverer = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -235,22 +283,58 @@ class TelegramStandIn:
         self.files[stored.file_id] = stored
         return stored
 
-    async def push_update(self, update: dict[str, Any]) -> None:
-        """Queue an update for getUpdates, or POST it to the webhook when one is set."""
+    async def push_update(self, update: dict[str, Any]) -> int:
+        """Queue an update: getUpdates returns it, or it is POSTed to the webhook when one is
+        set. Returns its update id."""
         update.setdefault("update_id", next(self._update_ids))
-        if self.webhook_url:
-            headers = {"Content-Type": "application/json"}
-            if self.webhook_secret:
-                headers["X-Telegram-Bot-Api-Secret-Token"] = self.webhook_secret
-            async with (
-                aiohttp.ClientSession() as session,
-                session.post(self.webhook_url, data=json.dumps(update), headers=headers) as resp,
-            ):
-                if resp.status != 200:
-                    raise RuntimeError(f"webhook refused the update: HTTP {resp.status}")
-            return
         self.updates.append(update)
         await self._notify()
+        return int(update["update_id"])
+
+    def _confirm_below(self, offset: int) -> None:
+        """Telegram forgets every update with an id below a getUpdates ``offset``."""
+        kept = [u for u in self.updates if u["update_id"] >= offset]
+        if len(kept) != len(self.updates):
+            self.confirmed_through = max(self.confirmed_through, offset - 1)
+        self.updates = kept
+
+    async def _deliver_to_webhook(self) -> None:
+        """POST pending updates to the webhook, oldest first; drop one only on a 2xx answer."""
+        async with aiohttp.ClientSession() as session:
+            while True:
+                async with self._changed:
+                    await self._changed.wait_for(lambda: bool(self.webhook_url and self.updates))
+                update, url = self.updates[0], self.webhook_url
+                status = await self._post_update(session, url, update)
+                attempt = WebhookAttempt(update["update_id"], status)
+                self.webhook_attempts.append(attempt)
+                if self.on_webhook_answer is not None:
+                    self.on_webhook_answer(attempt)
+                if status is not None and 200 <= status < 300:
+                    if self.updates and self.updates[0] is update:
+                        self.updates.pop(0)
+                        self.confirmed_through = max(self.confirmed_through, update["update_id"])
+                    await self._notify()
+                else:
+                    await self._notify()
+                    await asyncio.sleep(WEBHOOK_RETRY_SECONDS)
+
+    async def _post_update(
+        self, session: aiohttp.ClientSession, url: str, update: dict[str, Any]
+    ) -> int | None:
+        headers = {"Content-Type": "application/json"}
+        if self.webhook_secret:
+            headers["X-Telegram-Bot-Api-Secret-Token"] = self.webhook_secret
+        try:
+            async with session.post(
+                url,
+                data=json.dumps(update),
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=60),
+            ) as response:
+                return response.status
+        except (aiohttp.ClientError, TimeoutError):
+            return None
 
     # HTTP handlers
 
@@ -273,10 +357,14 @@ class TelegramStandIn:
             return self._error(ApiError(404, "Not Found"))
         params = await self._params(request)
         self.calls.append((method, params))
+        if self.on_call is not None:
+            self.on_call(method, params)
         try:
             result = await handler(params)
         except ApiError as exc:
             return self._error(exc)
+        if self.on_result is not None:
+            self.on_result(method, params, result)
         return web.json_response({"ok": True, "result": result})
 
     @staticmethod
@@ -318,10 +406,14 @@ class TelegramStandIn:
         return True
 
     async def _m_setwebhook(self, params: dict[str, Any]) -> Any:
-        self.webhook_url = str(params.get("url", ""))
+        url = str(params.get("url", ""))
+        if not url.startswith(("http://", "https://")):
+            raise ApiError(400, "Bad Request: bad webhook: An HTTPS URL must be provided")
+        self.webhook_url = url
         self.webhook_secret = params.get("secret_token") or None
         if str(params.get("drop_pending_updates", "")).lower() == "true":
             self.updates.clear()
+        await self._notify()
         return True
 
     async def _m_getwebhookinfo(self, params: dict[str, Any]) -> Any:
@@ -340,18 +432,32 @@ class TelegramStandIn:
             )
         offset = int(params.get("offset") or 0)
         limit = int(params.get("limit") or 100)
-        timeout = min(float(params.get("timeout") or 0), 50.0)
+        timeout = float(params.get("timeout") or 0)
+        if not 1 <= limit <= 100 or timeout < 0:
+            raise ApiError(400, "Bad Request: wrong parameters")
+        timeout = min(timeout, 50.0)
         if offset > 0:
-            self.updates = [u for u in self.updates if u["update_id"] >= offset]
+            self._confirm_below(offset)
+        elif offset < 0:  # the last -offset updates; every earlier one is forgotten
+            keep = self.updates[offset:]
+            if keep:
+                self._confirm_below(keep[0]["update_id"])
+            else:
+                self.updates.clear()
+        self._polls += 1
+        poll = self._polls
+        await self._notify()  # a poll still waiting is ended by this one
 
         def ready() -> bool:
-            return not self._online or any(u["update_id"] >= offset for u in self.updates)
+            return not self._online or poll != self._polls or bool(self.updates)
 
         if timeout > 0 and not ready():
             async with self._changed:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait_for(ready), timeout)
-        return [u for u in self.updates if u["update_id"] >= offset][:limit]
+        if poll != self._polls:
+            raise ApiError(409, CONFLICT_OTHER_POLL)
+        return self.updates[:limit]
 
     async def _m_sendchataction(self, params: dict[str, Any]) -> Any:
         if params.get("action", "typing") == "typing":
