@@ -18,6 +18,14 @@ Choices a Slack user would notice:
   AI-assistant apps inside assistant threads), so ``send_typing`` does nothing.
 * Formatting. Parts are sent as mrkdwn; if Slack refuses a formatted part (``invalid_blocks``,
   ``msg_too_long`` ...), that part is re-sent once as plain text with mrkdwn off.
+* Acknowledgement. A message event is acked (HTTP 200 / Socket Mode envelope ack) only once
+  ``on_message`` returned, i.e. the message is stored; if that fails, it is not acked and Slack
+  delivers it again (dedup absorbs a retry that races a slow ack). bolt acks events *before*
+  running listeners unless ``process_before_response=True``, hence that flag.
+* Names. Message events carry a user id only; names come from ``users.info``
+  (:mod:`adapters.slack_users`), so transcripts and pairing requests show people, not ids.
+* Slash commands. ``/clawbot status`` (:mod:`adapters.slack_commands`) runs clawbot's
+  ``/status``; the text form still works where Slack lets it through.
 """
 
 from __future__ import annotations
@@ -37,9 +45,12 @@ from pydantic import SecretStr
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack_commands import DEFAULT_COMMAND, command_name_problem, command_to_inbound
+from adapters.slack_users import UserDirectory
 from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
 from clawbot.messages import Attachment, InboundMessage, OutboundMessage, ReplyContext
@@ -58,6 +69,11 @@ FORMATTING_ERRORS = frozenset(
     {"invalid_blocks", "invalid_blocks_format", "msg_too_long", "invalid_attachments"}
 )
 """``chat.postMessage`` errors that mean "not this formatting"; the part goes again as plain."""
+
+
+class NotStored(ClawbotError):
+    """A message event left unacknowledged because clawbot could not take it in; Slack
+    delivers it again."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +258,7 @@ class SlackAdapter(Adapter):
         http_path: str = "/slack/events",
         ignore_other_bots: bool = True,
         shutdown_timeout: float = 20.0,
+        command: str = DEFAULT_COMMAND,
     ) -> None:
         self._bot_token = bot_token
         self._app_token = app_token
@@ -256,6 +273,8 @@ class SlackAdapter(Adapter):
         self._client = AsyncWebClient(
             token=bot_token.get_secret_value(), base_url=api_base, retry_handlers=[]
         )
+        self._command = command
+        self._users = UserDirectory(self._client)
         self._bot: BotIdentity | None = None
         self._on_message: InboundHandler | None = None
         self._accepting = False
@@ -298,6 +317,9 @@ class SlackAdapter(Adapter):
                 problems.append("CLAWBOT_SLACK_HTTP_PATH must start with '/'")
         if urlsplit(settings.slack_api_base).scheme not in ("http", "https"):
             problems.append("CLAWBOT_SLACK_API_BASE must be an http(s) URL")
+        command_problem = command_name_problem(settings.slack_command)
+        if command_problem:
+            problems.append(command_problem)
         return problems
 
     @classmethod
@@ -316,6 +338,7 @@ class SlackAdapter(Adapter):
             http_path=settings.slack_http_path,
             ignore_other_bots=settings.ignore_other_bots,
             shutdown_timeout=settings.shutdown_timeout,
+            command=settings.slack_command,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -334,12 +357,15 @@ class SlackAdapter(Adapter):
             # The bot token travels in the client; passing token= too only earns a warning.
             client=self._client,
             signing_secret=_secret(self._signing_secret),
-            process_before_response=False,
+            # bolt answers Slack only after the listener returned: the ack follows storage.
+            process_before_response=True,
             raise_error_for_unhandled_request=False,
         )
         app.event("message")(self._on_event)
         app.event("app_mention")(self._on_event)
         app.event(re.compile(".*"))(_acknowledge_only)
+        app.command(self._command)(self._on_command)
+        app.error(self._on_listener_error)
         self._accepting = True
         try:
             if self._mode == "http":
@@ -450,10 +476,12 @@ class SlackAdapter(Adapter):
             await files.close()
 
     async def _on_event(self, event: dict[str, Any]) -> None:
-        """bolt listener for ``message`` and ``app_mention`` (bolt has already acked)."""
+        """bolt listener for ``message`` and ``app_mention``. bolt answers Slack when this
+        returns (``process_before_response``): returning acks the event, after ``on_message``
+        stored it; raising leaves it unacked, so Slack delivers it again."""
         handler, bot = self._on_message, self._bot
         if not self._accepting or handler is None or bot is None:
-            return
+            raise NotStored("slack: not taking messages (stopping); Slack will deliver it again")
         if self._second_delivery(event):
             return
         inbound = event_to_inbound(event, bot=bot, ignore_other_bots=self._ignore_other_bots)
@@ -463,16 +491,59 @@ class SlackAdapter(Adapter):
         if task is not None:
             self._inflight.add(task)
         try:
+            if not inbound.sender_name:
+                inbound = await self._named(inbound)
             await handler(inbound)
-        except Exception:
-            log.exception(
-                "slack: the inbound handler failed on message %s in %s",
-                inbound.message_id,
-                inbound.chat_id,
-            )
+        except Exception as exc:
+            raise NotStored(
+                f"slack: message {inbound.message_id} in {inbound.chat_id} could not be taken in "
+                f"({type(exc).__name__}); left unacknowledged, so Slack will deliver it again"
+            ) from exc
         finally:
             if task is not None:
                 self._inflight.discard(task)
+
+    async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        """bolt listener for the slash command. Acked at once: the user is waiting and Slack
+        never retries a command, so acking after storage would gain nothing. The command
+        then runs like its text form, in a tracked task; its answer goes through the outbox."""
+        handler = self._on_message
+        inbound = command_to_inbound(command)
+        if not self._accepting or handler is None:
+            await ack(text="clawbot is restarting. Please try again in a moment.")
+            return
+        await ack()
+        if inbound is None:
+            return
+        task = asyncio.create_task(self._run_command(handler, inbound))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _run_command(self, handler: InboundHandler, inbound: InboundMessage) -> None:
+        try:
+            await handler(await self._named(inbound))
+        except Exception:
+            log.exception(
+                "slack: the command %r from %s in %s failed",
+                inbound.text.split(" ", 1)[0],
+                inbound.sender_id,
+                inbound.chat_id,
+            )
+
+    async def _named(self, inbound: InboundMessage) -> InboundMessage:
+        """The message with its sender's Slack name, if ``users.info`` knows it."""
+        name = await self._users.name(inbound.sender_id)
+        if not name or name == inbound.sender_name:
+            return inbound
+        return inbound.model_copy(update={"sender_name": name})
+
+    async def _on_listener_error(self, error: Exception) -> None:
+        """bolt's error handler: one clear line; the response stays an error (no ack)."""
+        if isinstance(error, NotStored):
+            cause = error.__cause__
+            log.error("%s", error, exc_info=cause if cause is not None else False)
+        else:
+            log.error("slack: a listener failed (%s)", type(error).__name__, exc_info=error)
 
     def _second_delivery(self, event: Any) -> bool:
         """Whether this is the ``app_mention`` twin of a ``message`` already handled (or the

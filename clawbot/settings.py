@@ -89,6 +89,7 @@ class Settings(BaseSettings):
     slack_http_host: str = "127.0.0.1"
     slack_http_port: int = Field(default=3000, ge=1, le=65535)
     slack_http_path: str = "/slack/events"
+    slack_command: str = "/clawbot"
 
     dm_policy: DmPolicy = "pairing"
     allowed_senders: Annotated[list[str], NoDecode] = Field(default_factory=list)

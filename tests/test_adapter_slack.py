@@ -367,13 +367,17 @@ async def test_stop_called_from_the_callback_returns_promptly(harness: SlackHarn
         stopped.set()
 
     await adapter.start(stop_on_message)
-    await harness.inject_message("/quit")
+    await harness.inject_message("/quit", wait=False)
 
     async with asyncio.timeout(3):
         await stopped.wait()
 
 
-async def test_failing_on_message_callback_does_not_stop_intake(harness: SlackHarness) -> None:
+async def test_a_message_the_callback_fails_on_is_not_acked_and_slack_delivers_it_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    harness = SlackHarness(ack_timeout=1.0)
+    await harness.start()
     adapter = harness.make_adapter()
     inbox = Inbox()
     calls = 0
@@ -382,16 +386,23 @@ async def test_failing_on_message_callback_does_not_stop_intake(harness: SlackHa
         nonlocal calls
         calls += 1
         if calls == 1:
-            raise RuntimeError("boom")
+            raise RuntimeError("the store is read-only")
         await inbox(message)
 
     await adapter.start(flaky)
     try:
-        await harness.inject_message("first")
-        await harness.inject_message("second")
-        assert (await inbox.next()).text == "second"
+        with caplog.at_level(logging.ERROR, logger="adapters.slack"):
+            await harness.inject_message("first")
+            await harness.inject_message("second")
+        texts = [(await inbox.next()).text, (await inbox.next()).text]
+        [delivery, _] = harness.standin.sender.deliveries
     finally:
         await adapter.stop()
+        await harness.stop()
+
+    assert texts == ["first", "second"]
+    assert [a.outcome for a in delivery.attempts] == ["timeout", "acked"]
+    assert "left unacknowledged, so Slack will deliver it again" in caplog.text
 
 
 async def test_long_reply_arrives_as_ordered_parts_each_within_the_limit(

@@ -3,8 +3,22 @@ HTTP delivery, on 127.0.0.1. The real slack-bolt / slack-sdk run against it unmo
 
 Wire format follows Slack's documentation: Web API answers ``{"ok": ...}`` JSON (HTTP 200 even for
 API errors, 429 + ``Retry-After`` when rate limited); Socket Mode sends ``hello`` then
-``events_api`` envelopes and expects ``{"envelope_id": ...}`` acks; HTTP mode posts
-``event_callback`` bodies signed with ``v0`` HMAC-SHA256 of the signing secret.
+``events_api`` / ``slash_commands`` envelopes and expects ``{"envelope_id": ...}`` acks; HTTP
+mode posts ``event_callback`` bodies (JSON) and slash commands (form-encoded), signed with ``v0``
+HMAC-SHA256 of the signing secret.
+
+Acknowledgement is modelled as strictly as Slack applies it (:class:`EventSender`):
+
+* HTTP: an event not answered 2xx within ``ack_timeout`` (3 s) — a timeout, an error status or a
+  refused connection — is sent again, up to 3 retries (nearly at once, after 1 minute, after 5
+  minutes; ``retry_delays``), with ``X-Slack-Retry-Num`` / ``X-Slack-Retry-Reason``.
+* Socket Mode: an envelope not acked within ``ack_timeout``, or whose connection closed before
+  the ack, is sent again with ``retry_attempt`` / ``retry_reason`` on the next open connection
+  (after a reconnect if none is open), on the same schedule. A late ack counts for nothing.
+* Slash commands are never retried: unanswered in 3 s, the user sees an error.
+
+Messages carry no ``user_profile`` (Slack's documented message events do not): the app learns
+names from ``users.info``, which serves the people the harness has seen.
 
 Slack has no typing indicator a bot can send (the RTM ``typing`` event is gone); the only
 "working on it" signal is ``assistant.threads.setStatus`` for AI-assistant apps. The stand-in
@@ -21,10 +35,10 @@ import itertools
 import json
 import socket
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 import aiohttp
 from aiohttp import web
@@ -39,6 +53,12 @@ TEAM_ID = "T0001"
 APP_ID = "A0001"
 BOT_USER_ID = "UBOT0001"
 BOT_ID = "BBOT0001"
+ACK_TIMEOUT = 3.0
+"""Seconds Slack waits for an HTTP 2xx or a Socket Mode ack."""
+RETRY_DELAYS = (0.0, 60.0, 300.0)
+"""Slack's Events API retries: nearly at once, after 1 minute, after 5 minutes."""
+
+Mode = Literal["socket", "http"]
 
 
 @dataclass
@@ -49,6 +69,40 @@ class StandInFile:
     name: str
     mimetype: str
     content: bytes
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try at handing a delivery to the app: its retry number and what came of it."""
+
+    number: int
+    outcome: Literal["acked", "timeout", "http_error", "connection_failed", "connection_lost"]
+    status: int | None = None
+
+
+@dataclass
+class Delivery:
+    """An event or slash command on its way to the app, with every attempt Slack made."""
+
+    kind: Literal["event", "command"]
+    body: dict[str, Any]
+    attempts: list[Attempt] = field(default_factory=list)
+    response: Any = None
+    """What the acknowledgement carried (a slash command's response payload or body)."""
+    gave_up: bool = False
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def acked(self) -> bool:
+        return any(a.outcome == "acked" for a in self.attempts)
+
+    async def wait(self, timeout: float) -> Delivery:
+        """Wait until the app acknowledged it; an AssertionError if Slack gave up on it."""
+        async with asyncio.timeout(timeout):
+            await self.finished.wait()
+        if not self.acked:
+            raise AssertionError(f"the app never acknowledged the {self.kind}: {self.attempts}")
+        return self
 
 
 def free_port() -> int:
@@ -65,8 +119,18 @@ def sign_request(body: bytes, timestamp: str, secret: str) -> str:
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
 
 
+def signed_headers(raw: bytes, content_type: str, secret: str) -> dict[str, str]:
+    timestamp = str(int(time.time()))
+    return {
+        "Content-Type": content_type,
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": sign_request(raw, timestamp, secret),
+    }
+
+
 class SlackStandIn:
-    """The server side: Web API, Socket Mode websocket, and file downloads."""
+    """The server side: Web API, Socket Mode websocket, file downloads, and (through
+    :attr:`sender`) delivery of events and slash commands under Slack's acknowledgement rules."""
 
     def __init__(self) -> None:
         self.bot_token = BOT_TOKEN
@@ -76,7 +140,11 @@ class SlackStandIn:
         self.api_calls: list[tuple[str, dict[str, Any]]] = []
         self.typing: list[str] = []
         self.files: dict[str, StandInFile] = {}
+        self.users: dict[str, dict[str, Any]] = {}
+        self.users_info_error: str | None = None
+        """When set, ``users.info`` answers this error (e.g. ``missing_scope``)."""
         self.connections_opened = 0
+        self.sender = EventSender(self)
         self._fail_queue: list[tuple[int, float]] = []
         self._reject_formatting: list[str] = []
         self._ts = itertools.count(1)
@@ -84,7 +152,6 @@ class SlackStandIn:
         self._tickets: set[str] = set()
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_changed = asyncio.Event()
-        self._acks: dict[str, asyncio.Event] = {}
         self._posted_changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -109,6 +176,7 @@ class SlackStandIn:
         self.port = self._runner.addresses[0][1]
 
     async def stop(self) -> None:
+        await self.sender.stop()
         for ws in list(self._sockets):
             await ws.close()
         if self._runner is not None:
@@ -120,11 +188,35 @@ class SlackStandIn:
     def next_ts(self) -> str:
         return f"1700000000.{next(self._ts):06d}"
 
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._ids):07d}"
+
     def add_file(self, name: str, content: bytes, mimetype: str = "text/plain") -> dict[str, Any]:
         """Store a file and return its Slack file object, as it appears in a message's ``files``."""
-        file_id = f"F{next(self._ids):07d}"
+        file_id = self.new_id("F")
         self.files[file_id] = StandInFile(file_id, name, mimetype, content)
         return self._file_object(self.files[file_id])
+
+    def add_user(self, user_id: str, real_name: str, display_name: str | None = None) -> None:
+        """A member of the workspace, as ``users.info`` describes them."""
+        display = real_name if display_name is None else display_name
+        self.users[user_id] = {
+            "id": user_id,
+            "team_id": TEAM_ID,
+            "name": real_name.lower().replace(" ", "."),
+            "deleted": False,
+            "real_name": real_name,
+            "is_bot": False,
+            "profile": {
+                "real_name": real_name,
+                "real_name_normalized": real_name,
+                "display_name": display,
+                "display_name_normalized": display,
+            },
+        }
+
+    def users_info_calls(self) -> list[str]:
+        return [str(args.get("user")) for method, args in self.api_calls if method == "users.info"]
 
     def fail_next_sends(self, count: int, status: int, retry_after: float) -> None:
         self._fail_queue.extend([(status, retry_after)] * count)
@@ -132,11 +224,14 @@ class SlackStandIn:
     def reject_formatting_next(self, error: str = "invalid_blocks") -> None:
         self._reject_formatting.append(error)
 
-    async def wait_connected(self, timeout: float = 5.0) -> web.WebSocketResponse:
+    def live_sockets(self) -> list[web.WebSocketResponse]:
+        return [ws for ws in self._sockets if not ws.closed]
+
+    async def wait_connected(self, timeout: float | None = 5.0) -> web.WebSocketResponse:
         """The newest open Socket Mode connection, waiting for one if there is none yet."""
         async with asyncio.timeout(timeout):
             while True:
-                live = [ws for ws in self._sockets if not ws.closed]
+                live = self.live_sockets()
                 if live:
                     return live[-1]
                 self._socket_changed.clear()
@@ -146,27 +241,6 @@ class SlackStandIn:
         """Close every Socket Mode websocket, as a network loss or a Slack-side restart does."""
         for ws in list(self._sockets):
             await ws.close()
-
-    async def push_envelope(
-        self, body: dict[str, Any], *, retry_attempt: int = 0, timeout: float = 5.0
-    ) -> str:
-        """Send an ``events_api`` envelope over Socket Mode and wait for the client's ack."""
-        ws = await self.wait_connected(timeout)
-        envelope_id = f"env-{next(self._ids)}"
-        acked = self._acks[envelope_id] = asyncio.Event()
-        await ws.send_json(
-            {
-                "envelope_id": envelope_id,
-                "payload": body,
-                "type": "events_api",
-                "accepts_response_payload": False,
-                "retry_attempt": retry_attempt,
-                "retry_reason": "timeout" if retry_attempt else "",
-            }
-        )
-        async with asyncio.timeout(timeout):
-            await acked.wait()
-        return envelope_id
 
     async def wait_posted(self, count: int, timeout: float) -> list[SentRecord]:
         async with asyncio.timeout(timeout):
@@ -199,6 +273,7 @@ class SlackStandIn:
             "apps.connections.open": self._connections_open,
             "chat.postMessage": self._post_message,
             "files.info": self._files_info,
+            "users.info": self._users_info,
             "assistant.threads.setStatus": self._set_status,
         }.get(method)
         if handler is None:
@@ -261,6 +336,14 @@ class SlackStandIn:
             message["thread_ts"] = thread_ts
         return web.json_response({"ok": True, "channel": channel, "ts": ts, "message": message})
 
+    def _users_info(self, args: dict[str, Any]) -> web.Response:
+        if self.users_info_error is not None:
+            return _ok_false(self.users_info_error)
+        user = self.users.get(str(args.get("user") or ""))
+        if user is None:
+            return _ok_false("user_not_found")
+        return web.json_response({"ok": True, "user": user})
+
     def _files_info(self, args: dict[str, Any]) -> web.Response:
         stored = self.files.get(str(args.get("file", "")))
         if stored is None:
@@ -322,13 +405,146 @@ class SlackStandIn:
                     data = json.loads(msg.data)
                 except ValueError:
                     continue
-                acked = self._acks.pop(str(data.get("envelope_id")), None)
-                if acked is not None:
-                    acked.set()
+                if isinstance(data, dict):
+                    self.sender.acknowledged(str(data.get("envelope_id")), data.get("payload"))
         finally:
             self._sockets.remove(ws)
             self._socket_changed.set()
+            self.sender.connection_closed(ws)
         return ws
+
+
+class EventSender:
+    """Slack's side of delivery: sends each event until the app acknowledges it, by the rules
+    in the module docstring. ``ack_timeout`` and ``retry_delays`` may be shortened by tests."""
+
+    def __init__(self, standin: SlackStandIn) -> None:
+        self.standin = standin
+        self.ack_timeout = ACK_TIMEOUT
+        self.retry_delays: tuple[float, ...] = RETRY_DELAYS
+        self.events_url = ""
+        """Where HTTP mode posts (the app's Request URL)."""
+        self.deliveries: list[Delivery] = []
+        self._waiting: dict[str, tuple[web.WebSocketResponse, asyncio.Future[Any]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._http: aiohttp.ClientSession | None = None
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+    def send_event(self, body: dict[str, Any], mode: Mode) -> Delivery:
+        """Start delivering an ``event_callback`` body; retried until acked or given up."""
+        delivery = Delivery(kind="event", body=body)
+        attempts = len(self.retry_delays) + 1
+        self._start(delivery, self._envelope if mode == "socket" else self._post_json, attempts)
+        return delivery
+
+    def send_command(self, payload: dict[str, str], mode: Mode) -> Delivery:
+        """Deliver a slash command once: Slack never retries one."""
+        delivery = Delivery(kind="command", body=payload)
+        self._start(delivery, self._envelope if mode == "socket" else self._post_form, 1)
+        return delivery
+
+    def _start(self, delivery: Delivery, send: Sender, attempts: int) -> None:
+        self.deliveries.append(delivery)
+        task = asyncio.create_task(self._run(delivery, send, attempts))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, delivery: Delivery, send: Sender, attempts: int) -> None:
+        reason = ""
+        try:
+            for number in range(attempts):
+                if number:
+                    await asyncio.sleep(self.retry_delays[number - 1])
+                attempt = await send(delivery, number, reason)
+                delivery.attempts.append(attempt)
+                if attempt.outcome == "acked":
+                    return
+                reason = attempt.outcome
+            delivery.gave_up = True
+        finally:
+            delivery.finished.set()
+
+    # -- Socket Mode ---------------------------------------------------------------------------
+
+    async def _envelope(self, delivery: Delivery, number: int, reason: str) -> Attempt:
+        ws = await self.standin.wait_connected(timeout=None)  # after a reconnect if need be
+        envelope_id = f"env-{self.standin.new_id('')}"
+        envelope: dict[str, Any] = {"envelope_id": envelope_id, "payload": delivery.body}
+        if delivery.kind == "event":
+            envelope.update(
+                type="events_api",
+                accepts_response_payload=False,
+                retry_attempt=number,
+                retry_reason=reason,
+            )
+        else:
+            envelope.update(type="slash_commands", accepts_response_payload=True)
+        acked: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[envelope_id] = (ws, acked)
+        try:
+            await ws.send_json(envelope)
+            async with asyncio.timeout(self.ack_timeout):
+                delivery.response = await acked
+            return Attempt(number, "acked")
+        except TimeoutError:
+            return Attempt(number, "timeout")  # a late ack counts for nothing
+        except (ConnectionError, RuntimeError):
+            return Attempt(number, "connection_lost")
+        finally:
+            self._waiting.pop(envelope_id, None)
+
+    def acknowledged(self, envelope_id: str, payload: Any) -> None:
+        waiting = self._waiting.get(envelope_id)
+        if waiting is not None and not waiting[1].done():
+            waiting[1].set_result(payload)
+
+    def connection_closed(self, ws: web.WebSocketResponse) -> None:
+        for owner, acked in list(self._waiting.values()):
+            if owner is ws and not acked.done():
+                acked.set_exception(ConnectionResetError("the connection closed before the ack"))
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    async def _post_json(self, delivery: Delivery, number: int, reason: str) -> Attempt:
+        raw = json.dumps(delivery.body).encode()
+        headers = signed_headers(raw, "application/json", self.standin.signing_secret)
+        if number:
+            headers.update({"X-Slack-Retry-Num": str(number), "X-Slack-Retry-Reason": reason})
+        return await self._post(delivery, number, raw, headers)
+
+    async def _post_form(self, delivery: Delivery, number: int, reason: str) -> Attempt:
+        raw = urlencode(delivery.body).encode()
+        content_type = "application/x-www-form-urlencoded"
+        headers = signed_headers(raw, content_type, self.standin.signing_secret)
+        return await self._post(delivery, number, raw, headers)
+
+    async def _post(
+        self, delivery: Delivery, number: int, raw: bytes, headers: dict[str, str]
+    ) -> Attempt:
+        if self._http is None:
+            self._http = aiohttp.ClientSession()
+        try:
+            async with asyncio.timeout(self.ack_timeout):
+                async with self._http.post(self.events_url, data=raw, headers=headers) as resp:
+                    body = await resp.text()
+        except TimeoutError:
+            return Attempt(number, "timeout")
+        except aiohttp.ClientError:
+            return Attempt(number, "connection_failed")
+        if not 200 <= resp.status < 300:
+            return Attempt(number, "http_error", resp.status)
+        delivery.response = _parse_response(body, resp.content_type)
+        return Attempt(number, "acked", resp.status)
+
+
+Sender = Callable[[Delivery, int, str], Awaitable[Attempt]]
 
 
 class SlackHarness:
@@ -336,20 +552,22 @@ class SlackHarness:
 
     ``mode="socket"`` delivers events over Socket Mode; ``mode="http"`` posts signed Events API
     requests to the adapter's own HTTP endpoint. Mentions arrive twice, as Slack sends them to an
-    app subscribed to both ``message.*`` and ``app_mention``.
+    app subscribed to both ``message.*`` and ``app_mention``. Injecting returns once the app
+    acknowledged the event (its retries included) and fails if Slack would have given up.
     """
 
     channel = "slack"
     max_message_chars = 4000
     bot_user_id = BOT_USER_ID
 
-    def __init__(self, mode: Literal["socket", "http"] = "socket") -> None:
+    def __init__(self, mode: Mode = "socket", *, ack_timeout: float = ACK_TIMEOUT) -> None:
         self.mode = mode
         self.standin = SlackStandIn()
+        self.standin.sender.ack_timeout = ack_timeout
         self.http_url = ""
+        self.wait_timeout = 10.0
         self._http: aiohttp.ClientSession | None = None
         self._authors: dict[tuple[str, str], str] = {}
-        self._deliveries: dict[str, int] = {}
 
     async def start(self) -> None:
         await self.standin.start()
@@ -378,6 +596,7 @@ class SlackHarness:
         values.update(overrides)
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
         self.http_url = f"http://{settings.slack_http_host}:{settings.slack_http_port}{settings.slack_http_path}"
+        self.standin.sender.events_url = self.http_url
         return SlackAdapter.from_settings(settings)
 
     async def inject_message(
@@ -395,8 +614,11 @@ class SlackHarness:
         from_self: bool = False,
         message_id: str | None = None,
         files: list[dict[str, Any]] | None = None,
+        wait: bool = True,
     ) -> str:
-        """Deliver a user's message as Slack would; ``files`` come from ``standin.add_file``."""
+        """Deliver a user's message as Slack would; ``files`` come from ``standin.add_file``.
+
+        With ``wait`` (the default) this returns once the app acknowledged the event."""
         chat = chat_id or (f"D{sender_id}" if chat_type == "dm" else "C0GENERAL")
         ts = message_id or self.standin.next_ts()
         event: dict[str, Any] = {
@@ -416,11 +638,8 @@ class SlackHarness:
             event["bot_profile"] = {"id": f"B{sender_id}", "name": sender_name}
         else:
             event["user"] = sender_id
-            event["user_profile"] = {
-                "display_name": sender_name,
-                "real_name": sender_name,
-                "name": sender_name.lower(),
-            }
+            if sender_id not in self.standin.users:
+                self.standin.add_user(sender_id, sender_name)
         if reply_to_bot:
             parent = thread_id or self._last_bot_message(chat)
             event.update(thread_ts=parent, parent_user_id=BOT_USER_ID)
@@ -433,16 +652,68 @@ class SlackHarness:
             event["subtype"] = "file_share"
         self._authors[(chat, ts)] = str(event["user"])
 
-        await self._deliver(event)
+        deliveries = [self.send_event(event)]
         if mention and chat_type == "group":
             mention_event = {k: v for k, v in event.items() if k != "channel_type"}
             mention_event["type"] = "app_mention"
-            await self._deliver(mention_event)
+            deliveries.append(self.send_event(mention_event))
+        if wait:
+            for delivery in deliveries:
+                await delivery.wait(self.wait_timeout)
         return ts
 
-    async def deliver_raw(self, event: Mapping[str, Any]) -> None:
+    async def deliver_raw(self, event: Mapping[str, Any]) -> Delivery:
         """Deliver an arbitrary (possibly malformed) event as an ``event_callback``."""
-        await self._deliver(dict(event))
+        return await self.send_event(dict(event)).wait(self.wait_timeout)
+
+    def send_event(self, event: dict[str, Any]) -> Delivery:
+        """Start delivering ``event`` in an ``event_callback`` body (Slack's retries included)."""
+        key = f"{event.get('channel')}:{event.get('ts')}:{event.get('type')}"
+        body = {
+            "token": "legacy-verification-token",
+            "team_id": TEAM_ID,
+            "api_app_id": APP_ID,
+            "event": event,
+            "type": "event_callback",
+            "event_id": "Ev" + hashlib.sha1(key.encode()).hexdigest()[:10].upper(),
+            "event_time": int(time.time()),
+            "authorizations": [
+                {"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True, "enterprise_id": None}
+            ],
+            "is_ext_shared_channel": False,
+        }
+        return self.standin.sender.send_event(body, self.mode)
+
+    async def slash_command(
+        self,
+        text: str,
+        *,
+        command: str = "/clawbot",
+        sender_id: str = "1001",
+        sender_name: str = "Ann",
+        chat_id: str | None = None,
+        chat_type: Literal["dm", "group"] = "dm",
+    ) -> Delivery:
+        """Run ``{command} {text}`` as a user would in the Slack client; returns once acked."""
+        if sender_id not in self.standin.users:
+            self.standin.add_user(sender_id, sender_name)
+        chat = chat_id or (f"D{sender_id}" if chat_type == "dm" else "C0GENERAL")
+        payload = {
+            "token": "legacy-verification-token",
+            "team_id": TEAM_ID,
+            "team_domain": "standin",
+            "channel_id": chat,
+            "channel_name": "directmessage" if chat.startswith("D") else "general",
+            "user_id": sender_id,
+            "user_name": sender_name.lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": APP_ID,
+            "is_enterprise_install": "false",
+            "response_url": f"{self.standin.base_url}/commands/{self.standin.new_id('R')}",
+            "trigger_id": f"{self.standin.new_id('')}.{sender_id}.{self.standin.new_id('t')}",
+        }
+        return await self.standin.sender.send_command(payload, self.mode).wait(self.wait_timeout)
 
     async def wait_sent(self, count: int, timeout: float = 5.0) -> list[SentRecord]:
         return await self.standin.wait_posted(count, timeout)
@@ -468,47 +739,23 @@ class SlackHarness:
         self._authors[(chat, ts)] = BOT_USER_ID
         return ts
 
-    async def _deliver(self, event: dict[str, Any]) -> None:
-        key = f"{event.get('channel')}:{event.get('ts')}:{event.get('type')}"
-        attempt = self._deliveries.get(key, -1) + 1
-        self._deliveries[key] = attempt
-        body = {
-            "token": "legacy-verification-token",
-            "team_id": TEAM_ID,
-            "api_app_id": APP_ID,
-            "event": event,
-            "type": "event_callback",
-            "event_id": "Ev" + hashlib.sha1(key.encode()).hexdigest()[:10].upper(),
-            "event_time": int(time.time()),
-            "authorizations": [
-                {"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True, "enterprise_id": None}
-            ],
-            "is_ext_shared_channel": False,
-        }
-        if self.mode == "socket":
-            await self.standin.push_envelope(body, retry_attempt=attempt)
-            return
-        status, _ = await self.post_signed(body, retry_num=attempt)
-        if status != 200:
-            raise AssertionError(f"the adapter answered HTTP {status} to an event")
-
     async def post_signed(
         self, body: Mapping[str, Any], *, retry_num: int = 0, secret: str | None = None
     ) -> tuple[int, str]:
-        """POST an Events API request to the adapter, signed like Slack signs it."""
+        """POST one Events API request to the adapter, signed like Slack signs it."""
         assert self._http is not None, "harness not started"
         raw = json.dumps(body).encode()
-        timestamp = str(int(time.time()))
-        signature = sign_request(raw, timestamp, secret or self.standin.signing_secret)
-        headers = {
-            "Content-Type": "application/json",
-            "X-Slack-Request-Timestamp": timestamp,
-            "X-Slack-Signature": signature,
-        }
+        headers = signed_headers(raw, "application/json", secret or self.standin.signing_secret)
         if retry_num:
             headers.update({"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "timeout"})
         async with self._http.post(self.http_url, data=raw, headers=headers) as resp:
             return resp.status, await resp.text()
+
+
+def _parse_response(body: str, content_type: str) -> Any:
+    if content_type == "application/json" and body:
+        return json.loads(body)
+    return body or None
 
 
 def _bearer(request: web.Request) -> str | None:
