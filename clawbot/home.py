@@ -38,7 +38,9 @@ def prepare_home(settings: Settings) -> list[Path]:
     """Create the home folder and seed it on first run; return the files that were copied.
 
     A workspace set explicitly with CLAWBOT_WORKSPACE is the user's: it must exist and is
-    never seeded.
+    never seeded. The default workspace, once deleted, comes back as shipped (the user never
+    chose its place, so there is nothing for them to fix); single files deleted from it stay
+    deleted.
     """
     home = settings.home
     try:
@@ -49,15 +51,18 @@ def prepare_home(settings: Settings) -> list[Path]:
             hint="set CLAWBOT_HOME to a writable folder",
         ) from None
     marker = home / SEEDED_MARKER
-    if marker.exists():
+    first_run = not marker.exists()
+    default_missing = settings.workspace is None and not settings.workspace_dir.is_dir()
+    if not first_run and not default_missing:
         return []
     copied: list[Path] = []
     try:
         if settings.workspace is None:
             copied += _copy_missing(SHIPPED_WORKSPACE, settings.workspace_dir)
             settings.workspace_dir.mkdir(parents=True, exist_ok=True)
-        copied += _copy_missing(SHIPPED_AGENTS, settings.agents_dir)
-        marker.write_text("The shipped workspace and agents were copied here once.\n")
+        if first_run:
+            copied += _copy_missing(SHIPPED_AGENTS, settings.agents_dir)
+            marker.write_text("The shipped workspace and agents were copied here once.\n")
     except OSError as exc:
         raise ConfigError(
             f"cannot seed the home folder {home}: {exc}",
