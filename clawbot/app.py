@@ -64,6 +64,11 @@ class Clawbot:
         prepare_home(settings)
         workspace = Workspace(settings.workspace_dir, clock=clock)
         store = await Store.open(settings.db_path, synchronous=settings.db_synchronous)
+        try:
+            await store.check_writable()
+        except BaseException:
+            await store.close()
+            raise
         agent_registry = await AgentRegistry.open(store, settings.agents_dir)
         if agent_registry.find(settings.agent) is None:
             await store.close()

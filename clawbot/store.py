@@ -1133,6 +1133,17 @@ class Store:
                         log.warning("could not reset the intake journal (retried later): %s", exc)
         return result
 
+    async def check_writable(self) -> None:
+        """Raise the store's clear StoreError now if the database cannot be written (a
+        read-only file or folder, a full disk), so a serving process refuses to start
+        instead of taking messages it cannot keep. The write changes nothing."""
+
+        def rewrite_version(db: sqlite3.Connection) -> None:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            db.execute(f"PRAGMA user_version={int(version)}")
+
+        await self.transaction(rewrite_version)
+
     async def flush(self) -> None:
         """Write the journalled intakes to SQLite now (reads and every transaction do it
         anyway; this is for a process that wants them visible to others at once)."""

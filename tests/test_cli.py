@@ -7,7 +7,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -205,3 +205,43 @@ def test_a_model_that_refuses_the_connection_is_reported_as_unreachable(tmp_path
     reply = result.stdout.decode()
     assert "could not be reached (the connection failed" in reply
     assert "server error" not in reply
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Iterator[Callable[[Path], None]]:
+    """Make a database file read-only, for root too (an immutable file: root ignores modes)."""
+    made: list[Path] = []
+
+    def make(path: Path) -> None:
+        made.append(path)
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "+i", str(path)], check=True)
+        else:
+            path.chmod(0o444)
+            path.parent.chmod(0o555)
+
+    yield make
+    for path in made:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        else:
+            path.parent.chmod(0o755)
+            path.chmod(0o644)
+
+
+def test_a_read_only_database_is_refused_at_start_every_time_before_the_model(
+    standin: OpenAIStandin, tmp_path: Path, read_only: Callable[[Path], None]
+) -> None:
+    env = environment(tmp_path / "home", standin)
+    assert run(["chat"], b"hello\n", env, tmp_path).returncode == 0
+    read_only(tmp_path / "home" / "clawbot.db")
+
+    runs = [run(["chat"], b"are you there?\n", env, tmp_path) for _ in range(2)]
+
+    for result in runs:
+        assert result.returncode == 1
+        err = result.stderr.decode().strip()
+        assert err.startswith("clawbot: the database") and "is read-only" in err
+        assert len(err.splitlines()) == 1
+        assert result.stdout == b""
+    assert len(standin.requests) == 1  # only the first chat's message reached the model
