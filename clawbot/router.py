@@ -17,6 +17,7 @@ from typing import Any, Literal
 from clawbot.commands import CommandContext, CommandRegistry, builtin_commands, parse_command
 from clawbot.errors import ClawbotError
 from clawbot.jobs import Lane
+from clawbot.lru import LRUCache
 from clawbot.messages import (
     INTERNAL_CHANNEL,
     InboundMessage,
@@ -111,7 +112,8 @@ class Router:
         self.scheduler = scheduler or Scheduler(
             settings=settings, store=store, runtime=runtime, outbox=outbox
         )
-        self._sessions: dict[str, Session] = {}
+        # The recently active sessions; any other is read back from the store when it speaks.
+        self.sessions: LRUCache[str, Session] = LRUCache(settings.session_cache_size)
         self._loading: dict[str, asyncio.Future[Session]] = {}
 
     async def handle(self, message: InboundMessage) -> Handled:
@@ -192,7 +194,7 @@ class Router:
 
     async def session_for(self, message: InboundMessage) -> Session:
         key = session_key_for(message)
-        session = self._sessions.get(key)
+        session = self.sessions.get(key)
         if session is not None:
             return session
         # Messages for a session not yet loaded share one load (a burst would otherwise
@@ -210,14 +212,16 @@ class Router:
             session = await self.store.create_session(
                 Session.for_message(message, self.settings.agent)
             )
-        return self._sessions.setdefault(key, session)
+        return self.sessions.setdefault(key, session)
 
     async def update_session(self, session: Session, **changes: Any) -> Session:
         # Apply the changes to the freshest copy: a tool holding the turn's snapshot must not
-        # undo a command (or another tool) that changed the session meanwhile.
-        updated = self._sessions.get(session.key, session).with_changes(**changes)
+        # undo a command (or another tool) that changed the session meanwhile. That copy is
+        # the cached one, or the store's when the session has left the cache.
+        current = self.sessions.get(session.key) or await self.store.get_session(session.key)
+        updated = (current or session).with_changes(**changes)
         await self.store.save_session(updated)
-        self._sessions[updated.key] = updated
+        self.sessions.put(updated.key, updated)
         self.scheduler.refresh(updated)
         if "epoch" in changes:
             self.runtime.transcripts.forget(updated.key)

@@ -125,7 +125,11 @@ class Runtime:
         self.agents = agents
         self.switchboard = switchboard
         self.skills = SkillLibrary(workspace.root / "skills", clock=workspace.clock)
-        self.transcripts = TranscriptCache(store, keep=max(settings.max_history_messages, 2))
+        self.transcripts = TranscriptCache(
+            store,
+            keep=max(settings.max_history_messages, 2),
+            max_sessions=settings.session_cache_size,
+        )
         # (agent id, model override) -> what the last resolve of it depended on, and got
         self._resolved: dict[
             tuple[str, str | None],

@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     console_session: str = Field(default="local", min_length=1, max_length=64)
     max_tool_rounds: int = Field(default=8, ge=1, le=100)
     max_history_messages: int = Field(default=60, ge=2, le=10_000)
+    session_cache_size: int = Field(
+        default=10_000, ge=1, description="sessions whose state and history stay in memory"
+    )
     max_message_chars: int = Field(default=32_000, ge=1)
     provider_timeout: float = Field(default=60.0, gt=0)
     provider_retries: int = Field(default=3, ge=0, le=10)

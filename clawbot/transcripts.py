@@ -12,11 +12,11 @@ keeps the collector's full passes rare and short.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
 from clawbot.llm import entry_to_wire
+from clawbot.lru import LRUCache
 from clawbot.messages import TranscriptEntry
 from clawbot.sessions import Session
 from clawbot.store import Store
@@ -79,18 +79,25 @@ class Transcript:
 
 
 class TranscriptCache:
-    """Bounded LRU of session transcripts (least recently used sessions are dropped)."""
+    """The transcripts of the ``max_sessions`` most recently active sessions.
+
+    Dropping one is always safe: every entry reaches the store before it is appended here,
+    so a session that speaks again reads its history back. A turn keeps appending to the
+    copy it holds; nobody else reads that session's transcript until the turn ends (the
+    scheduler runs one turn per session and holds its other messages back)."""
 
     def __init__(self, store: Store, *, keep: int, max_sessions: int = 10_000) -> None:
         self._store = store
         self._keep = keep
-        self._max_sessions = max_sessions
-        self._items: OrderedDict[str, Transcript] = OrderedDict()
+        self._items: LRUCache[str, Transcript] = LRUCache(max_sessions)
+
+    def __len__(self) -> int:
+        """Sessions whose transcript is cached."""
+        return len(self._items)
 
     async def get(self, session: Session) -> Transcript:
         item = self._items.get(session.key)
         if item is not None and item.epoch == session.epoch:
-            self._items.move_to_end(session.key)
             return item
         transcript = Transcript(epoch=session.epoch, keep=self._keep)
         transcript.append(await self._store.load_transcript(session.key, session.epoch, self._keep))
@@ -99,10 +106,8 @@ class TranscriptCache:
         item = self._items.get(session.key)
         if item is not None and item.epoch == session.epoch:
             return item
-        self._items[session.key] = transcript
-        if len(self._items) > self._max_sessions:
-            self._items.popitem(last=False)
+        self._items.put(session.key, transcript)
         return transcript
 
     def forget(self, key: str) -> None:
-        self._items.pop(key, None)
+        self._items.pop(key)
