@@ -25,10 +25,12 @@ SHOWN_PATH_CHARS = 80
 
 
 def shown_path(relative: str) -> str:
-    """``relative`` as an error message may show it: quoted, printable and short."""
+    """``relative`` as an error message may show it: short, and quoted with escapes when it
+    holds anything that would not read plainly in one line (spaces at its ends, NUL, quotes)."""
     if len(relative) > SHOWN_PATH_CHARS:
         relative = relative[: SHOWN_PATH_CHARS - 1] + "…"
-    return repr(relative)
+    plain = relative.isprintable() and relative == relative.strip() and "'" not in relative
+    return relative if plain and '"' not in relative else repr(relative)
 
 
 @dataclass(frozen=True)

@@ -171,7 +171,7 @@ async def test_a_named_pipe_is_refused_and_the_event_loop_keeps_running(
 
     assert not stalled.is_set(), "the event loop stopped while the tool ran"
     assert is_error
-    assert content.startswith("error: 'pipe' is a named pipe, and file tools only use regular")
+    assert content.startswith("error: pipe is a named pipe, and file tools only use regular")
 
 
 @pytest.mark.parametrize(
@@ -192,7 +192,7 @@ async def test_a_hard_link_to_a_file_outside_is_refused_and_says_why(
     content, is_error = await run(workspace, call["name"], path="inside.txt", **arguments)
 
     assert is_error
-    assert "'inside.txt' has 2 hard links, so it may also be a file outside the workspace" in (
+    assert "inside.txt has 2 hard links, so it may also be a file outside the workspace" in (
         content
     )
     assert "top secret" not in content
@@ -228,10 +228,10 @@ async def test_writing_with_an_empty_path_asks_for_a_file_path(workspace: Path) 
 @pytest.mark.parametrize(
     ("path", "message"),
     [
-        ("a" * 6000, "error: the path 'aaaa"),
-        ("dir/" + "b" * 300, "error: a name in the path 'dir/bbbb"),
+        ("a" * 6000, "error: the path aaaa"),
+        ("dir/" + "b" * 300, "error: a name in the path dir/bbbb"),
         ("a\0b", "error: the path 'a\\x00b' contains a NUL character"),
-        ("notes.md/new.txt", "error: part of 'notes.md/new.txt' is a file where a folder is"),
+        ("notes.md/new.txt", "error: part of notes.md/new.txt is a file where a folder is"),
     ],
     ids=["very long", "long name", "NUL", "file as folder"],
 )
