@@ -26,6 +26,16 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         ),
         ("bench_adapters.py", ["--messages", "50"], ["inbound telegram", "render+chunk plain"]),
         (
+            "bench_memory.py",
+            ["--checkpoints", "2", "20", "50"],
+            ["model call: direct", "per session", "growth from 2 to 50 sessions"],
+        ),
+        (
+            "bench_memory.py",
+            ["--checkpoints", "2", "10", "--litellm"],
+            ["model call: litellm", "growth from 2 to 10 sessions"],
+        ),
+        (
             "bench_parts.py",
             ["no-intake-journal", "--rounds", "3", "--sessions", "3"],
             ["shipped", "no-intake-journal", "round by round: median"],
