@@ -20,7 +20,7 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated, Concatenate, ParamSpec, TypeVar
 
 from pydantic import Field
 
@@ -47,6 +47,7 @@ _KINDS = (
 
 
 def _workspace(ctx: ToolContext) -> Workspace:
+    """The turn's workspace; it may have been deleted while clawbot runs."""
     if not ctx.workspace.is_dir():
         raise ToolError(
             "the workspace folder no longer exists",
@@ -183,8 +184,10 @@ def _list_entries(target: Path, shown: str) -> str:
         with os.scandir(target) as found:
             entries = sorted((not e.is_dir(), e.name) for e in found)
     except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        if exc.errno == errno.ENOENT:
             raise ToolError(f"no such folder: {shown}") from None
+        if exc.errno == errno.ENOTDIR:
+            raise ToolError(f"{shown} is not a folder", hint="use file_read for a file") from None
         raise _os_error(exc, shown) from None
     lines = [name if is_file else f"{name}/" for is_file, name in entries[:MAX_LIST_ENTRIES]]
     if len(entries) > MAX_LIST_ENTRIES:
@@ -192,12 +195,25 @@ def _list_entries(target: Path, shown: str) -> str:
     return "\n".join(lines) if lines else "(empty folder)"
 
 
-async def _off_loop(shown: str, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run blocking file I/O in a worker thread; any leftover OSError becomes a ToolError."""
-    try:
-        return await asyncio.to_thread(work, *args, **kwargs)
-    except OSError as exc:
-        raise _os_error(exc, shown) from None
+async def _off_loop(
+    ctx: ToolContext,
+    path: str,
+    work: Callable[Concatenate[Path, str, P], T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """Resolve ``path`` in the workspace and do ``work`` on it, all in a worker thread (every
+    ``stat`` may wait on a slow disk); any leftover OSError becomes a short ToolError."""
+    shown = shown_path(path)
+
+    def confined() -> T:
+        target = _workspace(ctx).resolve(path)
+        try:
+            return work(target, shown, *args, **kwargs)
+        except OSError as exc:
+            raise _os_error(exc, shown) from None
+
+    return await asyncio.to_thread(confined)
 
 
 async def file_read(
@@ -205,9 +221,7 @@ async def file_read(
     ctx: ToolContext,
 ) -> str:
     """Read a UTF-8 text file from the workspace (long files: the first 40,000 characters)."""
-    target = _workspace(ctx).resolve(_file_path(path))
-    shown = shown_path(path)
-    return await _off_loop(shown, _read_start, target, shown)
+    return await _off_loop(ctx, _file_path(path), _read_start)
 
 
 async def file_write(
@@ -216,9 +230,7 @@ async def file_write(
     ctx: ToolContext,
 ) -> str:
     """Create or overwrite a text file in the workspace (parent folders are created)."""
-    target = _workspace(ctx).resolve(_file_path(path))
-    shown = shown_path(path)
-    await _off_loop(shown, _write_whole, target, shown, content)
+    await _off_loop(ctx, _file_path(path), _write_whole, content)
     return f"wrote {len(content)} characters to {path}"
 
 
@@ -229,11 +241,9 @@ async def file_edit(
     ctx: ToolContext,
 ) -> str:
     """Replace one exact, unique occurrence of a piece of text in a workspace file."""
-    target = _workspace(ctx).resolve(_file_path(path))
     if not old_text:
         raise ToolError("old_text is empty", hint="give the exact text to replace")
-    shown = shown_path(path)
-    await _off_loop(shown, _replace_once, target, shown, old_text, new_text)
+    await _off_loop(ctx, _file_path(path), _replace_once, old_text, new_text)
     return f"edited {path}"
 
 
@@ -242,9 +252,7 @@ async def list_dir(
     path: Annotated[str, Field(description="folder relative to the workspace")] = ".",
 ) -> str:
     """List a workspace folder: one entry per line, folders end with '/'."""
-    target = _workspace(ctx).resolve(path)
-    shown = shown_path(path)
-    return await _off_loop(shown, _list_entries, target, shown)
+    return await _off_loop(ctx, path, _list_entries)
 
 
 def file_tools() -> list[Tool]:
