@@ -851,12 +851,11 @@ class Scheduler:
                     queue.context.append((row, entry))
             for queue in list(self._queues.values()):
                 await self._record_context(queue)
+                self._settle(queue)  # forgotten unless it has work: memory stays bounded
         jobs = await self.store.open_jobs()
         items = await self.store.backlog_items() if startup else []
         in_backlog = {item.job_id for _, item in items}
-        running_here = {
-            queue.run.job.id for queue in self._queues.values() if queue.run is not None
-        }
+        running_here = {q.run.job.id for q in self._queues.values() if q.run is not None}
         now = self.clock.now()
         touched: dict[str, _SessionQueue] = {}
         for job in jobs:

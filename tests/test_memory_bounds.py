@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from clawbot.app import Clawbot
+from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
@@ -131,3 +132,22 @@ async def test_a_tool_switch_keeps_a_model_change_made_while_its_session_left_me
 
     session = await small_bot.router.session_for(channel.message("x", chat_id="chat1"))
     assert (session.agent_id, session.model_override) == ("coder", "scripted/other")
+
+
+async def test_a_restart_that_records_held_back_chatter_keeps_no_state_for_that_group(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    settings = Settings(home=tmp_path / "home", model=scripted.model_string, _env_file=None)  # type: ignore[call-arg]
+    group = MemoryChannel().message("x", chat_id="group1", chat_type="group")
+    async with await Clawbot.open(settings) as bot:
+        session = await bot.router.session_for(group)
+        # A process that held chatter back during a turn and died before recording it.
+        chatter = TranscriptEntry(role="user", content=(TextBlock(text="[bob] lunch?"),))
+        await bot.store.defer_context(session, chatter)
+
+    async with await Clawbot.open(settings) as bot:
+        await bot.start()
+
+        assert await bot.store.count_messages(session.key, session.epoch) == 1
+        # No public view counts the sessions the scheduler tracks; an idle one must not stay.
+        assert session.key not in bot.scheduler._queues
