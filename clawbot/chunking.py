@@ -5,11 +5,17 @@ dangling code fence that turns the rest of the conversation into code. So we cut
 gentlest boundary that fits: paragraph, then line, then sentence, then word, and only as a
 last resort inside a word. A fenced code block that must be cut is closed at the end of one
 chunk and reopened, with its language, at the start of the next.
+
+Chunks are packed full: a block that fits a message of its own is never split (it starts the
+next chunk if the current one has no room), but a block too big for any message is cut so
+that its first part fills what is left of the current chunk, instead of leaving a short
+chunk (``Part one.``) before it.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -25,7 +31,9 @@ _SENTENCE_END = re.compile(r"(?:[.!?…][)\]\"'”’»]*\s+|[。！？]\s*)")
 _WORD_GAP = re.compile(r"\s+")
 _LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\n)+")
 
-Splitter = Callable[[str], list[str]]
+Splitter = Callable[[str, int], list["Piece"]]
+"""Cuts a piece too big for one chunk into finer pieces, given the room left in the current
+chunk (a splitter that has to cut mid-line or mid-word fills exactly that room)."""
 Piece = tuple[str, Splitter]
 Measure = Callable[[str], int]
 """How a platform counts message length: ``len`` (code points) or, say, UTF-16 code units."""
@@ -142,50 +150,72 @@ def _split_after(text: str, boundary: re.Pattern[str]) -> list[str]:
 _PROSE_BOUNDARIES = (_PARAGRAPH_BREAK, _LINE_BREAK, _SENTENCE_END, _WORD_GAP)
 
 
-def _split_prose(text: str, limit: int, level: int, measure: Measure = len) -> list[str]:
-    """Split at the gentlest boundary kind from ``level`` on that yields more than one part."""
+def _split_prose(
+    text: str, room: int, *, limit: int, level: int, measure: Measure = len
+) -> list[Piece]:
+    """Split at the gentlest boundary kind from ``level`` on that yields more than one part;
+    each part can be split again at the next finer kind. Text with no boundary at all is cut
+    inside a word, filling ``room`` first."""
     for depth in range(level, len(_PROSE_BOUNDARIES)):
         parts = _split_after(text, _PROSE_BOUNDARIES[depth])
         if len(parts) > 1:
             finer = partial(_split_prose, limit=limit, level=depth + 1, measure=measure)
-            return _pack([(part, finer) for part in parts], limit, measure)
-    return _hard_split(text, limit, measure)
+            return [(part, finer) for part in parts]
+    first = room if 0 < room < limit else limit
+    return [(part, _unsplittable) for part in _hard_split(text, limit, measure, first=first)]
 
 
-def _hard_split(text: str, limit: int, measure: Measure = len) -> list[str]:
+def _unsplittable(text: str, room: int) -> list[Piece]:
+    """The splitter of pieces already cut to fit a chunk; ``_pack`` never calls it."""
+    raise AssertionError("a piece cut to fit a chunk was too big for one")
+
+
+def _hard_split(text: str, limit: int, measure: Measure = len, *, first: int = 0) -> list[str]:
+    """Cut anywhere: the first segment at most ``first`` wide (``limit`` if not given), the
+    rest at most ``limit``."""
+    width = first or limit
     if measure is len:
-        return [text[i : i + limit] for i in range(0, len(text), limit)]
-    parts: list[str] = []
+        parts = [text[:width]] if width < limit else []
+        rest = text[len(parts[0]) :] if parts else text
+        return parts + [rest[i : i + limit] for i in range(0, len(rest), limit)]
+    parts = []
     start = size = 0
     for index, char in enumerate(text):
-        width = measure(char)
-        if size + width > limit and index > start:
+        char_width = measure(char)
+        if size + char_width > width and index > start:
             parts.append(text[start:index])
-            start, size = index, 0
-        size += width
+            start, size, width = index, 0, limit
+        size += char_width
     parts.append(text[start:])
     return parts
 
 
-def _split_fence(block: str, fence: _Fence, limit: int, measure: Measure = len) -> list[str]:
-    """Cut a code block by lines, closing and reopening the fence around every cut."""
+def _split_fence(
+    block: str, room: int, *, fence: _Fence, limit: int, measure: Measure = len
+) -> list[Piece]:
+    """Cut a code block by lines, closing and reopening the fence around every cut; the first
+    part fills ``room`` when at least one line fits there."""
     overhead = max(measure(fence.header), measure(fence.reopen)) + 1
     overhead += max(measure(fence.close), measure(fence.closing_line or "")) + 1
     budget = limit - overhead
     if budget < 1:
-        return _split_prose(block, limit, level=1, measure=measure)
+        return _split_prose(block, room, limit=limit, level=1, measure=measure)
+    segments: list[str] = []
+    for line in fence.body:
+        segments.extend(_hard_split(line, budget, measure) if measure(line) > budget else [line])
+    first_budget = room - overhead
+    if not segments or first_budget < measure(segments[0]):
+        first_budget = budget
     line_groups: list[list[str]] = []
     current: list[str] = []
-    size = -1
-    for line in fence.body:
-        long_line = measure(line) > budget
-        for segment in _hard_split(line, budget, measure) if long_line else [line]:
-            width = measure(segment)
-            if current and size + 1 + width > budget:
-                line_groups.append(current)
-                current, size = [], -1
-            current.append(segment)
-            size += 1 + width
+    size, group_budget = -1, first_budget
+    for segment in segments:
+        width = measure(segment)
+        if current and size + 1 + width > group_budget:
+            line_groups.append(current)
+            current, size, group_budget = [], -1, budget
+        current.append(segment)
+        size += 1 + width
     line_groups.append(current)
     last = len(line_groups) - 1
     parts = [
@@ -194,11 +224,13 @@ def _split_fence(block: str, fence: _Fence, limit: int, measure: Measure = len) 
     ]
     trailing = block[len(block.rstrip()) :]
     parts[-1] = parts[-1].rstrip("\n") + trailing
-    return parts
+    return [(part, _unsplittable) for part in parts]
 
 
 def _pack(pieces: list[Piece], limit: int, measure: Measure = len) -> list[str]:
-    """Greedily join consecutive pieces while they fit; split a piece that can't fit alone.
+    """Greedily join consecutive pieces while they fit. A piece that fits a chunk of its own
+    starts the next chunk when this one is full; one too big for any chunk is split into finer
+    pieces that go on filling this one.
 
     Returned chunks keep their trailing whitespace so they still concatenate to the input;
     each chunk's text, trailing whitespace aside, is at most ``limit`` characters.
@@ -206,20 +238,19 @@ def _pack(pieces: list[Piece], limit: int, measure: Measure = len) -> list[str]:
     chunks: list[str] = []
     current: list[str] = []
     size = 0
-    for text, split in pieces:
+    queue = deque(pieces)
+    while queue:
+        text, split = queue.popleft()
         needed = measure(text.rstrip())
         if size + needed <= limit:
             current.append(text)
             size += measure(text)
-            continue
-        if current:
-            chunks.append("".join(current))
-        if needed <= limit:
+        elif needed <= limit:
+            if current:
+                chunks.append("".join(current))
             current, size = [text], measure(text)
-            continue
-        parts = split(text)
-        chunks.extend(parts[:-1])
-        current, size = [parts[-1]], measure(parts[-1])
+        else:
+            queue.extendleft(reversed(split(text, limit - size)))
     if current:
         chunks.append("".join(current))
     return chunks

@@ -90,8 +90,10 @@ def test_code_block_split_is_closed_and_reopened_with_its_language() -> None:
     assert all(len(chunk) <= 200 for chunk in chunks)
     code_chunks = [chunk for chunk in chunks if "value_" in chunk]
     assert len(code_chunks) > 1
-    for chunk in code_chunks:
+    assert code_chunks[0].startswith("Here is the code:\n\n```python\n")
+    for chunk in code_chunks[1:]:
         assert chunk.startswith("```python\n")
+    for chunk in code_chunks:
         assert len(fence_lines(chunk)) == 2
     assert non_whitespace("".join(chunks)).count("value_") == 30
 
@@ -182,3 +184,24 @@ def test_random_inputs_keep_limit_content_and_balanced_fences() -> None:
         assert {line.strip() for line in fence_lines(text)} <= chunk_fences
         for chunk in chunks:
             assert len(fence_lines(chunk)) % 2 == 0, (limit, chunk)
+
+
+def test_a_paragraph_too_long_for_any_chunk_first_fills_the_current_one() -> None:
+    sentences = [f"Sentence {n} of part two." for n in range(12)]
+    chunks = split_markdown("Part one.\n\n" + " ".join(sentences), 100)
+    assert chunks[0].startswith("Part one.\n\nSentence 0 of part two.")
+    assert 100 - len(sentences[0]) < len(chunks[0]) <= 100
+    assert all(chunk.endswith(".") for chunk in chunks)  # still cut at sentence ends
+
+
+def test_a_word_too_long_for_any_chunk_first_fills_the_current_one() -> None:
+    chunks = split_markdown("Part one.\n\n" + "x" * 150, 100)
+    assert chunks == ["Part one.\n\n" + "x" * 89, "x" * 61]
+
+
+def test_a_code_block_too_long_for_any_chunk_first_fills_the_current_one() -> None:
+    code = "\n".join(f"row_{n} = {n}" for n in range(20))
+    chunks = split_markdown(f"Part one.\n\n```py\n{code}\n```", 120)
+    assert chunks[0].startswith("Part one.\n\n```py\nrow_0 = 0\n")
+    assert chunks[0].endswith("\n```")
+    assert all(len(chunk) <= 120 and len(fence_lines(chunk)) == 2 for chunk in chunks)

@@ -283,3 +283,31 @@ def test_render_parts_of_random_replies_fit_and_are_never_empty(markup: Markup) 
         for part in render_parts("\n\n".join(paragraphs), ChannelLimits(limit, markup)):
             assert part.text.strip() and part.plain.strip()
             assert len(part.text) <= limit and len(part.plain) <= limit
+
+
+def test_discord_long_reply_fills_its_first_message_before_cutting_a_long_paragraph() -> None:
+    from adapters.discord import DiscordAdapter
+
+    part_two = " ".join(f"Sentence {n} of part two goes on a while." for n in range(60))
+    parts = render_parts(f"Part one.\n\n{part_two}", DiscordAdapter.limits)
+    assert parts[0].text.startswith("Part one.\n\nSentence 0 of part two")
+    assert 1950 < len(parts[0].text) <= 2000
+    assert parts[0].text.endswith(".")
+    assert "".join(p.text for p in parts).count("Sentence") == 60
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        ChannelLimits(4096, "telegram_html", length_unit="utf16"),
+        ChannelLimits(4000, "slack_mrkdwn"),
+        ChannelLimits(2000, "discord_markdown"),
+    ],
+)
+def test_every_platform_packs_a_short_paragraph_with_the_start_of_a_long_list(
+    limits: ChannelLimits,
+) -> None:
+    items = "\n".join(f"- item {n} with a few words 🙂" for n in range(300))
+    parts = render_parts(f"Part one.\n\n{items}", limits)
+    assert parts[0].plain.startswith("Part one.\n\n• item 0 ")
+    assert len(parts[0].plain) > limits.max_message_chars * 0.9
