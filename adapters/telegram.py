@@ -1,27 +1,30 @@
-"""The Telegram channel, on python-telegram-bot's ``Application``.
+"""The Telegram channel, on python-telegram-bot's ``Bot``.
 
 Two pure conversions (``update_to_inbound``, ``part_to_send_kwargs``) plus the connection
-lifecycle: long polling by default, a webhook server as the option. PTB already retries
-polling with backoff after network loss, so the adapter configures that instead of
-re-implementing it.
+lifecycle: long polling by default, a webhook server as the option. Intake is our own
+(``adapters.telegram_intake``) rather than PTB's ``Updater``, which confirms an update to
+Telegram before it is stored; sending and the HTTP layer are PTB's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from telegram import Message, MessageEntity, ReplyParameters, Update
+from telegram import Bot, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
-from telegram.ext import Application, ApplicationBuilder, ContextTypes, TypeHandler
-from telegram.request import HTTPXRequest, RequestData
 
+from adapters.telegram_intake import (
+    BotApiRequest,
+    NotTheBotApi,
+    PollingIntake,
+    WebhookIntake,
+)
 from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
 from clawbot.messages import Attachment, ChatType, InboundMessage, OutboundMessage, ReplyContext
@@ -306,59 +309,6 @@ def _rate_limit_wait(exc: TelegramError) -> float | None:
     return None
 
 
-# ---------------------------------------------------------------- polling robustness
-
-
-class _SkipMalformedUpdates(HTTPXRequest):
-    """getUpdates transport that neutralizes updates PTB cannot parse.
-
-    PTB parses a getUpdates batch all or nothing; one unparseable update makes every poll
-    fail at the same offset forever. ``do_request`` is BaseRequest's documented extension
-    point: here each malformed update is replaced by a bare ``{"update_id": N}`` so the
-    offset still advances (the update is confirmed) and the adapter ignores it.
-    """
-
-    async def do_request(
-        self,
-        url: str,
-        method: str,
-        request_data: RequestData | None = None,
-        read_timeout: Any = HTTPXRequest.DEFAULT_NONE,
-        write_timeout: Any = HTTPXRequest.DEFAULT_NONE,
-        connect_timeout: Any = HTTPXRequest.DEFAULT_NONE,
-        pool_timeout: Any = HTTPXRequest.DEFAULT_NONE,
-    ) -> tuple[int, bytes]:
-        code, payload = await super().do_request(
-            url, method, request_data, read_timeout, write_timeout, connect_timeout, pool_timeout
-        )
-        if code == 200 and url.endswith("/getUpdates"):
-            payload = neutralize_malformed_updates(payload)
-        return code, payload
-
-
-def neutralize_malformed_updates(payload: bytes) -> bytes:
-    """Replace each update of a getUpdates response that PTB cannot parse by its bare id."""
-    try:
-        body = json.loads(payload)
-        updates = body["result"]
-    except (ValueError, KeyError, TypeError):
-        return payload
-    if not isinstance(updates, list):
-        return payload
-    changed = False
-    for index, raw in enumerate(updates):
-        try:
-            Update.de_json(raw, None)
-        except Exception as exc:
-            update_id = raw.get("update_id") if isinstance(raw, dict) else None
-            if not isinstance(update_id, int):
-                continue  # without an id there is nothing to confirm; PTB reports it
-            log.warning("telegram: skipped malformed update %s (%s)", update_id, type(exc).__name__)
-            updates[index] = {"update_id": update_id}
-            changed = True
-    return json.dumps(body).encode() if changed else payload
-
-
 # ---------------------------------------------------------------- secrets in logs
 
 
@@ -390,12 +340,9 @@ class _RedactToken(logging.Filter):
 
 
 def _library_loggers() -> list[logging.Logger]:
-    names = {"httpx", "httpcore", "tornado", "tornado.access", "tornado.general", __name__}
-    names.update(
-        name
-        for name in logging.root.manager.loggerDict
-        if name.split(".")[0] in {"telegram", "httpx", "httpcore", "tornado"}
-    )
+    families = {"telegram", "httpx", "httpcore", "aiohttp"}
+    names = {"httpx", "httpcore", "aiohttp.server", "aiohttp.web", __name__}
+    names.update(name for name in logging.root.manager.loggerDict if name.split(".")[0] in families)
     return [logging.getLogger(name) for name in sorted(names)]
 
 
@@ -410,7 +357,8 @@ class TelegramAdapter(Adapter):
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
+        self._api: Bot | None = None
+        self._intake: PollingIntake | WebhookIntake | None = None
         self._identity: BotIdentity | None = None
         self._on_message: InboundHandler | None = None
         self._lock = asyncio.Lock()
@@ -425,7 +373,7 @@ class TelegramAdapter(Adapter):
 
     @property
     def running(self) -> bool:
-        return self._app is not None
+        return self._api is not None
 
     @property
     def identity(self) -> BotIdentity | None:
@@ -493,119 +441,134 @@ class TelegramAdapter(Adapter):
 
     async def start(self, on_message: InboundHandler) -> None:
         async with self._lock:
-            if self._app is not None:
+            if self._api is not None:
                 return
             problems = self.check_settings(self._settings)
             if problems:
                 raise ConfigError("telegram: " + "; ".join(problems))
             self._install_redaction()
-            app = self._build_application()
+            api = self._build_bot()
             try:
-                await app.initialize()  # getMe
-            except InvalidToken:
+                await api.initialize()  # getMe
+                self._identity = BotIdentity(id=api.id, username=api.username)
+                self._on_message = on_message
+                intake = self._build_intake(api)
+                await intake.start()
+            except BaseException as exc:
+                self._on_message = None
+                await self._shutdown_quietly(api)
                 self._remove_redaction()
-                raise ConfigError(
-                    "Telegram rejected the bot token",
-                    hint="check CLAWBOT_TELEGRAM_TOKEN (from @BotFather)",
-                ) from None
-            except TelegramError as exc:
-                self._remove_redaction()
-                raise ClawbotError(
-                    f"cannot reach the Telegram Bot API: {self._scrub(exc.message)}",
-                    hint="check the network and CLAWBOT_TELEGRAM_API_BASE",
-                ) from None
-            self._identity = BotIdentity(id=app.bot.id, username=app.bot.username)
-            self._on_message = on_message
-            try:
-                await app.start()
-                await self._start_intake(app)
-            except Exception as exc:
-                await self._close(app)
-                self._remove_redaction()
-                raise ClawbotError(
-                    f"telegram could not start receiving: {self._scrub(str(exc))}",
-                    hint="check the network and the webhook settings",
-                ) from None
-            self._app = app
+                if isinstance(exc, Exception):
+                    raise self._start_error(exc) from None
+                raise
+            self._api, self._intake = api, intake
             log.info(
                 "telegram: connected as @%s (%s)",
                 self._identity.username,
                 self._settings.telegram_mode,
             )
 
-    def _build_application(self) -> Application[Any, Any, Any, Any, Any, Any]:
-        assert self._settings.telegram_token is not None
-        app = (
-            ApplicationBuilder()
-            .token(self._settings.telegram_token.get_secret_value().strip())
-            .base_url(self._settings.telegram_api_base)
-            .base_file_url(self._settings.telegram_file_base)
-            .connect_timeout(10.0)
-            .read_timeout(20.0)
-            .write_timeout(20.0)
-            .get_updates_request(
-                _SkipMalformedUpdates(
-                    connection_pool_size=1,
-                    connect_timeout=10.0,
-                    read_timeout=10.0,
-                    write_timeout=20.0,
-                )
+    def _start_error(self, exc: Exception) -> ClawbotError:
+        """What went wrong at start, in words that point at the setting to fix."""
+        if isinstance(exc, NotTheBotApi):
+            return ConfigError(
+                f"CLAWBOT_TELEGRAM_API_BASE ({self._settings.telegram_api_base}) {exc.answer}: "
+                "is it the Telegram Bot API?",
+                hint="leave it unset for https://api.telegram.org/bot, or give your Bot API "
+                "server's URL ending in /bot",
             )
-            .concurrent_updates(False)
-            .build()
+        if isinstance(exc, InvalidToken):
+            return ConfigError(
+                "Telegram rejected the bot token",
+                hint="check CLAWBOT_TELEGRAM_TOKEN (from @BotFather)",
+            )
+        if isinstance(exc, OSError):  # the webhook port
+            return ConfigError(
+                "telegram could not listen for the webhook on "
+                f"{self._settings.telegram_webhook_listen}:{self._settings.telegram_webhook_port}"
+                f": {exc.strerror or exc}",
+                hint="choose a free port with CLAWBOT_TELEGRAM_WEBHOOK_PORT",
+            )
+        detail = self._scrub(exc.message if isinstance(exc, TelegramError) else str(exc))
+        if isinstance(exc, BadRequest):  # (a NetworkError subclass in PTB)
+            return ConfigError(
+                f"Telegram refused to set up the bot: {detail}",
+                hint="check CLAWBOT_TELEGRAM_WEBHOOK_URL and the other webhook settings"
+                if self._settings.telegram_mode == "webhook"
+                else "check the telegram settings",
+            )
+        if isinstance(exc, NetworkError):
+            return ClawbotError(
+                f"cannot reach the Telegram Bot API: {detail}",
+                hint="check the network and CLAWBOT_TELEGRAM_API_BASE",
+            )
+        return ClawbotError(
+            f"telegram could not start: {detail}", hint="check the telegram settings"
         )
-        app.add_handler(TypeHandler(Update, self._handle_update))
-        app.add_error_handler(self._handle_error)
-        return app
 
-    async def _start_intake(self, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
-        updater = app.updater
-        assert updater is not None
+    def _build_bot(self) -> Bot:
+        assert self._settings.telegram_token is not None
+        return Bot(
+            self._settings.telegram_token.get_secret_value().strip(),
+            base_url=self._settings.telegram_api_base,
+            base_file_url=self._settings.telegram_file_base,
+            request=BotApiRequest(
+                connection_pool_size=64, connect_timeout=10.0, read_timeout=20.0, write_timeout=20.0
+            ),
+            # Two connections: the confirming call at shutdown must not wait for the pool
+            # while the cancelled long poll is still letting go of its connection.
+            get_updates_request=BotApiRequest(
+                connection_pool_size=2,
+                connect_timeout=10.0,
+                read_timeout=10.0,
+                write_timeout=20.0,
+                pool_timeout=5.0,
+            ),
+        )
+
+    def _build_intake(self, api: Bot) -> PollingIntake | WebhookIntake:
         settings = self._settings
         if settings.telegram_mode == "webhook":
-            secret = settings.telegram_webhook_secret
-            await updater.start_webhook(
+            assert settings.telegram_webhook_secret is not None
+            return WebhookIntake(
+                api,
+                self._handle_update,
                 listen=settings.telegram_webhook_listen,
                 port=settings.telegram_webhook_port,
-                url_path=settings.telegram_webhook_path,
-                webhook_url=settings.telegram_webhook_url,
-                secret_token=secret.get_secret_value() if secret else None,
-                allowed_updates=list(ALLOWED_UPDATES),
-                drop_pending_updates=False,
-                bootstrap_retries=3,
+                path=settings.telegram_webhook_path,
+                url=settings.telegram_webhook_url,
+                secret=settings.telegram_webhook_secret.get_secret_value(),
+                allowed_updates=ALLOWED_UPDATES,
             )
-        else:
-            await updater.start_polling(
-                timeout=POLL_TIMEOUT,
-                allowed_updates=list(ALLOWED_UPDATES),
-                drop_pending_updates=False,
-                bootstrap_retries=3,
-                error_callback=self._polling_error,
-            )
+        return PollingIntake(
+            api,
+            self._handle_update,
+            timeout=POLL_TIMEOUT,
+            allowed_updates=ALLOWED_UPDATES,
+            scrub=self._scrub,
+        )
 
     async def stop_intake(self) -> None:
-        """Stop fetching updates and hand over those already fetched (``Application.stop``
-        processes its queue); the bot stays usable for replies until ``stop``."""
+        """Stop receiving: a waiting long poll ends at once, an update being stored finishes
+        and is confirmed; the bot stays usable for replies until ``stop``."""
         async with self._lock:
-            app = self._app
-            if app is None:
+            intake, self._intake = self._intake, None
+            if intake is None:
                 return
             try:
                 async with asyncio.timeout(self._settings.shutdown_timeout):
-                    if app.updater is not None and app.updater.running:
-                        await app.updater.stop()
-                    if app.running:
-                        await app.stop()
+                    await intake.stop()
             except TimeoutError:
                 log.warning("telegram: stopping intake took too long; continuing the shutdown")
 
     async def stop(self) -> None:
+        await self.stop_intake()
         async with self._lock:
-            app, self._app = self._app, None
-            if app is None:
+            api, self._api = self._api, None
+            if api is None:
                 return
             try:
-                await asyncio.wait_for(self._close(app), self._settings.shutdown_timeout)
+                await asyncio.wait_for(self._shutdown_quietly(api), self._settings.shutdown_timeout)
             except TimeoutError:
                 log.warning(
                     "telegram: shutdown took longer than %.0fs; abandoned it",
@@ -615,49 +578,30 @@ class TelegramAdapter(Adapter):
                 self._on_message = None
                 self._remove_redaction()
 
-    @staticmethod
-    async def _close(app: Application[Any, Any, Any, Any, Any, Any]) -> None:
-        """Stop intake first (polling confirms what it fetched), then processing, then HTTP."""
-        if app.updater is not None and app.updater.running:
-            await app.updater.stop()
-        if app.running:
-            await app.stop()
-        await app.shutdown()
+    async def _shutdown_quietly(self, api: Bot) -> None:
+        try:
+            await api.shutdown()
+        except Exception as exc:
+            log.info("telegram: closing the connections failed: %s", self._scrub(str(exc)))
 
-    async def _handle_update(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _handle_update(self, update: Update) -> None:
+        """Convert and hand over one update; returns once ``on_message`` has (the message is
+        stored), and the intake confirms the update to Telegram only then."""
         identity, handler = self._identity, self._on_message
-        if identity is None or handler is None or not isinstance(update, Update):
+        if identity is None or handler is None:
             return
         inbound = update_to_inbound(
             update, identity, ignore_other_bots=self._settings.ignore_other_bots
         )
-        if inbound is None:
-            return
-        try:
+        if inbound is not None:
             await handler(inbound)
-        except Exception:
-            log.exception(
-                "telegram: inbound handler failed for message %s in chat %s",
-                inbound.message_id,
-                inbound.chat_id,
-            )
-
-    async def _handle_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        log.warning(
-            "telegram: error while processing an update: %s", self._scrub(repr(context.error))
-        )
-
-    def _polling_error(self, exc: TelegramError) -> None:
-        log.warning(
-            "telegram: polling failed (%s); retrying with backoff", self._scrub(exc.message)
-        )
 
     # outbound
 
     def _bot(self) -> Any:
-        if self._app is None:
+        if self._api is None:
             raise DeliveryError("the telegram adapter is not started")
-        return self._app.bot
+        return self._api
 
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         bot = self._bot()

@@ -198,6 +198,8 @@ class TelegramStandIn:
         self.confirmed_through = 0
         """The highest update id the bot has confirmed."""
         self.webhook_attempts: list[WebhookAttempt] = []
+        self.polls_waiting = 0
+        """getUpdates calls held open right now (long polls waiting for an update)."""
         self.on_call: CallObserver | None = None
         self.on_result: ResultObserver | None = None
         self.on_webhook_answer: Callable[[WebhookAttempt], None] | None = None
@@ -452,9 +454,14 @@ class TelegramStandIn:
             return not self._online or poll != self._polls or bool(self.updates)
 
         if timeout > 0 and not ready():
-            async with self._changed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait_for(ready), timeout)
+            self.polls_waiting += 1
+            await self._notify()
+            try:
+                async with self._changed:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait_for(ready), timeout)
+            finally:
+                self.polls_waiting -= 1
         if poll != self._polls:
             raise ApiError(409, CONFLICT_OTHER_POLL)
         return self.updates[:limit]

@@ -1,0 +1,389 @@
+"""Nothing lost at the Telegram edge, seen from outside: ``clawbot run`` as a subprocess against
+the Bot API stand-in (in this test's event loop) and the OpenAI-compatible stand-in.
+
+The process is SIGKILLed at chosen points of the exchange around an arriving message, then
+started again; every message must end with its reply (or a visible failure message) and none
+may vanish. Telegram confirms an update when a ``getUpdates`` offset passes it (polling) or when
+the webhook answers 2xx, so a bot that confirms before storing loses what it held in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import socket
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.standins.openai_api import OpenAIStandin
+from tests.standins.telegram import (
+    DEFAULT_TOKEN,
+    TelegramHarness,
+    TelegramStandIn,
+    WebhookAttempt,
+)
+from tests.test_cli import CLAWBOT, environment
+
+SEED = 16
+"""The kill delays are random but seeded, so a failing run can be replayed."""
+
+START_TIMEOUT = 60.0
+REPLY_TIMEOUT = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class BotProcess:
+    """One ``clawbot run`` subprocess; its stderr is drained as it comes so the pipe never
+    fills, and kept for the assertions."""
+
+    process: asyncio.subprocess.Process
+    stderr: list[str] = field(default_factory=list)
+    _drain: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(cls, env: dict[str, str], cwd: Path) -> BotProcess:
+        process = await asyncio.create_subprocess_exec(
+            *CLAWBOT,
+            "run",
+            "--channel",
+            "telegram",
+            env=env,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        bot = cls(process)
+        bot._drain = asyncio.create_task(bot._read_stderr())
+        return bot
+
+    async def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        while line := await self.process.stderr.readline():
+            self.stderr.append(line.decode(errors="replace"))
+
+    @property
+    def log(self) -> str:
+        return "".join(self.stderr)
+
+    def kill(self) -> None:
+        """SIGKILL now (synchronous, so a stand-in callback can kill at an exact point)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGKILL)
+
+    async def wait(self, timeout: float = 30.0) -> int:
+        """Wait for the exit (reaping the process, so the next start sees its pid gone)."""
+        code = await asyncio.wait_for(self.process.wait(), timeout)
+        if self._drain is not None:
+            await asyncio.wait_for(self._drain, timeout)
+        return code
+
+    async def terminate(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return await self.wait()
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[TelegramHarness]:
+    h = TelegramHarness()
+    await h.start()
+    yield h
+    await h.stop()
+
+
+@pytest.fixture
+def model() -> Iterator[OpenAIStandin]:
+    server = OpenAIStandin()
+    with server.running():
+        yield server
+
+
+def bot_environment(
+    tmp_path: Path, harness: TelegramHarness, model: OpenAIStandin, **extra: str
+) -> dict[str, str]:
+    settings = {
+        "CLAWBOT_DM_POLICY": "open",
+        "CLAWBOT_TELEGRAM_TOKEN": harness.token,
+        "CLAWBOT_TELEGRAM_API_BASE": f"{harness.server.url}/bot",
+        "CLAWBOT_TELEGRAM_FILE_BASE": f"{harness.server.url}/file/bot",
+    }
+    return environment(tmp_path / "home", model, **{**settings, **extra})
+
+
+def getupdates_calls(harness: TelegramHarness) -> int:
+    return sum(1 for method, _ in harness.server.calls if method == "getUpdates")
+
+
+async def start_polling_bot(env: dict[str, str], cwd: Path, harness: TelegramHarness) -> BotProcess:
+    """Start ``clawbot run`` and return once it has sent its first getUpdates."""
+    before = getupdates_calls(harness)
+    bot = await BotProcess.start(env, cwd)
+    try:
+        await harness.server.wait_for(lambda: getupdates_calls(harness) > before, START_TIMEOUT)
+    except TimeoutError:
+        bot.kill()
+        await bot.wait()
+        raise AssertionError("the bot never polled:\n" + bot.log) from None
+    return bot
+
+
+def texts_to(harness: TelegramHarness, chat_id: str) -> list[str]:
+    return [record.text for record in harness.sent() if record.chat_id == chat_id]
+
+
+async def wait_replied(harness: TelegramHarness, chat_ids: list[str], bot: BotProcess) -> None:
+    try:
+        await harness.server.wait_for(
+            lambda: all(texts_to(harness, chat) for chat in chat_ids), REPLY_TIMEOUT
+        )
+    except TimeoutError:
+        raise AssertionError(f"no reply in chats {chat_ids}; bot log:\n{bot.log}") from None
+
+
+def offset_of(params: dict[str, Any]) -> int:
+    return int(params.get("offset") or 0)
+
+
+def from_chat(update: dict[str, Any], chat_id: str) -> bool:
+    return str(update.get("message", {}).get("chat", {}).get("id")) == chat_id
+
+
+# ---------------------------------------------------------------- SIGKILL while polling
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One message of the crash scenario: who sends it and where the process is killed."""
+
+    kill_point: str
+    sender: str
+
+    @property
+    def text(self) -> str:
+        return f"message at kill point {self.kill_point}"
+
+    @property
+    def reply(self) -> str:
+        return f"echo: {self.text}"
+
+
+ARRIVALS = (
+    Arrival("fetched", "1001"),  # a few ms after getUpdates handed the update over
+    Arrival("confirming-poll", "1002"),  # the instant a getUpdates offset confirms it
+    Arrival("at-the-model", "1003"),  # mid-turn, the model request in flight
+    Arrival("after-the-reply", "1004"),  # up to 0.3 s after Telegram accepted the reply
+)
+PROBE = Arrival("none", "1005")
+
+
+class KillAt:
+    """Stand-in observers that SIGKILL the bot at an arrival's kill point."""
+
+    def __init__(
+        self, arrival: Arrival, bot: BotProcess, server: TelegramStandIn, rng: random.Random
+    ) -> None:
+        self.arrival, self.bot, self.server, self.rng = arrival, bot, server, rng
+        self.reply_accepted = False
+
+    def on_call(self, method: str, params: dict[str, Any]) -> None:
+        if self.arrival.kill_point != "confirming-poll" or method != "getUpdates":
+            return
+        pending = [u for u in self.server.updates if from_chat(u, self.arrival.sender)]
+        if pending and offset_of(params) > pending[0]["update_id"]:
+            self.bot.kill()  # the stand-in still applies the offset: the call arrived
+
+    def on_result(self, method: str, params: dict[str, Any], result: Any) -> None:
+        loop = asyncio.get_running_loop()
+        point, sender = self.arrival.kill_point, self.arrival.sender
+        if (
+            point == "fetched"
+            and method == "getUpdates"
+            and any(from_chat(u, sender) for u in result)
+        ):
+            loop.call_later(self.rng.uniform(0, 0.02), self.bot.kill)
+        elif (
+            point == "after-the-reply"
+            and method == "sendMessage"
+            and str(params.get("chat_id")) == sender
+        ):
+            self.reply_accepted = True
+            loop.call_later(self.rng.uniform(0, 0.3), self.bot.kill)
+
+
+async def test_no_polled_message_is_lost_when_the_process_is_killed_around_its_arrival(
+    tmp_path: Path, harness: TelegramHarness, model: OpenAIStandin
+) -> None:
+    rng = random.Random(SEED)
+    env = bot_environment(tmp_path, harness, model)
+    server = harness.server
+    bot = await start_polling_bot(env, tmp_path, harness)
+    logs: list[str] = []
+    replied_before_the_kill: set[str] = set()
+
+    for index, arrival in enumerate(ARRIVALS):
+        if arrival.kill_point in ("at-the-model", "after-the-reply"):
+            # The model must be quiet but for this message's turn: earlier ones answered.
+            await wait_replied(harness, [a.sender for a in ARRIVALS[:index]], bot)
+        if arrival.kill_point == "at-the-model":
+            model.script = [{"hang": True}]
+        killer = KillAt(arrival, bot, server, rng)
+        server.on_call, server.on_result = killer.on_call, killer.on_result
+        await harness.inject_message(
+            arrival.text, sender_id=arrival.sender, sender_name=f"User {arrival.sender}"
+        )
+        if arrival.kill_point == "at-the-model":
+            assert await asyncio.to_thread(model.hung.wait, REPLY_TIMEOUT), bot.log
+            bot.kill()
+        code = await bot.wait(REPLY_TIMEOUT)
+        assert code == -signal.SIGKILL, f"not killed at {arrival.kill_point}:\n{bot.log}"
+        server.on_call = server.on_result = None
+        if killer.reply_accepted:
+            replied_before_the_kill.add(arrival.sender)
+        logs.append(bot.log)
+        bot = await start_polling_bot(env, tmp_path, harness)
+
+    # A new message after the last restart: once it is answered, the start-up's recovery and
+    # re-sending of replies is over (the first message waits for it).
+    await harness.inject_message(PROBE.text, sender_id=PROBE.sender)
+    await wait_replied(harness, [a.sender for a in (*ARRIVALS, PROBE)], bot)
+    exit_code = await bot.terminate()
+    logs.append(bot.log)
+
+    for arrival in (*ARRIVALS, PROBE):
+        replies = texts_to(harness, arrival.sender)
+        if arrival.sender in replied_before_the_kill:
+            # At least once: killed before it recorded the reply as sent, a process sends it
+            # again at start-up. Never more than that one repeat.
+            assert replies in ([arrival.reply], [arrival.reply] * 2), arrival
+        else:
+            assert replies == [arrival.reply], (arrival, replies)
+    assert server.updates == [], "every update was confirmed in the end"
+    assert exit_code == 0, logs[-1]
+    assert not any("Traceback" in log for log in logs), "\n".join(logs)
+
+
+# ---------------------------------------------------------------- SIGKILL in webhook mode
+
+
+async def test_a_webhook_update_is_answered_200_only_once_it_is_stored(
+    tmp_path: Path, harness: TelegramHarness, model: OpenAIStandin
+) -> None:
+    port = free_port()
+    env = bot_environment(
+        tmp_path,
+        harness,
+        model,
+        CLAWBOT_TELEGRAM_MODE="webhook",
+        CLAWBOT_TELEGRAM_WEBHOOK_URL=f"http://127.0.0.1:{port}/telegram",
+        CLAWBOT_TELEGRAM_WEBHOOK_PORT=str(port),
+        CLAWBOT_TELEGRAM_WEBHOOK_SECRET="hook-secret_123",
+    )
+    server = harness.server
+    bot = await BotProcess.start(env, tmp_path)
+    await server.wait_for(lambda: bool(server.webhook_url), START_TIMEOUT)
+    answered: list[WebhookAttempt] = []
+
+    def kill_on_success(attempt: WebhookAttempt) -> None:
+        answered.append(attempt)
+        if attempt.status == 200:
+            bot.kill()  # the instant Telegram holds the 200: the update is confirmed
+
+    server.on_webhook_answer = kill_on_success
+    await harness.inject_message("stored before the 200?", sender_id="1001")
+    assert await bot.wait(REPLY_TIMEOUT) == -signal.SIGKILL, bot.log
+    server.on_webhook_answer = None
+
+    restarted = await BotProcess.start(env, tmp_path)
+    await wait_replied(harness, ["1001"], restarted)
+    exit_code = await restarted.terminate()
+
+    assert [a.status for a in answered][-1:] == [200]
+    assert server.updates == []
+    assert texts_to(harness, "1001") == ["echo: stored before the 200?"]
+    assert exit_code == 0, restarted.log
+    assert "Traceback" not in bot.log + restarted.log
+
+
+# ---------------------------------------------------------------- shutdown
+
+
+async def test_sigterm_during_a_long_poll_exits_0_without_a_traceback(
+    tmp_path: Path, harness: TelegramHarness, model: OpenAIStandin
+) -> None:
+    server = harness.server
+    bot = await start_polling_bot(bot_environment(tmp_path, harness, model), tmp_path, harness)
+    await harness.inject_message("hello", sender_id="1001")
+    await wait_replied(harness, ["1001"], bot)
+    await server.wait_for(lambda: server.polls_waiting > 0, START_TIMEOUT)
+
+    exit_code = await bot.terminate()
+
+    assert exit_code == 0, bot.log
+    assert "Traceback" not in bot.log
+    assert "received SIGTERM: stopping" in bot.log
+    assert not [line for line in bot.stderr if " WARNING " in line or " ERROR " in line], bot.log
+    assert server.updates == []
+
+
+# ---------------------------------------------------------------- start-up errors
+
+
+async def run_until_exit(env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    bot = await BotProcess.start(env, cwd)
+    try:
+        code = await bot.wait(START_TIMEOUT)
+    except TimeoutError:
+        bot.kill()
+        await bot.wait()
+        raise AssertionError("clawbot run kept running:\n" + bot.log) from None
+    return code, bot.log
+
+
+def error_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if line.startswith("clawbot:")]
+
+
+async def test_an_api_base_answering_404_is_named_in_one_line(
+    tmp_path: Path, harness: TelegramHarness, model: OpenAIStandin
+) -> None:
+    env = bot_environment(
+        tmp_path, harness, model, CLAWBOT_TELEGRAM_API_BASE=f"{harness.server.url}/not-the-api/bot"
+    )
+
+    code, log = await run_until_exit(env, tmp_path)
+
+    assert code == 1, log
+    [line] = error_lines(log)
+    assert "CLAWBOT_TELEGRAM_API_BASE" in line and "404" in line, line
+    assert "token" not in line.lower(), line
+    assert "Traceback" not in log
+    assert DEFAULT_TOKEN not in log and DEFAULT_TOKEN.split(":")[1] not in log
+
+
+async def test_a_token_telegram_refuses_is_reported_as_the_token_in_one_line(
+    tmp_path: Path, harness: TelegramHarness, model: OpenAIStandin
+) -> None:
+    wrong = "999999:" + "Z" * 35
+    env = bot_environment(tmp_path, harness, model, CLAWBOT_TELEGRAM_TOKEN=wrong)
+
+    code, log = await run_until_exit(env, tmp_path)
+
+    assert code == 1, log
+    [line] = error_lines(log)
+    assert "Telegram rejected the bot token" in line and "CLAWBOT_TELEGRAM_TOKEN" in line, line
+    assert "Traceback" not in log
+    assert wrong not in log and "Z" * 35 not in log
