@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from clawbot.messages import Attachment, InboundMessage, OutboundMessage
@@ -40,11 +41,24 @@ class SentMessage:
     message_id: str | None = None
 
 
+@dataclass(frozen=True)
+class ChatCursor:
+    """How far this channel's conversation in one chat (and thread) got: the last platform
+    message the bot took from it and when. ``Adapter.catch_up`` fetches what came after."""
+
+    chat_id: str
+    thread_id: str | None
+    last_message_id: str | None
+    last_seen: datetime
+
+
 class Adapter(abc.ABC):
     """Connects one Channel. Subclasses live in the top-level ``adapters`` package."""
 
     name: str = ""
     limits: ChannelLimits = ChannelLimits()
+    catch_up_window: timedelta = timedelta(0)
+    """How far back ``catch_up`` reads missed messages; zero: the platform redelivers."""
 
     @classmethod
     def is_configured(cls, settings: Settings) -> bool:
@@ -76,6 +90,14 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         """Deliver one outbound message (already gated by the outbox)."""
+
+    async def catch_up(self, chats: Sequence[ChatCursor]) -> int:
+        """Hand ``on_message`` what was posted in ``chats`` while nobody received it, oldest
+        first; returns how many messages it handed over. Called once ``start`` returned.
+
+        Only for platforms that never redeliver (Discord); the dedup ledger drops anything
+        handed over twice. Platforms that redeliver what was not acknowledged do nothing."""
+        return 0
 
     @property
     def supports_typing(self) -> bool:

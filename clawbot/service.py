@@ -3,7 +3,9 @@
 Each inbound message is stored by the router before the adapter's ``on_message`` returns
 (so the platform is acknowledged only then), and its outcome is awaited in a tracked task, so
 an adapter's receive loop never waits for a turn (the scheduler runs one turn at a time per
-session). Once the adapters are up, the scheduler resumes work a previous process left.
+session). Once the adapters are up, the scheduler resumes work a previous process left, and adapters
+whose platform never redelivers (Discord) read what was posted while no process was up, in
+the background (``Adapter.catch_up``); the dedup ledger drops whatever was stored already.
 Shutdown is graceful and bounded: intake stops first, running turns get what is left of
 ``shutdown_timeout`` seconds to finish or stop at a tool boundary, what is left is cancelled
 and logged (kept as a resumable job: the next start resumes it), then connections close (at
@@ -19,6 +21,7 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from clawbot.access import AccessGateway
 from clawbot.app import Clawbot
@@ -56,6 +59,7 @@ class Service:
         self._receiving = 0
         self._accepting = False
         self._started: list[Adapter] = []
+        self._catching_up: list[asyncio.Task[int]] = []
 
     @property
     def running_turns(self) -> int:
@@ -75,6 +79,34 @@ class Service:
             self._started.append(adapter)
             log.info("%s: receiving messages", adapter.name)
         await self.bot.start()
+        for adapter in self._started:
+            if adapter.catch_up_window > timedelta(0):
+                self._catching_up.append(
+                    asyncio.create_task(self._catch_up(adapter), name=f"{adapter.name} catch-up")
+                )
+
+    async def _catch_up(self, adapter: Adapter) -> int:
+        """Hand the adapter its active chats so it fetches what it missed; a failure is
+        logged, not fatal: live messages keep flowing, and the next start tries again."""
+        since = datetime.now(UTC) - adapter.catch_up_window
+        try:
+            chats = await self.bot.store.recent_chats(adapter.name, since)
+            caught = await adapter.catch_up(chats) if chats else 0
+        except Exception:
+            log.exception("%s: could not fetch the messages missed while offline", adapter.name)
+            return 0
+        log.info(
+            "%s: read %d active chat(s) for missed messages; %d handed over",
+            adapter.name,
+            len(chats),
+            caught,
+        )
+        return caught
+
+    async def caught_up(self) -> int:
+        """Wait for the start's catch-ups; how many missed messages they handed over."""
+        counts = await asyncio.gather(*self._catching_up)
+        return sum(counts)
 
     async def receive(self, message: InboundMessage) -> None:
         """The adapters' ``on_message``: returns at once, the message runs in a task."""
@@ -109,6 +141,9 @@ class Service:
     async def stop(self) -> ShutdownReport:
         """Stop intake, let running turns finish within the timeout, cancel the rest, close."""
         started = time.monotonic()
+        for catching_up in self._catching_up:  # the next start reads from where it got
+            catching_up.cancel()
+        await asyncio.gather(*self._catching_up, return_exceptions=True)
         try:
             async with asyncio.timeout(self.shutdown_timeout):
                 await asyncio.gather(

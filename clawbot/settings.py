@@ -76,6 +76,12 @@ class Settings(BaseSettings):
         default=None, validation_alias=_env("CLAWBOT_DISCORD_TOKEN", "DISCORD_BOT_TOKEN")
     )
     discord_api_base: str = "https://discord.com/api/v10"
+    discord_catch_up_hours: float = Field(
+        default=24.0,
+        ge=0,
+        description="on start, fetch Discord messages missed while offline (Discord never "
+        "redelivers) from active conversations, up to this many hours old; 0 turns it off",
+    )
 
     slack_bot_token: SecretStr | None = Field(
         default=None, validation_alias=_env("CLAWBOT_SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN")

@@ -31,6 +31,7 @@ from pydantic import TypeAdapter
 
 from clawbot.agents import AgentRecord, AgentSpec
 from clawbot.backlog import BacklogItem
+from clawbot.channels import ChatCursor
 from clawbot.errors import LeaseLostError, StoreError
 from clawbot.intake import Finish, Intake, IntakeJournal, orphans
 from clawbot.intake import supported as journal_supported
@@ -862,6 +863,31 @@ class Store:
             forgotten += removed
             if after is None:
                 return forgotten
+
+    async def recent_chats(self, channel: str, since: datetime) -> list[ChatCursor]:
+        """The chats (and threads) of ``channel`` with a session that took a platform message
+        at or after ``since``, each with the last message id it took and when: where an
+        adapter whose platform never redelivers resumes reading (``Adapter.catch_up``)."""
+        rows = await self._fetchall(
+            "SELECT s.chat_id, s.thread_id, seen.message_id, latest.last_at"
+            " FROM (SELECT session_key, chat_id, MAX(received_at) AS last_at"
+            "       FROM inbound_seen WHERE channel = ? AND received_at >= ?"
+            "       GROUP BY session_key, chat_id) AS latest"
+            " JOIN sessions AS s ON s.key = latest.session_key"
+            " JOIN inbound_seen AS seen ON seen.channel = ? AND seen.chat_id = latest.chat_id"
+            "  AND seen.session_key = latest.session_key AND seen.received_at = latest.last_at"
+            " ORDER BY latest.last_at",
+            (channel, since.astimezone(UTC).isoformat(), channel),
+        )
+        cursors: dict[tuple[str, str | None], ChatCursor] = {}
+        for chat_id, thread_id, message_id, last_at in rows:  # one per chat: ties are rare
+            cursors[(chat_id, thread_id)] = ChatCursor(
+                chat_id=chat_id,
+                thread_id=thread_id,
+                last_message_id=message_id,
+                last_seen=datetime.fromisoformat(last_at),
+            )
+        return list(cursors.values())
 
     async def recover_intakes(self) -> int:
         """Write the rows of the messages that processes which died had accepted into their

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from clawbot.app import Clawbot
-from clawbot.channels import InboundHandler
+from clawbot.channels import ChatCursor, InboundHandler
 from clawbot.service import Service, serve
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel
@@ -230,3 +232,92 @@ async def test_a_channel_that_never_stops_its_intake_cannot_hold_up_shutdown(
     assert report.cancelled == ()
     assert channel.events[-1] == "stop"
     assert "stopping intake took over" in caplog.text
+
+
+class ForgetfulPlatformChannel(PushChannel):
+    """A platform that never redelivers (like Discord): at start it is told its recently
+    active chats and hands over ``missed`` (chat id, text, message id) from their history."""
+
+    catch_up_window = timedelta(hours=1)
+
+    def __init__(self, missed: Sequence[tuple[str, str, str]] = ()) -> None:
+        super().__init__()
+        self.asked: list[ChatCursor] = []
+        self.missed = list(missed)
+
+    async def catch_up(self, chats: Sequence[ChatCursor]) -> int:
+        self.asked.extend(chats)
+        for chat_id, text, message_id in self.missed:
+            await self.push(text, chat_id=chat_id, message_id=message_id)
+        return len(self.missed)
+
+
+async def served_before(settings: Settings, *pushed: tuple[str, str, str]) -> None:
+    """A previous process that took ``pushed`` (chat id, text, message id) and stopped."""
+    async with await Clawbot.open(settings) as earlier:
+        channel = PushChannel()
+        service = Service(earlier, [channel], shutdown_timeout=5)
+        await service.start()
+        for chat_id, text, message_id in pushed:
+            await channel.push(text, chat_id=chat_id, message_id=message_id)
+        await service.idle()
+        await service.stop()
+
+
+async def restart(settings: Settings, channel: PushChannel) -> int:
+    """Start again with ``channel``, wait for its catch-up and what it handed over; stop."""
+    async with await Clawbot.open(settings) as again:
+        service = Service(again, [channel], shutdown_timeout=5)
+        await service.start()
+        handed_over = await service.caught_up()
+        await service.idle()
+        await service.stop()
+    return handed_over
+
+
+async def test_start_tells_a_catching_up_adapter_its_active_chats_and_their_last_message(
+    settings: Settings,
+) -> None:
+    await served_before(settings, ("chat1", "one", "m1"), ("chat2", "two", "m2"))
+    await served_before(settings, ("chat1", "three", "m3"))
+    channel = ForgetfulPlatformChannel()
+    await restart(settings, channel)
+
+    assert [(c.chat_id, c.thread_id, c.last_message_id) for c in channel.asked] == [
+        ("chat2", None, "m2"),
+        ("chat1", None, "m3"),
+    ]
+
+
+async def test_messages_missed_while_down_are_answered_and_those_already_taken_are_not(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    scripted.add("answer one", "answer to the missed one")
+    await served_before(settings, ("chat1", "one", "m1"))
+    channel = ForgetfulPlatformChannel(missed=[("chat1", "one", "m1"), ("chat1", "two", "m2")])
+    handed_over = await restart(settings, channel)
+
+    assert handed_over == 2
+    assert channel.texts == ["answer to the missed one"]
+    assert [r.last_user_text for r in scripted.requests] == ["one", "two"]
+
+
+async def test_a_chat_quiet_since_before_the_window_is_not_read(settings: Settings) -> None:
+    await served_before(settings, ("chat1", "one", "m1"))
+    later = datetime.now(UTC) + timedelta(microseconds=1)
+    async with await Clawbot.open(settings) as again:
+        quiet = await again.store.recent_chats("memory", since=later)
+        elsewhere = await again.store.recent_chats("other", since=later - timedelta(hours=1))
+
+    assert (quiet, elsewhere) == ([], [])
+
+
+async def test_a_platform_that_redelivers_is_not_asked_to_catch_up(settings: Settings) -> None:
+    await served_before(settings, ("chat1", "one", "m1"))
+
+    class Redelivering(ForgetfulPlatformChannel):
+        catch_up_window = timedelta(0)
+
+    channel = Redelivering()
+    assert await restart(settings, channel) == 0
+    assert channel.asked == []
