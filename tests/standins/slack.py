@@ -90,6 +90,8 @@ class Delivery:
     response: Any = None
     """What the acknowledgement carried (a slash command's response payload or body)."""
     gave_up: bool = False
+    on_wire: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the first attempt was sent to the app."""
     finished: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -425,7 +427,11 @@ class EventSender:
         self.events_url = ""
         """Where HTTP mode posts (the app's Request URL)."""
         self.deliveries: list[Delivery] = []
-        self._waiting: dict[str, tuple[web.WebSocketResponse, asyncio.Future[Any]]] = {}
+        self.on_send: Callable[[Delivery], None] | None = None
+        """Called the moment an attempt goes on the wire (tests kill processes there)."""
+        self.on_ack: Callable[[Delivery], None] | None = None
+        """Called the moment an acknowledgement arrives."""
+        self._waiting: dict[str, tuple[web.WebSocketResponse, Delivery, asyncio.Future[Any]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._http: aiohttp.ClientSession | None = None
 
@@ -487,9 +493,10 @@ class EventSender:
         else:
             envelope.update(type="slash_commands", accepts_response_payload=True)
         acked: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[envelope_id] = (ws, acked)
+        self._waiting[envelope_id] = (ws, delivery, acked)
         try:
             await ws.send_json(envelope)
+            self._sent(delivery)
             async with asyncio.timeout(self.ack_timeout):
                 delivery.response = await acked
             return Attempt(number, "acked")
@@ -502,11 +509,13 @@ class EventSender:
 
     def acknowledged(self, envelope_id: str, payload: Any) -> None:
         waiting = self._waiting.get(envelope_id)
-        if waiting is not None and not waiting[1].done():
-            waiting[1].set_result(payload)
+        if waiting is not None and not waiting[2].done():
+            waiting[2].set_result(payload)
+            if self.on_ack is not None:
+                self.on_ack(waiting[1])
 
     def connection_closed(self, ws: web.WebSocketResponse) -> None:
-        for owner, acked in list(self._waiting.values()):
+        for owner, _, acked in list(self._waiting.values()):
             if owner is ws and not acked.done():
                 acked.set_exception(ConnectionResetError("the connection closed before the ack"))
 
@@ -532,6 +541,7 @@ class EventSender:
             self._http = aiohttp.ClientSession()
         try:
             async with asyncio.timeout(self.ack_timeout):
+                self._sent(delivery)
                 async with self._http.post(self.events_url, data=raw, headers=headers) as resp:
                     body = await resp.text()
         except TimeoutError:
@@ -541,7 +551,14 @@ class EventSender:
         if not 200 <= resp.status < 300:
             return Attempt(number, "http_error", resp.status)
         delivery.response = _parse_response(body, resp.content_type)
+        if self.on_ack is not None:
+            self.on_ack(delivery)
         return Attempt(number, "acked", resp.status)
+
+    def _sent(self, delivery: Delivery) -> None:
+        delivery.on_wire.set()
+        if self.on_send is not None:
+            self.on_send(delivery)
 
 
 Sender = Callable[[Delivery, int, str], Awaitable[Attempt]]
