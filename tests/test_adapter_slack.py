@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import (
     BotIdentity,
@@ -15,6 +16,8 @@ from adapters.slack import (
     event_to_inbound,
     part_to_post_args,
 )
+from adapters.slack_commands import command_to_inbound
+from adapters.slack_users import UserDirectory
 from clawbot.errors import ConfigError, DeliveryError, InputError
 from clawbot.messages import InboundMessage, OutboundMessage
 from clawbot.rendering import RenderedPart
@@ -639,3 +642,145 @@ async def test_http_mode_stop_closes_the_endpoint(http_harness: SlackHarness) ->
 
     with pytest.raises(OSError):
         await http_harness.post_signed({"type": "url_verification", "challenge": "x"})
+
+
+# -- acknowledgement follows storage ------------------------------------------------------------
+
+
+class HeldInbox(Inbox):
+    """An on_message that holds each message until released, like a slow store."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self, message: InboundMessage) -> None:
+        self.entered.set()
+        await asyncio.wait_for(self.release.wait(), WAIT)
+        await super().__call__(message)
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_an_event_is_acked_only_after_on_message_returned(
+    mode: Literal["socket", "http"],
+) -> None:
+    harness = SlackHarness(mode)
+    await harness.start()
+    adapter = harness.make_adapter()
+    inbox = HeldInbox()
+    await adapter.start(inbox)
+    try:
+        await harness.inject_message("keep this", wait=False)
+        [delivery] = harness.standin.sender.deliveries
+        await asyncio.wait_for(inbox.entered.wait(), WAIT)
+        acked_while_storing = delivery.acked or delivery.response is not None
+        inbox.release.set()
+        await delivery.wait(WAIT)
+    finally:
+        await adapter.stop()
+        await harness.stop()
+
+    assert acked_while_storing is False
+    assert [a.outcome for a in delivery.attempts] == ["acked"]
+
+
+async def test_events_that_are_not_messages_for_the_bot_are_acked_without_on_message(
+    harness: SlackHarness,
+) -> None:
+    adapter = harness.make_adapter()
+    inbox = HeldInbox()  # would hold anything that reached it
+    await adapter.start(inbox)
+    try:
+        reaction = await harness.deliver_raw({"type": "reaction_added", "reaction": "eyes"})
+        edit = await harness.deliver_raw(message_event(subtype="message_changed"))
+    finally:
+        await adapter.stop()
+
+    assert reaction.acked and edit.acked and not inbox.entered.is_set()
+
+
+# -- people's names ------------------------------------------------------------------------------
+
+
+async def test_the_senders_name_comes_from_users_info_once_for_many_messages(
+    harness: SlackHarness, running: Running
+) -> None:
+    _, inbox = running
+    harness.standin.add_user("U0ANN", "Ann Lee", display_name="")
+
+    await harness.inject_message("one", sender_id="U0ANN")
+    await harness.inject_message("two", sender_id="U0ANN")
+
+    names = [(await inbox.next()).sender_name, (await inbox.next()).sender_name]
+    assert names == ["Ann Lee", "Ann Lee"]
+    assert harness.standin.users_info_calls() == ["U0ANN"]
+
+
+async def test_a_failed_name_lookup_shows_the_id_and_the_message_still_arrives(
+    harness: SlackHarness, running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, inbox = running
+    harness.standin.users_info_error = "missing_scope"
+
+    with caplog.at_level(logging.WARNING, logger="adapters.slack"):
+        await harness.inject_message("hi", sender_id="U0333")
+        await harness.inject_message("again", sender_id="U0333")
+
+    first, second = await inbox.next(), await inbox.next()
+    assert (first.sender_id, first.sender_name, second.text) == ("U0333", "", "again")
+    assert harness.standin.users_info_calls() == ["U0333"]  # the failure is remembered
+    assert "users:read" in caplog.text and BOT_TOKEN not in caplog.text
+
+
+async def test_a_cached_name_expires_and_the_cache_stays_bounded(harness: SlackHarness) -> None:
+    for user_id, name in [("U1", "One"), ("U2", "Two"), ("U3", "Three")]:
+        harness.standin.add_user(user_id, name)
+    now = [0.0]
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=harness.standin.api_base)
+    directory = UserDirectory(client, max_entries=2, ttl=60, clock=lambda: now[0])
+
+    names = [await directory.name(user) for user in ("U1", "U1", "U2", "U3")]
+    harness.standin.add_user("U3", "Three, renamed")
+    now[0] = 61
+    renamed = await directory.name("U3")
+
+    assert names == ["One", "One", "Two", "Three"]
+    assert renamed == "Three, renamed"
+    assert len(directory) == 2
+    assert harness.standin.users_info_calls() == ["U1", "U2", "U3", "U3"]
+
+
+# -- the slash command ---------------------------------------------------------------------------
+
+
+def test_slash_command_text_names_the_clawbot_command() -> None:
+    payload = {
+        "command": "/clawbot",
+        "text": " model  openai/gpt-4o ",
+        "channel_id": "C0GENERAL",
+        "user_id": "U1001",
+        "user_name": "ann",
+        "trigger_id": "1.2.abc",
+    }
+
+    inbound = command_to_inbound(payload)
+    bare = command_to_inbound({**payload, "text": "", "channel_id": "D0ANN"})
+
+    assert inbound is not None and bare is not None
+    assert (inbound.text, inbound.chat_type, inbound.message_id) == (
+        "/model  openai/gpt-4o",
+        "group",
+        "1.2.abc",
+    )
+    assert (bare.text, bare.chat_type) == ("/help", "dm")
+    assert command_to_inbound({**payload, "user_id": ""}) is None
+
+
+@pytest.mark.parametrize("name", ["clawbot", "/Clawbot", "/claw bot", "/" + "x" * 32])
+def test_a_slash_command_name_slack_would_refuse_is_a_settings_problem(name: str) -> None:
+    settings = make_settings(
+        slack_bot_token=BOT_TOKEN, slack_app_token=APP_TOKEN, slack_command=name
+    )
+
+    assert any("CLAWBOT_SLACK_COMMAND" in p for p in SlackAdapter.check_settings(settings))
