@@ -8,12 +8,19 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
 import pytest
+from aiohttp import web
 
+from clawbot.access import AccessGateway
+from clawbot.app import Clawbot
+from clawbot.messages import InboundMessage
+from clawbot.service import Service
+from clawbot.settings import Settings
 from tests.standins.harness import SentRecord
 from tests.standins.openai_api import OpenAIStandin
 from tests.standins.slack import Delivery, SlackHarness
@@ -192,3 +199,171 @@ async def test_a_bot_killed_around_arriving_messages_loses_none_and_answers_each
         assert len(texts) <= 1 + answered_when_killed.get(chat, 0), (chat, kill_point, texts)
     assert [d for d in slack.standin.sender.deliveries if not d.acked] == []
     assert exit_code == 0
+
+
+# -- the whole bot in this process: slash commands and names ------------------------------------
+
+OWNER = "U1001"
+
+
+@pytest.fixture(params=["socket", "http"])
+async def served(
+    request: pytest.FixtureRequest, settings: Settings
+) -> AsyncIterator[tuple[SlackHarness, Clawbot]]:
+    """A bot serving Slack (Socket Mode or HTTP) with OWNER allowed in DMs and #general."""
+    harness = SlackHarness(request.param)
+    await harness.start()
+    bot_settings = settings.model_copy(
+        update={"allowed_senders": [f"slack:{OWNER}"], "allowed_groups": ["slack:C0GENERAL"]}
+    )
+    try:
+        async with await Clawbot.open(bot_settings) as bot:
+            bot.router.access = AccessGateway(bot.store, bot_settings)
+            service = Service(bot, [harness.make_adapter()], shutdown_timeout=10)
+            await service.start()
+            try:
+                yield harness, bot
+            finally:
+                await service.stop()
+    finally:
+        await harness.stop()
+
+
+async def test_slash_command_status_answers_in_the_channel_it_was_typed_in(
+    served: tuple[SlackHarness, Clawbot],
+) -> None:
+    harness, _ = served
+
+    command = await harness.slash_command("status", sender_id=OWNER, chat_type="group")
+
+    [reply] = await harness.wait_sent(1)
+    assert [a.outcome for a in command.attempts] == ["acked"]
+    assert reply.chat_id == "C0GENERAL"
+    assert "Session: slack:C0GENERAL" in reply.text and "Model:" in reply.text
+
+
+async def test_slash_command_in_a_dm_reports_the_same_session_as_the_text_form(
+    served: tuple[SlackHarness, Clawbot],
+) -> None:
+    harness, _ = served
+
+    await harness.inject_message("/status", sender_id=OWNER)
+    await harness.slash_command("status", sender_id=OWNER)
+
+    text_form, command_form = await harness.wait_sent(2)
+    assert text_form.chat_id == command_form.chat_id == f"D{OWNER}"
+    assert f"Session: slack:D{OWNER}" in command_form.text
+    assert text_form.text.splitlines()[:3] == command_form.text.splitlines()[:3]
+
+
+async def test_slash_command_from_someone_not_allowed_is_acked_and_answers_nothing(
+    served: tuple[SlackHarness, Clawbot],
+) -> None:
+    harness, _ = served
+
+    command = await harness.slash_command("status", sender_id="U0333", chat_type="group")
+    await harness.inject_message("/status", sender_id=OWNER)  # answered: the queue moved on
+
+    [reply] = await harness.wait_sent(1)
+    assert command.acked and reply.chat_id == f"D{OWNER}"
+
+
+async def test_a_stranger_waiting_for_pairing_is_listed_by_name(
+    served: tuple[SlackHarness, Clawbot], tmp_path: Path
+) -> None:
+    harness, bot = served
+    harness.standin.add_user("U0333", "Bob Stone")
+
+    await harness.inject_message("hello?", sender_id="U0333")
+    [pairing] = await harness.wait_sent(1)
+    await bot.store.flush()
+    listing = await asyncio.to_thread(
+        subprocess.run,
+        [*CLAWBOT, "pairing", "list"],
+        env=environment(bot.settings.home),
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=60,
+    )
+
+    assert "pairing code is" in pairing.text
+    assert listing.returncode == 0, listing.stderr.decode()
+    assert "Bob Stone (U0333)" in listing.stdout.decode()
+
+
+# -- the stand-in holds the app to Slack's acknowledgement rules --------------------------------
+
+
+class Endpoint:
+    """A Request URL that answers each attempt with the next status, recording headers."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses
+        self.headers: list[dict[str, str]] = []
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> Endpoint:
+        app = web.Application()
+        app.router.add_post("/slack/events", self.answer)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}/slack/events"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.runner is not None
+        await self.runner.cleanup()
+
+    async def answer(self, request: web.Request) -> web.Response:
+        self.headers.append(dict(request.headers))
+        return web.Response(status=self.statuses.pop(0) if self.statuses else 200)
+
+
+async def test_stand_in_retries_an_http_event_not_answered_2xx_three_times_then_gives_up() -> None:
+    harness = SlackHarness("http")
+    harness.standin.sender.retry_delays = (0.0, 0.0, 0.0)
+    await harness.start()
+    try:
+        async with Endpoint([500, 503, 404, 500]) as endpoint:
+            harness.standin.sender.events_url = endpoint.url
+            delivery = harness.send_event({"type": "message", "ts": "1.1", "channel": "D1"})
+            await asyncio.wait_for(delivery.finished.wait(), DEADLINE)
+    finally:
+        await harness.stop()
+
+    assert delivery.gave_up and not delivery.acked
+    assert [a.status for a in delivery.attempts] == [500, 503, 404, 500]
+    retry_headers = [
+        (h.get("X-Slack-Retry-Num"), h.get("X-Slack-Retry-Reason")) for h in endpoint.headers
+    ]
+    assert retry_headers == [
+        (None, None),
+        ("1", "http_error"),
+        ("2", "http_error"),
+        ("3", "http_error"),
+    ]
+
+
+async def test_stand_in_redelivers_an_envelope_left_unacked_when_the_connection_closed(
+    slack: SlackHarness,
+) -> None:
+    adapter = slack.make_adapter()
+    calls: list[str] = []
+
+    async def drop_on_first(message: InboundMessage) -> None:
+        calls.append(message.text)
+        if len(calls) == 1:
+            await slack.standin.drop_connections()
+
+    await adapter.start(drop_on_first)
+    try:
+        await slack.inject_message("across a reconnect")
+        [delivery] = slack.standin.sender.deliveries
+    finally:
+        await adapter.stop()
+
+    assert [a.outcome for a in delivery.attempts] == ["connection_lost", "acked"]
+    assert calls == ["across a reconnect", "across a reconnect"]  # the core deduplicates
