@@ -295,32 +295,7 @@ class SlackAdapter(Adapter):
 
     @classmethod
     def check_settings(cls, settings: Settings) -> list[str]:
-        problems = _check_token(
-            "CLAWBOT_SLACK_BOT_TOKEN", settings.slack_bot_token, "xoxb-", "a bot token"
-        )
-        if settings.slack_mode == "socket":
-            problems += _check_token(
-                "CLAWBOT_SLACK_APP_TOKEN",
-                settings.slack_app_token,
-                "xapp-",
-                "an app-level token (needed for Socket Mode)",
-            )
-        else:
-            secret = settings.slack_signing_secret
-            if secret is None or not secret.get_secret_value().strip():
-                problems.append(
-                    "CLAWBOT_SLACK_SIGNING_SECRET is not set (needed for CLAWBOT_SLACK_MODE=http)"
-                )
-            elif _has_space(secret.get_secret_value()):
-                problems.append("CLAWBOT_SLACK_SIGNING_SECRET contains spaces or line breaks")
-            if not settings.slack_http_path.startswith("/"):
-                problems.append("CLAWBOT_SLACK_HTTP_PATH must start with '/'")
-        if urlsplit(settings.slack_api_base).scheme not in ("http", "https"):
-            problems.append("CLAWBOT_SLACK_API_BASE must be an http(s) URL")
-        command_problem = command_name_problem(settings.slack_command)
-        if command_problem:
-            problems.append(command_problem)
-        return problems
+        return settings_problems(settings)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SlackAdapter:
@@ -365,7 +340,7 @@ class SlackAdapter(Adapter):
         app.event("app_mention")(self._on_event)
         app.event(re.compile(".*"))(_acknowledge_only)
         app.command(self._command)(self._on_command)
-        app.error(self._on_listener_error)
+        app.error(_log_listener_error)
         self._accepting = True
         try:
             if self._mode == "http":
@@ -537,14 +512,6 @@ class SlackAdapter(Adapter):
             return inbound
         return inbound.model_copy(update={"sender_name": name})
 
-    async def _on_listener_error(self, error: Exception) -> None:
-        """bolt's error handler: one clear line; the response stays an error (no ack)."""
-        if isinstance(error, NotStored):
-            cause = error.__cause__
-            log.error("%s", error, exc_info=cause if cause is not None else False)
-        else:
-            log.error("slack: a listener failed (%s)", type(error).__name__, exc_info=error)
-
     def _second_delivery(self, event: Any) -> bool:
         """Whether this is the ``app_mention`` twin of a ``message`` already handled (or the
         reverse). The same event type arriving again is a redelivery and is passed on."""
@@ -661,6 +628,45 @@ class SlackAdapter(Adapter):
         return host == (urlsplit(self._api_base).hostname or "").lower() or (
             host == "slack.com" or host.endswith((".slack.com", ".slack-edge.com"))
         )
+
+
+def settings_problems(settings: Settings) -> list[str]:
+    """What is wrong with the Slack settings, one line each, never showing a secret."""
+    problems = _check_token(
+        "CLAWBOT_SLACK_BOT_TOKEN", settings.slack_bot_token, "xoxb-", "a bot token"
+    )
+    if settings.slack_mode == "socket":
+        problems += _check_token(
+            "CLAWBOT_SLACK_APP_TOKEN",
+            settings.slack_app_token,
+            "xapp-",
+            "an app-level token (needed for Socket Mode)",
+        )
+    else:
+        secret = settings.slack_signing_secret
+        if secret is None or not secret.get_secret_value().strip():
+            problems.append(
+                "CLAWBOT_SLACK_SIGNING_SECRET is not set (needed for CLAWBOT_SLACK_MODE=http)"
+            )
+        elif _has_space(secret.get_secret_value()):
+            problems.append("CLAWBOT_SLACK_SIGNING_SECRET contains spaces or line breaks")
+        if not settings.slack_http_path.startswith("/"):
+            problems.append("CLAWBOT_SLACK_HTTP_PATH must start with '/'")
+    if urlsplit(settings.slack_api_base).scheme not in ("http", "https"):
+        problems.append("CLAWBOT_SLACK_API_BASE must be an http(s) URL")
+    command_problem = command_name_problem(settings.slack_command)
+    if command_problem:
+        problems.append(command_problem)
+    return problems
+
+
+async def _log_listener_error(error: Exception) -> None:
+    """bolt's error handler: one clear line; the response stays an error (no ack)."""
+    if isinstance(error, NotStored):
+        cause = error.__cause__
+        log.error("%s", error, exc_info=cause if cause is not None else False)
+    else:
+        log.error("slack: a listener failed (%s)", type(error).__name__, exc_info=error)
 
 
 async def _acknowledge_only() -> None:
