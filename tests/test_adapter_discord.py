@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import discord
 import pytest
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import SecretStr
 
 from adapters.discord import DiscordAdapter, inbound_from_message, outbound_arguments
-from clawbot.channels import Adapter
+from clawbot.channels import Adapter, ChatCursor
 from clawbot.errors import ConfigError, DeliveryError, InputError
 from clawbot.messages import InboundMessage, OutboundMessage
 from clawbot.rendering import RenderedPart
@@ -491,3 +493,148 @@ async def test_token_never_reaches_the_logs(
         await adapter.stop()
     assert "IDENTIFY" in caplog.text  # the gateway handshake was logged at debug level
     assert BOT_TOKEN not in caplog.text
+
+
+# ---- catching up on what was posted while no session was connected -------------------------
+
+
+def cursor(chat_id: str, last_message_id: str | None = None, **fields: Any) -> ChatCursor:
+    return ChatCursor(
+        chat_id=chat_id,
+        thread_id=fields.pop("thread_id", None),
+        last_message_id=last_message_id,
+        last_seen=fields.pop("last_seen", datetime.now(UTC)),
+    )
+
+
+def drain(running: Running) -> list[InboundMessage]:
+    taken = []
+    while not running.inbox.empty():
+        taken.append(running.inbox.get_nowait())
+    return taken
+
+
+async def test_messages_posted_while_no_session_was_connected_never_arrive_live(
+    harness: DiscordHarness,
+) -> None:
+    await harness.user_posts("anyone there?", chat_type="group")
+    run = Running(harness, harness.make_adapter())
+    await run.adapter.start(run.inbox.put)
+    try:
+        await harness.inject_message("now you are", chat_type="group")
+        assert (await run.next()).text == "now you are"
+        assert run.inbox.empty()
+    finally:
+        await run.adapter.stop()
+
+
+async def test_catch_up_hands_over_what_came_after_the_last_message_taken_oldest_first(
+    harness: DiscordHarness,
+) -> None:
+    taken = await harness.user_posts("already answered", chat_type="group")
+    for text in ("missed one", "missed two", "missed three"):
+        await harness.user_posts(text, chat_type="group")
+    run = Running(harness, harness.make_adapter())
+    await run.adapter.start(run.inbox.put)
+    try:
+        handed = await run.adapter.catch_up([cursor(GENERAL_CHANNEL_ID, taken)])
+    finally:
+        await run.adapter.stop()
+
+    assert handed == 3
+    assert [m.text for m in drain(run)] == ["missed one", "missed two", "missed three"]
+
+
+async def test_caught_up_messages_follow_the_live_rules(running: Running) -> None:
+    harness = running.harness
+    await harness.server.drop_gateway()  # the gateway is down while these are posted
+    mark = await harness.user_posts("before", chat_type="group")
+    await harness.user_posts("mine", chat_type="group", from_self=True)
+    await harness.user_posts("a bot", chat_type="group", from_bot=True)
+    await harness.user_posts("hey you", chat_type="group", mention=True)
+    await harness.wait_connected()
+
+    await running.adapter.catch_up([cursor(GENERAL_CHANNEL_ID, mark)])
+
+    (message,) = drain(running)
+    assert (message.text, message.mentioned, message.chat_type) == ("hey you", True, "group")
+
+
+async def test_catch_up_of_a_thread_and_a_dm_keeps_their_places(harness: DiscordHarness) -> None:
+    in_thread = await harness.user_posts("in the thread", chat_type="group", thread_id="4242")
+    in_dm = await harness.user_posts("in private", sender_id="1001")
+    dm_channel = str(harness.server.messages[in_dm]["channel_id"])
+    thread = str(harness.server.messages[in_thread]["channel_id"])
+    run = Running(harness, harness.make_adapter())
+    await run.adapter.start(run.inbox.put)
+    try:
+        await run.adapter.catch_up(
+            [cursor(GENERAL_CHANNEL_ID, "1", thread_id=thread), cursor(dm_channel, "1")]
+        )
+    finally:
+        await run.adapter.stop()
+
+    places = [(m.text, m.chat_type, m.chat_id, m.thread_id) for m in drain(run)]
+    assert places == [
+        ("in the thread", "group", GENERAL_CHANNEL_ID, thread),
+        ("in private", "dm", dm_channel, None),
+    ]
+
+
+async def test_catch_up_pages_through_a_long_history(harness: DiscordHarness) -> None:
+    first = await harness.user_posts("message 0", chat_type="group")
+    for n in range(1, 131):
+        await harness.user_posts(f"message {n}", chat_type="group")
+    run = Running(harness, harness.make_adapter())
+    await run.adapter.start(run.inbox.put)
+    try:
+        handed = await run.adapter.catch_up([cursor(GENERAL_CHANNEL_ID, first)])
+    finally:
+        await run.adapter.stop()
+
+    assert handed == 130
+    assert [m.text for m in drain(run)] == [f"message {n}" for n in range(1, 131)]
+    assert {read["limit"] for read in harness.server.history.reads} == {"100"}
+
+
+async def test_catch_up_reads_no_further_back_than_its_window(harness: DiscordHarness) -> None:
+    two_days_ago = datetime.now(UTC) - timedelta(days=2)
+    old_id = str(discord.utils.time_snowflake(two_days_ago, high=True))
+    await harness.user_posts("too old", chat_type="group", message_id=old_id)
+    await harness.user_posts("recent", chat_type="group")
+    run = Running(harness, harness.make_adapter(discord_catch_up_hours=24))
+    await run.adapter.start(run.inbox.put)
+    try:
+        await run.adapter.catch_up([cursor(GENERAL_CHANNEL_ID, None)])
+    finally:
+        await run.adapter.stop()
+
+    assert [m.text for m in drain(run)] == ["recent"]
+
+
+async def test_catch_up_set_to_zero_hours_reads_nothing(harness: DiscordHarness) -> None:
+    await harness.user_posts("missed", chat_type="group")
+    run = Running(harness, harness.make_adapter(discord_catch_up_hours=0))
+    await run.adapter.start(run.inbox.put)
+    try:
+        handed = await run.adapter.catch_up([cursor(GENERAL_CHANNEL_ID, "1")])
+    finally:
+        await run.adapter.stop()
+
+    assert (handed, harness.server.history.reads, drain(run)) == (0, [], [])
+
+
+async def test_a_lost_gateway_session_is_followed_by_reading_what_was_missed(
+    running: Running,
+) -> None:
+    harness = running.harness
+    await harness.inject_message("first", chat_type="group")
+    assert (await running.next()).text == "first"
+    await harness.server.drop_gateway(end_session=True)
+    await harness.user_posts("while the session was lost", chat_type="group")
+
+    # discord.py waits 5 seconds before identifying again, as Discord's rate limit asks
+    missed = await asyncio.wait_for(running.inbox.get(), timeout=20.0)
+
+    assert missed.text == "while the session was lost"
+    assert len(harness.server.identify_payloads) == 2

@@ -132,6 +132,7 @@ class DiscordStandIn:
         self._session: _Session | None = None
         self._sessions: dict[str, _Session] = {}
         self._runner: web.AppRunner | None = None
+        self.history = ChannelHistory(self)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -145,6 +146,7 @@ class DiscordStandIn:
         app.router.add_get(api + "/gateway/bot", self._gateway_bot)
         app.router.add_get(api + "/channels/{channel_id}", self._get_channel)
         app.router.add_post(api + "/channels/{channel_id}/messages", self._post_message)
+        app.router.add_get(api + "/channels/{channel_id}/messages", self.history.respond)
         app.router.add_post(api + "/channels/{channel_id}/typing", self._post_typing)
         app.router.add_get("/attachments/{channel_id}/{file_id}/{filename}", self._get_file)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
@@ -364,14 +366,36 @@ class DiscordStandIn:
         session.events.append(frame)
         await self._send(ws, frame)
 
+    async def publish(self, event: str, data: dict[str, Any]) -> bool:
+        """Dispatch to the session connected now, without waiting for one: with none
+        connected, the event is kept for a RESUME of the last session (as Discord does), and a
+        new session (IDENTIFY) never gets it. Whether it went out now."""
+        session, ws = self._session, self._ws
+        if session is None:
+            return False
+        session.sequence += 1
+        frame = {"op": OP_DISPATCH, "t": event, "s": session.sequence, "d": data}
+        session.events.append(frame)
+        if not self.connected.is_set() or ws is None:
+            return False
+        try:
+            await self._send(ws, frame)
+        except ConnectionError:  # the client died mid-write: it is gone with the socket
+            return False
+        return True
+
     async def _send(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
         async with self._ws_lock:
             await ws.send_str(json.dumps(frame))
 
-    async def drop_gateway(self, code: int = 4000) -> None:
-        """Close the live gateway connection the way a network failure or a restart would."""
+    async def drop_gateway(self, code: int = 4000, *, end_session: bool = False) -> None:
+        """Close the live gateway connection the way a network failure or a restart would;
+        ``end_session`` also makes Discord forget the session, so a RESUME is refused
+        (INVALID_SESSION) and the client has to IDENTIFY anew, missing what came meanwhile."""
         ws = self._ws
         self.connected.clear()
+        if end_session and self._session is not None:
+            self._sessions.pop(self._session.session_id, None)
         if ws is not None:
             await ws.close(code=code)
 
@@ -606,9 +630,7 @@ class DiscordStandIn:
         self.messages[message["id"]] = message
         self.posted.append(message["id"])
         self.sent_changed.set()
-        if self.connected.is_set():
-            # Discord echoes the bot's own messages over the gateway too.
-            await self.dispatch("MESSAGE_CREATE", message)
+        await self.publish("MESSAGE_CREATE", message)  # Discord echoes the bot's own too
         return _json(message, headers=self._ratelimit_headers(4, 1.0))
 
     async def _get_file(self, request: web.Request) -> web.StreamResponse:
@@ -620,6 +642,66 @@ class DiscordStandIn:
     def bot_messages(self) -> list[dict[str, Any]]:
         """What the bot posted through REST, in order."""
         return [self.messages[message_id] for message_id in self.posted]
+
+
+class ChannelHistory:
+    """``GET /channels/{id}/messages``: what Discord keeps of a channel, read back.
+
+    As on Discord: ``limit`` 1-100 (default 50); at most one of ``before``, ``after``,
+    ``around``; the page always newest first, also for ``after``, where it holds the
+    messages right after that id (discord.py pages on from the first element). Everything
+    posted in the channel is here, whether or not a gateway session ever saw it."""
+
+    DEFAULT_LIMIT, MAX_LIMIT = 50, 100
+
+    def __init__(self, standin: DiscordStandIn) -> None:
+        self.standin = standin
+        self.reads: list[dict[str, str]] = []
+
+    def of(self, channel_id: str) -> list[dict[str, Any]]:
+        """The channel's messages, oldest first."""
+        kept = (m for m in self.standin.messages.values() if m["channel_id"] == channel_id)
+        return sorted(kept, key=lambda m: int(m["id"]))
+
+    async def respond(self, request: web.Request) -> web.Response:
+        standin = self.standin
+        standin.requests.append(("GET", request.path, dict(request.query)))
+        if not standin._authorized(request):
+            return standin._error(401, "401: Unauthorized")
+        channel_id = request.match_info["channel_id"]
+        if standin._channel(channel_id) is None:
+            return standin._error(404, "Unknown Channel", 10003)
+        query = dict(request.query)
+        self.reads.append({"channel_id": channel_id, **query})
+        problem = self._invalid(query)
+        if problem is not None:
+            field, message = problem
+            errors = {field: {"_errors": [{"code": "BASE_TYPE_BAD", "message": message}]}}
+            return standin._error(400, "Invalid Form Body", 50035, errors=errors)
+        limit = int(query.get("limit", self.DEFAULT_LIMIT))
+        messages = self.of(channel_id)
+        if "after" in query:
+            page = [m for m in messages if int(m["id"]) > int(query["after"])][:limit]
+        elif "before" in query:
+            page = [m for m in messages if int(m["id"]) < int(query["before"])][-limit:]
+        elif "around" in query:
+            pivot = int(query["around"])
+            older = [m for m in messages if int(m["id"]) <= pivot][-(limit - limit // 2) :]
+            page = older + [m for m in messages if int(m["id"]) > pivot][: limit // 2]
+        else:
+            page = messages[-limit:]
+        return _json(page[::-1], headers=standin._ratelimit_headers(4, 1.0))
+
+    def _invalid(self, query: dict[str, str]) -> tuple[str, str] | None:
+        limit = query.get("limit", str(self.DEFAULT_LIMIT))
+        if not limit.isdigit() or not 1 <= int(limit) <= self.MAX_LIMIT:
+            return "limit", f"Int value should be between 1 and {self.MAX_LIMIT}."
+        anchors = [key for key in ("before", "after", "around") if key in query]
+        if len(anchors) > 1:
+            return anchors[1], "Only one of before, after and around may be given."
+        if anchors and not query[anchors[0]].isdigit():
+            return anchors[0], "Value is not snowflake."
+        return None
 
 
 def _snowflake_id(value: str, aliases: dict[str, str], standin: DiscordStandIn) -> str:
@@ -695,6 +777,16 @@ class DiscordHarness:
         for event, data in announcements:
             await self.server.dispatch(event, data)
         await self.server.dispatch("MESSAGE_CREATE", payload)
+        return str(payload["id"])
+
+    async def user_posts(self, text: str, **options: Any) -> str:
+        """Someone posts ``text`` (options as for ``inject_message``): it is in the channel's
+        history from now on, and reaches the bot over the gateway only if a bot session is
+        connected right now; Discord never delivers it to a later session. Returns its id."""
+        payload, announcements = self.compose_message(text, **options)
+        for event, data in announcements:
+            await self.server.publish(event, data)
+        await self.server.publish("MESSAGE_CREATE", payload)
         return str(payload["id"])
 
     def compose_message(
