@@ -36,8 +36,9 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_BACKOFF = 30.0
 """Longest pause between failed polls (PTB's own retry loop uses the same cap)."""
 HANDLER_ATTEMPTS = 3
-"""Tries per update whose handler raised before it is skipped: a handler that keeps failing on
-one update must not stop every later message."""
+"""Polling: tries per update whose handler raised before it is skipped, so a handler that
+keeps failing on one update cannot stop every later message. (A webhook answers 500 instead,
+and Telegram's own retries take over.)"""
 SETUP_ATTEMPTS = 4
 """Tries of deleteWebhook / setWebhook at start after network errors."""
 CONFIRM_TIMEOUT = 5.0
@@ -171,29 +172,30 @@ async def with_setup_retries(action: Callable[[], Awaitable[object]], what: str)
             await asyncio.sleep(2.0 ** (attempt - 1))
 
 
-async def hand_over(handle: UpdateHandler, update: Update) -> bool:
-    """Give one update to the handler; False if it raised every time (then it is skipped)."""
-    for attempt in range(1, HANDLER_ATTEMPTS + 1):
+async def hand_over(handle: UpdateHandler, update: Update, attempts: int) -> bool:
+    """Give one update to the handler, up to ``attempts`` times; False if it always raised."""
+    for attempt in range(1, attempts + 1):
         try:
             await handle(update)
             return True
         except Exception:
-            if attempt == HANDLER_ATTEMPTS:
+            if attempt == attempts:
                 log.exception(
-                    "telegram: update %s failed %d times; skipped it",
+                    "telegram: handling update %s failed (%d of %d attempts)",
                     update.update_id,
-                    HANDLER_ATTEMPTS,
+                    attempt,
+                    attempts,
                 )
                 return False
             log.warning(
-                "telegram: update %s failed (attempt %d of %d); retrying",
+                "telegram: handling update %s failed (%d of %d attempts); retrying",
                 update.update_id,
                 attempt,
-                HANDLER_ATTEMPTS,
+                attempts,
                 exc_info=True,
             )
             await asyncio.sleep(0.1 * attempt)
-    return False  # pragma: no cover - the loop always returns
+    return False
 
 
 # ---------------------------------------------------------------- long polling
@@ -263,7 +265,8 @@ class PollingIntake:
             for update in updates:
                 if self._stopping.is_set():
                     return  # not handed over: Telegram keeps it for the next start
-                await hand_over(self._handle, update)
+                if not await hand_over(self._handle, update, HANDLER_ATTEMPTS):
+                    log.error("telegram: gave up on update %s; going on", update.update_id)
                 self._offset = update.update_id + 1
 
     async def _poll(self) -> tuple[Update, ...] | None:
@@ -441,7 +444,7 @@ class WebhookIntake:
             log.warning("telegram: skipped malformed update %s (%s)", update_id, type(exc).__name__)
             return web.Response()
         async with self._order:
-            handled = await hand_over(self._handle, update)
+            handled = await hand_over(self._handle, update, attempts=1)
         if not handled:
             return web.Response(status=HTTPStatus.INTERNAL_SERVER_ERROR)
         return web.Response()

@@ -547,6 +547,84 @@ async def test_polling_reconnects_after_network_loss(
     assert [m.text for m in received] == ["before", "after"]
 
 
+async def test_an_update_whose_handler_never_returned_is_fetched_again_by_the_next_start(
+    harness: TelegramHarness,
+) -> None:
+    entered = asyncio.Event()
+
+    async def never_returns(inbound: InboundMessage) -> None:
+        entered.set()
+        await asyncio.Event().wait()  # the process dies before the message is stored
+
+    crashed = harness.make_adapter(shutdown_timeout=0.2)
+    await crashed.start(never_returns)
+    message_id = await harness.inject_message("keep me")
+    await asyncio.wait_for(entered.wait(), 10)
+    await crashed.stop()  # gives up on the handler after shutdown_timeout
+
+    inbox = Inbox()
+    restarted = harness.make_adapter()
+    await restarted.start(inbox)
+    try:
+        [inbound] = await inbox.wait(1)
+    finally:
+        await restarted.stop()
+    assert (inbound.text, inbound.message_id) == ("keep me", message_id)
+
+
+async def test_a_failed_handler_gets_the_update_again_before_later_ones(
+    harness: TelegramHarness,
+) -> None:
+    inbox = Inbox()
+    failures = [RuntimeError("the store is busy")]
+
+    async def fails_once(inbound: InboundMessage) -> None:
+        if failures:
+            raise failures.pop()
+        await inbox(inbound)
+
+    adapter = harness.make_adapter()
+    await adapter.start(fails_once)
+    try:
+        await harness.inject_message("first")
+        await harness.inject_message("second")
+        received = await inbox.wait(2)
+    finally:
+        await adapter.stop()
+    assert [m.text for m in received] == ["first", "second"]
+
+
+async def test_stop_confirms_every_update_that_was_handed_over(
+    harness: TelegramHarness, running: tuple[TelegramAdapter, Inbox]
+) -> None:
+    adapter, inbox = running
+    await harness.inject_message("one")
+    await harness.inject_message("two")
+    await inbox.wait(2)
+
+    await asyncio.wait_for(adapter.stop(), timeout=5)
+
+    assert harness.server.updates == []
+    assert harness.server.confirmed_through == 2
+
+
+async def test_a_second_process_polling_the_same_bot_is_reported_as_a_conflict(
+    harness: TelegramHarness,
+    running: tuple[TelegramAdapter, Inbox],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    second = harness.make_adapter()
+    with caplog.at_level(logging.WARNING, logger="adapters.telegram"):
+        await second.start(Inbox())
+        try:
+            await harness.server.wait_for(
+                lambda: "is another process running this bot?" in caplog.text, timeout=10
+            )
+        finally:
+            await second.stop()
+    assert DEFAULT_TOKEN not in caplog.text
+
+
 async def test_stop_returns_promptly_and_is_idempotent(harness: TelegramHarness) -> None:
     adapter = harness.make_adapter()
     await adapter.start(Inbox())
@@ -586,9 +664,8 @@ async def test_token_never_appears_in_logs(
 # ---------------------------------------------------------------- end to end, webhook
 
 
-@pytest.fixture
-async def webhook(harness: TelegramHarness) -> AsyncIterator[tuple[TelegramAdapter, Inbox, str]]:
-    port = free_port()
+def webhook_adapter(harness: TelegramHarness, port: int = 0) -> tuple[TelegramAdapter, str]:
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}/telegram"
     adapter = harness.make_adapter(
         telegram_mode="webhook",
@@ -599,6 +676,12 @@ async def webhook(harness: TelegramHarness) -> AsyncIterator[tuple[TelegramAdapt
         telegram_webhook_secret="hook-secret_123",
     )
     assert isinstance(adapter, TelegramAdapter)
+    return adapter, url
+
+
+@pytest.fixture
+async def webhook(harness: TelegramHarness) -> AsyncIterator[tuple[TelegramAdapter, Inbox, str]]:
+    adapter, url = webhook_adapter(harness)
     inbox = Inbox()
     await adapter.start(inbox)
     yield adapter, inbox, url
@@ -647,3 +730,40 @@ async def test_webhook_refuses_missing_or_wrong_secret(
     await harness.inject_message("genuine")
     [inbound] = await inbox.wait(1)
     assert inbound.text == "genuine"
+
+
+async def test_webhook_answers_500_when_the_handler_fails_and_telegram_delivers_again(
+    harness: TelegramHarness,
+) -> None:
+    inbox = Inbox()
+    failures = [RuntimeError("the store is busy")]
+
+    async def fails_once(inbound: InboundMessage) -> None:
+        if failures:
+            raise failures.pop()
+        await inbox(inbound)
+
+    adapter, _ = webhook_adapter(harness)
+    await adapter.start(fails_once)
+    try:
+        await harness.inject_message("again, please")
+        [inbound] = await inbox.wait(1)
+        await harness.server.wait_for(lambda: len(harness.server.webhook_attempts) == 2)
+    finally:
+        await adapter.stop()
+    assert inbound.text == "again, please"
+    assert [a.status for a in harness.server.webhook_attempts] == [500, 200]
+    assert harness.server.updates == []
+
+
+async def test_a_webhook_port_in_use_fails_start_naming_the_port(harness: TelegramHarness) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        adapter, _ = webhook_adapter(harness, port)
+        with pytest.raises(ConfigError) as caught:
+            await adapter.start(Inbox())
+    assert f"127.0.0.1:{port}" in str(caught.value)
+    assert "CLAWBOT_TELEGRAM_WEBHOOK_PORT" in str(caught.value)
+    assert not adapter.running
