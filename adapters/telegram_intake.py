@@ -266,7 +266,7 @@ class PollingIntake:
                 if self._stopping.is_set():
                     return  # not handed over: Telegram keeps it for the next start
                 if not await hand_over(self._handle, update, HANDLER_ATTEMPTS):
-                    log.error("telegram: gave up on update %s; going on", update.update_id)
+                    log.error("telegram: skipped update %s; later ones go on", update.update_id)
                 self._offset = update.update_id + 1
 
     async def _poll(self) -> tuple[Update, ...] | None:
@@ -292,7 +292,8 @@ class PollingIntake:
             return None
         error = poll.exception()
         if error is not None:
-            self._backoff = self._next_backoff(error)
+            if not self._stopping.is_set():  # a poll cut short by the shutdown is no failure
+                self._backoff = self._next_backoff(error)
             return None
         self._confirmed = max(self._confirmed, offset)
         self._backoff = 0.0
@@ -446,5 +447,6 @@ class WebhookIntake:
         async with self._order:
             handled = await hand_over(self._handle, update, attempts=1)
         if not handled:
+            log.warning("telegram: answered 500 to update %s; Telegram sends it again", update_id)
             return web.Response(status=HTTPStatus.INTERNAL_SERVER_ERROR)
         return web.Response()
