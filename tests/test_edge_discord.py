@@ -1,0 +1,177 @@
+"""Nothing lost at the Discord edge: a real ``clawbot run`` process, SIGKILLed around arriving
+messages and started again, answers every message once (or says visibly that it failed).
+
+Discord never redelivers, so this holds only because a start reads what the last process
+missed from the history of the chats it was talking in (``DiscordAdapter.catch_up``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from tests.standins.discord import BOT_TOKEN, DiscordHarness
+from tests.standins.openai_api import OpenAIStandin
+from tests.test_cli import CLAWBOT, environment
+
+Kill = Literal["delivered", "mid_turn", "replied", "while_down"]
+KILLS: tuple[Kill, ...] = ("delivered", "mid_turn", "replied", "while_down")
+"""Right after the gateway delivered the message, while its turn waits for the model, right
+after the reply was posted, and a message posted while no process runs."""
+DEADLINE = 20.0
+FAILED = "Sorry"  # how clawbot starts a visible failure notice
+
+
+@pytest.fixture
+def llm() -> Iterator[OpenAIStandin]:
+    server = OpenAIStandin()
+    with server.running():
+        yield server
+
+
+@pytest.fixture
+async def discord() -> AsyncIterator[DiscordHarness]:
+    harness = DiscordHarness()
+    await harness.start()
+    yield harness
+    await harness.stop()
+
+
+async def until(condition: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``deadline`` seconds."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + deadline
+    while not condition():
+        if loop.time() > give_up:
+            pytest.fail(f"timed out waiting until {what}")
+        await asyncio.sleep(0.01)
+
+
+@dataclass
+class ClawbotRun:
+    """``clawbot run`` as an operator starts it, pointed at the stand-ins."""
+
+    discord: DiscordHarness
+    env: dict[str, str]
+    cwd: Path
+    process: asyncio.subprocess.Process | None = None
+    starts: int = 0
+
+    async def start(self) -> None:
+        sessions = len(self.discord.server.identify_payloads)
+        log = (self.cwd / f"run-{self.starts}.log").open("wb")
+        self.process = await asyncio.create_subprocess_exec(
+            *CLAWBOT, "run", env=self.env, cwd=self.cwd, stdout=log, stderr=log
+        )
+        log.close()
+        self.starts += 1
+        server = self.discord.server
+        await until(
+            lambda: len(server.identify_payloads) > sessions and server.connected.is_set(),
+            "the restarted bot opened a gateway session",
+        )
+
+    async def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()  # SIGKILL: no shutdown code runs
+        await self.process.wait()
+        await until(lambda: not self.discord.server.connected.is_set(), "the gateway noticed")
+
+    async def terminate(self) -> int:
+        assert self.process is not None
+        self.process.terminate()
+        return await asyncio.wait_for(self.process.wait(), DEADLINE)
+
+    def logs(self) -> str:
+        return "\n".join(
+            (self.cwd / f"run-{n}.log").read_text(errors="replace") for n in range(self.starts)
+        )
+
+
+def replies_in(discord: DiscordHarness, chat_id: str) -> list[str]:
+    return [r.text for r in discord.sent() if r.chat_id == chat_id]
+
+
+def replies_recorded(home: Path) -> int:
+    """Replies the bot has recorded as sent. Until it has, a restart sends a reply again:
+    the scheduler records them a moment after sending (at least once, never lost), and that
+    window is the core's, not the edge's, so the kills below wait it out."""
+    with contextlib.closing(sqlite3.connect(f"file:{home / 'clawbot.db'}?mode=ro", uri=True)) as db:
+        (count,) = db.execute("SELECT COUNT(*) FROM turn_jobs WHERE replied = 1").fetchone()
+    return int(count)
+
+
+async def test_every_message_is_answered_once_whenever_the_process_is_killed(
+    discord: DiscordHarness, llm: OpenAIStandin, tmp_path: Path
+) -> None:
+    rng = random.Random(1616)
+    kills = [*KILLS, rng.choice(KILLS)]
+    rng.shuffle(kills)
+    env = environment(
+        tmp_path / "home",
+        llm,
+        CLAWBOT_DISCORD_TOKEN=BOT_TOKEN,
+        CLAWBOT_DISCORD_API_BASE=discord.server.api_base,
+        CLAWBOT_DM_POLICY="open",
+        CLAWBOT_SHUTDOWN_TIMEOUT="5",
+    )
+    bot = ClawbotRun(discord, env, tmp_path)
+    await bot.start()
+    # One DM conversation per round, each already under way (a session to catch up on).
+    chats: list[str] = []
+    for n, _ in enumerate(kills):
+        first = await discord.user_posts(f"hello from {n}", sender_id=f"20{n:02}")
+        chats.append(str(discord.server.messages[first]["channel_id"]))
+    await until(
+        lambda: all(len(replies_in(discord, chat)) == 1 for chat in chats),
+        "every conversation got its first answer",
+    )
+
+    home = tmp_path / "home"
+
+    async def all_replies_recorded() -> None:
+        await until(lambda: replies_recorded(home) >= len(discord.sent()), "replies recorded")
+
+    sent: dict[str, str] = {}
+    for n, kill in enumerate(kills):
+        text = f"round {n}: killed {kill}"
+        post: dict[str, Any] = {"sender_id": f"20{n:02}"}
+        await all_replies_recorded()
+        if kill == "while_down":
+            await bot.kill()
+            sent[chats[n]] = text
+            await discord.user_posts(text, **post)
+        else:
+            if kill == "mid_turn":
+                llm.hung.clear()
+                llm.script.append({"hang": True})
+            await discord.user_posts(text, **post)
+            sent[chats[n]] = text
+            if kill == "mid_turn":
+                await asyncio.to_thread(llm.hung.wait, DEADLINE)
+            elif kill == "replied":
+                await until(lambda: len(replies_in(discord, chats[n])) == 2, f"round {n} replied")
+                await all_replies_recorded()
+            await bot.kill()
+        await bot.start()
+
+    def settled() -> bool:
+        return all(len(replies_in(discord, chat)) >= 2 for chat in chats)
+
+    await until(settled, "every message has an outcome")
+    assert await bot.terminate() == 0, bot.logs()
+
+    for n, chat in enumerate(chats):
+        answers = replies_in(discord, chat)
+        assert len(answers) == 2, (kills[n], answers)
+        assert answers[0] == f"echo: hello from {n}"
+        assert answers[1] == f"echo: {sent[chat]}" or answers[1].startswith(FAILED), answers
+    assert "Traceback" not in bot.logs()
