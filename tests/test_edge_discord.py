@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 
@@ -112,9 +112,7 @@ def replies_recorded(home: Path) -> int:
 async def test_every_message_is_answered_once_whenever_the_process_is_killed(
     discord: DiscordHarness, llm: OpenAIStandin, tmp_path: Path
 ) -> None:
-    rng = random.Random(1616)
-    kills = [*KILLS, rng.choice(KILLS)]
-    rng.shuffle(kills)
+    kills = random.Random(1616).sample(KILLS, k=len(KILLS))  # each kill once, seeded order
     env = environment(
         tmp_path / "home",
         llm,
@@ -140,27 +138,27 @@ async def test_every_message_is_answered_once_whenever_the_process_is_killed(
     async def all_replies_recorded() -> None:
         await until(lambda: replies_recorded(home) >= len(discord.sent()), "replies recorded")
 
-    sent: dict[str, str] = {}
-    for n, kill in enumerate(kills):
-        text = f"round {n}: killed {kill}"
-        post: dict[str, Any] = {"sender_id": f"20{n:02}"}
+    async def kill_around_a_message(chat: str, sender_id: str, text: str, kill: Kill) -> None:
         await all_replies_recorded()
         if kill == "while_down":
             await bot.kill()
-            sent[chats[n]] = text
-            await discord.user_posts(text, **post)
-        else:
-            if kill == "mid_turn":
-                llm.hung.clear()
-                llm.script.append({"hang": True})
-            await discord.user_posts(text, **post)
-            sent[chats[n]] = text
-            if kill == "mid_turn":
-                await asyncio.to_thread(llm.hung.wait, DEADLINE)
-            elif kill == "replied":
-                await until(lambda: len(replies_in(discord, chats[n])) == 2, f"round {n} replied")
-                await all_replies_recorded()
-            await bot.kill()
+            await discord.user_posts(text, sender_id=sender_id)
+            return
+        if kill == "mid_turn":
+            llm.hung.clear()
+            llm.script.append({"hang": True})
+        await discord.user_posts(text, sender_id=sender_id)
+        if kill == "mid_turn":
+            assert await asyncio.to_thread(llm.hung.wait, DEADLINE), "the turn reached the model"
+        elif kill == "replied":
+            await until(lambda: len(replies_in(discord, chat)) == 2, f"{text!r} was answered")
+            await all_replies_recorded()
+        await bot.kill()
+
+    sent: dict[str, str] = {}
+    for n, kill in enumerate(kills):
+        sent[chats[n]] = f"round {n}: killed {kill}"
+        await kill_around_a_message(chats[n], f"20{n:02}", sent[chats[n]], kill)
         await bot.start()
 
     def settled() -> bool:
