@@ -31,8 +31,9 @@ from tests.standins.telegram import (
 )
 from tests.test_cli import CLAWBOT, environment
 
-SEED = 16
-"""The kill delays are random but seeded, so a failing run can be replayed."""
+SEED = int(os.environ.get("TELEGRAM_KILL_SEED") or random.SystemRandom().randrange(2**32))
+"""Seeds the kill delays: each run tries new ones, and a failure names its seed, so
+``TELEGRAM_KILL_SEED=<seed>`` replays the same delays."""
 
 START_TIMEOUT = 60.0
 REPLY_TIMEOUT = 60.0
@@ -151,7 +152,9 @@ async def wait_replied(harness: TelegramHarness, chat_ids: list[str], bot: BotPr
             lambda: all(texts_to(harness, chat) for chat in chat_ids), REPLY_TIMEOUT
         )
     except TimeoutError:
-        raise AssertionError(f"no reply in chats {chat_ids}; bot log:\n{bot.log}") from None
+        raise AssertionError(
+            f"no reply in chats {chat_ids} (kill seed {SEED}); bot log:\n{bot.log}"
+        ) from None
 
 
 def offset_of(params: dict[str, Any]) -> int:
@@ -268,9 +271,9 @@ async def test_no_polled_message_is_lost_when_the_process_is_killed_around_its_a
         if arrival.sender in replied_before_the_kill:
             # At least once: killed before it recorded the reply as sent, a process sends it
             # again at start-up. Never more than that one repeat.
-            assert replies in ([arrival.reply], [arrival.reply] * 2), arrival
+            assert replies in ([arrival.reply], [arrival.reply] * 2), (arrival, replies, SEED)
         else:
-            assert replies == [arrival.reply], (arrival, replies)
+            assert replies == [arrival.reply], (arrival, replies, SEED)
     assert server.updates == [], "every update was confirmed in the end"
     assert exit_code == 0, logs[-1]
     assert not any("Traceback" in log for log in logs), "\n".join(logs)
