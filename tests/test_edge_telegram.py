@@ -357,7 +357,12 @@ async def run_until_exit(env: dict[str, str], cwd: Path) -> tuple[int, str]:
 
 
 def error_lines(log: str) -> list[str]:
-    return [line for line in log.splitlines() if line.startswith("clawbot:")]
+    """The lines that report a problem: clawbot's own, and any log record above INFO."""
+    return [
+        line
+        for line in log.splitlines()
+        if line.startswith("clawbot:") or " WARNING " in line or " ERROR " in line
+    ]
 
 
 async def test_an_api_base_answering_404_is_named_in_one_line(
