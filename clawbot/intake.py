@@ -91,6 +91,12 @@ class Intake:
         )
 
 
+def replied_line(job_id: str) -> bytes:
+    """The record that a finished turn's reply went out: appended the moment it was sent,
+    so a crash before the mark reaches SQLite does not send the reply a second time."""
+    return (_encode(["replied", job_id]) + "\n").encode()
+
+
 def supported() -> bool:
     """Journals need ``flock`` to tell a live owner from a dead one (not on Windows)."""
     return fcntl is not None
@@ -163,9 +169,12 @@ class IntakeJournal(_LockedFile):
 class Orphan(_LockedFile):
     """A dead process's journal and what it holds, locked by this process while in hand."""
 
-    def __init__(self, path: Path, fd: int, intakes: list[Intake]) -> None:
+    def __init__(
+        self, path: Path, fd: int, intakes: list[Intake], replied: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(path, fd)
         self.intakes = intakes
+        self.replied = replied
 
 
 def orphans(database: Path) -> Iterator[Orphan]:
@@ -188,21 +197,25 @@ def orphans(database: Path) -> Iterator[Orphan]:
             if not path.exists():  # replayed and deleted between our glob and our lock
                 os.close(fd)
                 continue
-            intakes = _read(path, fd)
+            intakes, replied = _read(path, fd)
         except BaseException:
             os.close(fd)
             raise
-        yield Orphan(path, fd, intakes)
+        yield Orphan(path, fd, intakes, replied)
 
 
-def _read(path: Path, fd: int) -> list[Intake]:
+def _read(path: Path, fd: int) -> tuple[list[Intake], tuple[str, ...]]:
+    """The intakes a journal holds, and the jobs whose replies it says went out."""
     with os.fdopen(os.dup(fd), "rb") as file:
         lines = file.read().splitlines()
     intakes: dict[str, Intake] = {}
+    replied: list[str] = []
     for number, line in enumerate(lines, 1):
         try:
             record = json.loads(line)
-            if record[0] == "finish":
+            if record[0] == "replied":
+                replied.append(str(record[1]))
+            elif record[0] == "finish":
                 _, job_id, rows, status, error, at = record
                 intake = intakes[job_id]
                 finish = Finish(tuple(tuple(row) for row in rows), status, error, at)
@@ -213,4 +226,4 @@ def _read(path: Path, fd: int) -> list[Intake]:
         except (ValueError, TypeError, KeyError):
             # Only a power cut mid-append can leave a torn line, and only as the last one.
             log.warning("skipped a torn record (line %d) in the intake journal %s", number, path)
-    return list(intakes.values())
+    return list(intakes.values()), tuple(replied)

@@ -983,9 +983,10 @@ class Scheduler:
 
     def _mark_replied(self, job_id: str) -> None:
         """Reply marks ride along with the next transaction that happens anyway, or are
-        written shortly after when none does. A crash in between only means a reply is
-        sent twice (at least once, never lost)."""
+        written shortly after when none does. Meanwhile the intake journal holds a note of
+        the mark, so a crash in between does not send the reply twice either."""
         self._replied.append(job_id)
+        self.store.note_replied(job_id)
         if self._flush is None and not self.closing:
             self._flush = self._event_loop().call_later(REPLIED_FLUSH_SECONDS, self._start_flush)
 

@@ -33,7 +33,7 @@ from clawbot.agents import AgentRecord, AgentSpec
 from clawbot.backlog import BacklogItem
 from clawbot.channels import ChatCursor
 from clawbot.errors import LeaseLostError, StoreError
-from clawbot.intake import Finish, Intake, IntakeJournal, orphans
+from clawbot.intake import Finish, Intake, IntakeJournal, orphans, replied_line
 from clawbot.intake import supported as journal_supported
 from clawbot.jobs import TurnJob
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
@@ -137,14 +137,18 @@ def _store_intake(db: sqlite3.Connection, intake: Intake, *, dedup: bool = True)
     return True
 
 
-def _replay(db: sqlite3.Connection, intakes: Sequence[Intake]) -> list[Intake]:
-    """Write the journalled intakes the database lacks (a job row says it has one); those."""
+def _replay(
+    db: sqlite3.Connection, intakes: Sequence[Intake], replied: Sequence[str] = ()
+) -> list[Intake]:
+    """Write the journalled intakes the database lacks (a job row says it has one) and the
+    reply marks the journal noted; the intakes written."""
     added = []
     for intake in intakes:
         if db.execute("SELECT 1 FROM turn_jobs WHERE id = ?", (intake.job_id,)).fetchone():
             continue
         _store_intake(db, intake, dedup=False)
         added.append(intake)
+    _mark_replied(db, replied)
     return added
 
 
@@ -899,7 +903,8 @@ class Store:
         for orphan in orphans(self.path):
             try:
                 added = await self.transaction(
-                    functools.partial(_replay, intakes=orphan.intakes), background=True
+                    functools.partial(_replay, intakes=orphan.intakes, replied=orphan.replied),
+                    background=True,
                 )
             except BaseException:
                 orphan.release()
@@ -1158,6 +1163,22 @@ class Store:
                     except OSError as exc:
                         log.warning("could not reset the intake journal (retried later): %s", exc)
         return result
+
+    def note_replied(self, job_id: str) -> None:
+        """Note in the intake journal, at once, that a job's reply went out. Its mark in
+        SQLite rides along with a later transaction; a crash before that would otherwise
+        make the next start send the reply again. One append, no commit. (A journal that
+        starts over drops notes whose marks are still on their way: those replies may be
+        sent twice after a crash, as without the note.)"""
+        if not self._journaling or self._journal_failed:
+            return
+        try:
+            if self._journal is None:
+                self._journal = IntakeJournal.create(self.path, sync=self._journal_sync)
+            self._journal.append(replied_line(job_id))
+        except OSError as exc:
+            log.warning("cannot write the intake journal (%s); using transactions from now on", exc)
+            self._journal_failed = True
 
     async def check_writable(self) -> None:
         """Raise the store's clear StoreError now if the database cannot be written (a

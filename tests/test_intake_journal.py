@@ -489,3 +489,42 @@ async def test_a_journal_that_cannot_be_written_leaves_every_message_to_a_transa
     database = bot.settings.db_path
     assert _texts(database) == ["before", "ok", "during", "ok", "after", "ok"]
     assert caplog.text.count("cannot write the intake journal") == 1
+
+
+async def test_a_reply_noted_as_sent_is_not_sent_again_after_a_crash(tmp_path: Path) -> None:
+    database = tmp_path / "clawbot.db"
+    store = await _opened(database)
+    await _accept(store, "turn-1", "what is two and two", status="running", owner=store.owner)
+    await _answer(store, "turn-1", "four")
+    store.note_replied("turn-1")  # the reply went out; its mark is not in SQLite yet
+    await _crash(store)
+
+    reopened = await Store.open(database)
+    try:
+        unsent = [j.id for j in await reopened.unreplied_jobs()]
+        job = await reopened.turn_job("turn-1")
+    finally:
+        await reopened.close()
+
+    assert unsent == []
+    assert job is not None and job["status"] == "done"
+
+
+async def test_a_reply_noted_after_its_turn_reached_sqlite_is_not_sent_again_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "clawbot.db"
+    store = await _opened(database)
+    await _accept(store, "turn-1", "what is two and two", status="running", owner=store.owner)
+    await _answer(store, "turn-1", "four")
+    await store.flush()  # the turn is in SQLite, unreplied; only the note follows
+    store.note_replied("turn-1")
+    await _crash(store)
+
+    reopened = await Store.open(database)
+    try:
+        unsent = [j.id for j in await reopened.unreplied_jobs()]
+    finally:
+        await reopened.close()
+
+    assert unsent == []
