@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from clawbot.access import AccessGateway
 from clawbot.app import Clawbot
 from clawbot.channels import Adapter
+from clawbot.errors import ShuttingDownError
 from clawbot.messages import InboundMessage
 from clawbot.sessions import session_key_for
 
@@ -109,14 +110,17 @@ class Service:
         return sum(counts)
 
     async def receive(self, message: InboundMessage) -> None:
-        """The adapters' ``on_message``: returns at once, the message runs in a task."""
+        """The adapters' ``on_message``: returns once the message is stored, and it runs
+        in a task. It raises instead when the message was not taken (during shutdown), so
+        the adapter does not tell the platform it arrived."""
         if not self._accepting:
             log.warning(
-                "dropped a %s message that arrived during shutdown (message %s)",
+                "did not take a %s message that arrived during shutdown (message %s); it is"
+                " left unacknowledged for the platform to deliver again",
                 message.channel,
                 message.message_id,
             )
-            return
+            raise ShuttingDownError("clawbot is shutting down and did not take this message")
         self._receiving += 1
         self._idle.clear()
         try:

@@ -12,6 +12,7 @@ import pytest
 
 from clawbot.app import Clawbot
 from clawbot.channels import ChatCursor, InboundHandler
+from clawbot.errors import ShuttingDownError
 from clawbot.service import Service, serve
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel
@@ -154,7 +155,7 @@ async def test_a_turn_outlasting_the_shutdown_timeout_is_cancelled_and_logged(
     assert [entry.text for entry in transcript] == ["never finishes"]
 
 
-async def test_a_message_arriving_after_intake_stopped_is_dropped_with_a_warning(
+async def test_a_message_arriving_after_intake_stopped_is_refused_so_it_is_not_acknowledged(
     bot: Clawbot, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
 ) -> None:
     channel = PushChannel()
@@ -164,10 +165,15 @@ async def test_a_message_arriving_after_intake_stopped_is_dropped_with_a_warning
     await service.stop()
     assert on_message is not None
 
-    with caplog.at_level(logging.WARNING, logger="clawbot.service"):
+    with (
+        caplog.at_level(logging.WARNING, logger="clawbot.service"),
+        pytest.raises(ShuttingDownError),
+    ):
         await on_message(channel.message("too late", message_id="m9"))
 
-    assert "dropped a memory message that arrived during shutdown (message m9)" in caplog.text
+    assert "did not take a memory message that arrived during shutdown (message m9)" in (
+        caplog.text
+    )
     assert scripted.requests == [] and channel.sent == []
 
 
