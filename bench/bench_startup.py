@@ -77,12 +77,14 @@ def chat_first_reply(home: Path, model: OpenAIStandin) -> float:
     return elapsed
 
 
-async def run_first_reply(home: Path, model: OpenAIStandin) -> tuple[float, float]:
-    """Seconds to the 'connected' log line and to the reply reaching the stand-in."""
+async def run_first_reply(home: Path, model: OpenAIStandin, run: int) -> tuple[float, float]:
+    """Seconds to the 'connected' log line and to the reply reaching the stand-in. Each
+    run's DM comes from another person: the stand-in numbers messages from 1 again, and
+    the bot's dedup ledger would take a repeated id for a redelivery."""
     harness = TelegramHarness()
     await harness.start()
     try:
-        await harness.inject_message("hello", chat_type="dm")
+        await harness.inject_message("hello", chat_type="dm", sender_id=str(2000 + run))
         env = environment(
             home,
             model,
@@ -139,10 +141,10 @@ def main() -> None:
     with model.running(), tempfile.TemporaryDirectory() as scratch:
         home = Path(scratch) / "home"
         chat_first_reply(home, model)  # seeds the home: the runs below are restarts
-        for _ in range(args.runs):
+        for run in range(args.runs):
             imports.append(litellm_import())
             chats.append(chat_first_reply(home, model))
-            connected, replied = asyncio.run(run_first_reply(home, model))
+            connected, replied = asyncio.run(run_first_reply(home, model, run))
             connects.append(connected)
             replies.append(replied)
     print(summary("import litellm (bare interpreter)", imports))
