@@ -93,7 +93,7 @@ def chat(
     import asyncio
 
     from clawbot.errors import ClawbotError
-    from clawbot.llm import check_credentials, preload_in_background
+    from clawbot.llm import check_credentials, preload_in_background, wait_for_preload
 
     preload_in_background()
     try:
@@ -102,7 +102,10 @@ def chat(
         fail(str(exc))
     try:
         with serving_lock(settings, "clawbot chat"):
-            asyncio.run(_chat(settings))
+            try:
+                asyncio.run(_chat(settings))
+            finally:
+                wait_for_preload()
     except ClawbotError as exc:
         fail(str(exc), code=1)
     except KeyboardInterrupt:
@@ -287,7 +290,7 @@ def run(
     import asyncio
 
     from clawbot.errors import ClawbotError
-    from clawbot.llm import check_credentials, preload_in_background
+    from clawbot.llm import check_credentials, preload_in_background, wait_for_preload
 
     names = channels_to_run(settings, channel or [])
     preload_in_background()
@@ -297,7 +300,10 @@ def run(
         fail(str(exc))
     try:
         with serving_lock(settings, "clawbot run"):
-            asyncio.run(_run(settings, names))
+            try:
+                asyncio.run(_run(settings, names))
+            finally:
+                wait_for_preload()
     except ClawbotError as exc:
         fail(str(exc), code=1)
 

@@ -31,6 +31,7 @@ log = logging.getLogger("clawbot.llm")
 
 _litellm: ModuleType | None = None
 _import_lock = threading.Lock()
+_preload: threading.Thread | None = None
 
 
 def litellm_module() -> ModuleType:
@@ -56,12 +57,27 @@ def preload_in_background() -> None:
     alone leaves about 300,000 objects, all alive until exit) is frozen out of the garbage
     collector's reach. Its full passes then take milliseconds, where each stalled every
     chat for about 150 ms."""
-    if _litellm is None:
-        threading.Thread(target=_import_and_freeze, name="litellm-import", daemon=True).start()
+    global _preload
+    if _litellm is None and _preload is None:
+        _preload = threading.Thread(target=_import_and_freeze, name="litellm-import", daemon=True)
+        _preload.start()
+
+
+def wait_for_preload(timeout: float = 30.0) -> None:
+    """Let the preload finish before the interpreter shuts down: a daemon thread stopped in
+    the middle of an import holds that module's lock, and an import at exit would wait on
+    it forever."""
+    if _preload is not None:
+        _preload.join(timeout)
 
 
 def _import_and_freeze() -> None:
     litellm_module()
+    # litellm's first call to an OpenAI-style API imports the openai SDK's resources (about
+    # 460 modules, half a second): done here, the first reply does not wait for them.
+    import openai.lib.streaming.chat
+    import openai.resources  # noqa: F401
+
     gc.collect()  # what the import left as garbage goes first, or it would stay forever
     gc.freeze()
 
