@@ -19,6 +19,8 @@ from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.testing import MemoryChannel, ScriptedModel
 
+from .standins.openai_api import OpenAIStandin
+
 STORE_SESSION = Session(key="m:a", channel="m", chat_id="a", agent_id="main")
 
 
@@ -38,6 +40,14 @@ def isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
         if name.startswith("CLAWBOT_"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def standin() -> Iterator[OpenAIStandin]:
+    """An OpenAI-compatible server on 127.0.0.1, for the CLI run as a subprocess."""
+    server = OpenAIStandin()
+    with server.running():
+        yield server
 
 
 @pytest.fixture

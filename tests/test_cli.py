@@ -17,13 +17,6 @@ from .standins.openai_api import OpenAIStandin
 CLAWBOT = [sys.executable, "-m", "clawbot"]
 
 
-@pytest.fixture
-def standin() -> Iterator[OpenAIStandin]:
-    server = OpenAIStandin()
-    with server.running():
-        yield server
-
-
 def environment(home: Path, standin: OpenAIStandin | None = None, **extra: str) -> dict[str, str]:
     env = {
         k: v

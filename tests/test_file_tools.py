@@ -199,7 +199,6 @@ async def test_a_hard_link_to_a_file_outside_is_refused_and_says_why(
     assert (workspace.parent / "outside.txt").read_text() == "top secret"
 
 
-@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/self/io")
 async def test_reading_a_huge_file_returns_its_start_and_reads_little_more(
     workspace: Path,
 ) -> None:

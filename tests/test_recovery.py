@@ -7,7 +7,6 @@ import asyncio
 import logging
 import signal
 import subprocess
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -345,10 +344,3 @@ def test_a_process_killed_mid_turn_resumes_the_turn_after_a_restart(
     # still at the model): the restart stored them from there.
     assert "recovered 2 accepted message(s), 1 answered" in restarted.stderr.decode()
     assert "resuming job" in restarted.stderr.decode()
-
-
-@pytest.fixture
-def standin() -> Iterator[OpenAIStandin]:
-    server = OpenAIStandin()
-    with server.running():
-        yield server

@@ -21,13 +21,6 @@ TELEGRAM_TOKEN = "123456789:AAHstandinTOKENxxxxxxxxxxxxxxxxxxxx_"
 
 
 @pytest.fixture
-def standin() -> Iterator[OpenAIStandin]:
-    server = OpenAIStandin()
-    with server.running():
-        yield server
-
-
-@pytest.fixture
 def serving(standin: OpenAIStandin, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A `clawbot chat` that is serving: it holds the home's lock and waits for input."""
     env = environment(tmp_path / "home", standin)

@@ -4,22 +4,12 @@ a configured one is the operator's to provide."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from .standins.openai_api import OpenAIStandin
 from .test_cli import environment, run
 
 SHIPPED_WORKSPACE = Path(__file__).resolve().parent.parent / "workspace"
-
-
-@pytest.fixture
-def standin() -> Iterator[OpenAIStandin]:
-    server = OpenAIStandin()
-    with server.running():
-        yield server
 
 
 def test_a_deleted_default_workspace_is_recreated_from_the_shipped_one(
