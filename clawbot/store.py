@@ -1173,9 +1173,7 @@ class Store:
         if not self._journaling or self._journal_failed:
             return
         try:
-            if self._journal is None:
-                self._journal = IntakeJournal.create(self.path, sync=self._journal_sync)
-            self._journal.append(replied_line(job_id))
+            self._journal_append(replied_line(job_id))
         except OSError as exc:
             log.warning("cannot write the intake journal (%s); using transactions from now on", exc)
             self._journal_failed = True
@@ -1215,9 +1213,7 @@ class Store:
             if seen is not None:
                 return False
         try:
-            if self._journal is None:
-                self._journal = IntakeJournal.create(self.path, sync=self._journal_sync)
-            self._journal.append(intake.line())
+            self._journal_append(intake.line())
         except OSError as exc:
             # Nothing is lost: the message takes a transaction instead, as every later one
             # of this process does, and the rows already journalled go in with it.
@@ -1233,6 +1229,12 @@ class Store:
         if key is not None:
             self._pending_seen.add(key)
         return True
+
+    def _journal_append(self, data: bytes) -> None:
+        """Append one record to this process's journal, creating it on first use."""
+        if self._journal is None:
+            self._journal = IntakeJournal.create(self.path, sync=self._journal_sync)
+        self._journal.append(data)
 
     def _finish_in_journal(
         self,
