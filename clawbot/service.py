@@ -21,7 +21,7 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from clawbot.access import AccessGateway
 from clawbot.app import Clawbot
@@ -89,7 +89,7 @@ class Service:
     async def _catch_up(self, adapter: Adapter) -> int:
         """Hand the adapter its active chats so it fetches what it missed; a failure is
         logged, not fatal: live messages keep flowing, and the next start tries again."""
-        since = datetime.now(UTC) - adapter.catch_up_window
+        since = self.bot.scheduler.clock.now() - adapter.catch_up_window
         try:
             chats = await self.bot.store.recent_chats(adapter.name, since)
             caught = await adapter.catch_up(chats) if chats else 0
