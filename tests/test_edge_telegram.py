@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import random
 import signal
@@ -21,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from telegram import Bot, Update
+from telegram.error import TimedOut
 
+from adapters.telegram_intake import BotApiRequest, PollingIntake
 from tests.standins.openai_api import OpenAIStandin
 from tests.standins.telegram import (
     DEFAULT_TOKEN,
@@ -340,6 +344,63 @@ async def test_sigterm_during_a_long_poll_exits_0_without_a_traceback(
     assert "received SIGTERM: stopping" in bot.log
     assert not [line for line in bot.stderr if " WARNING " in line or " ERROR " in line], bot.log
     assert server.updates == []
+
+
+class OnePollConnection(BotApiRequest):
+    """PTB's getUpdates transport as httpcore behaves under it: one pooled connection, and a
+    cancelled request gives it back only after closing it (a few loop passes later: the
+    close is awaited, shielded, inside the cancelled request). A caller that does not wait
+    for the cancelled poll finds the pool occupied: PTB's "Pool timeout" at shutdown."""
+
+    def __init__(self) -> None:
+        super().__init__(connection_pool_size=1, pool_timeout=0.0)
+        self._slot = asyncio.Lock()
+
+    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        if self._slot.locked():
+            raise TimedOut("Pool timeout: All connections in the connection pool are occupied.")
+        async with self._slot:
+            try:
+                return await super().do_request(*args, **kwargs)
+            except asyncio.CancelledError:
+                for _ in range(3):  # closing the connection
+                    await asyncio.sleep(0)
+                raise
+
+
+async def test_stopping_during_a_long_poll_confirms_after_the_cancelled_poll_let_go(
+    harness: TelegramHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = harness.server
+    base = f"{server.url}/bot"
+    bot = Bot(
+        harness.token,
+        base_url=base,
+        request=BotApiRequest(),
+        get_updates_request=OnePollConnection(),
+    )
+    handled: list[int] = []
+
+    async def handle(update: Update) -> None:
+        handled.append(update.update_id)
+
+    intake = PollingIntake(
+        bot, handle, timeout=30, allowed_updates=["message"], scrub=lambda text: text
+    )
+    await bot.initialize()
+    await intake.start()
+    update_id = await server.push_update({"message": harness.build_message("hi")})
+    await server.wait_for(lambda: handled == [update_id] and server.polls_waiting > 0)
+
+    with caplog.at_level(logging.INFO, logger="adapters.telegram"):
+        await intake.stop()
+    await bot.shutdown()
+
+    confirming = [
+        p for m, p in server.calls if m == "getUpdates" and not float(p.get("timeout") or 0)
+    ]
+    assert [int(p["offset"]) for p in confirming] == [update_id + 1]
+    assert "could not confirm" not in caplog.text
 
 
 # ---------------------------------------------------------------- start-up errors
