@@ -6,11 +6,23 @@ nothing. ``/model`` checks the model against the catalog; a typo gets "did you m
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from clawbot.commands import CommandContext, CommandRegistry
+from clawbot.runtime import ResolvedTurn
+from clawbot.sessions import Session
 from clawbot.switchboard import Switchboard
 
 
-def register_agent_commands(registry: CommandRegistry, board: Switchboard) -> None:
+class TurnResolver(Protocol):
+    """What ``/skills`` and ``/context`` ask of the runtime: what a turn would get."""
+
+    def resolve(self, session: Session) -> ResolvedTurn: ...
+
+
+def register_agent_commands(
+    registry: CommandRegistry, board: Switchboard, turns: TurnResolver
+) -> None:
     @registry.command("models", "list the models you can switch to", usage="[provider [text]]")
     async def _models(ctx: CommandContext) -> str:
         provider, _, text = ctx.args.partition(" ")
@@ -80,7 +92,7 @@ def register_agent_commands(registry: CommandRegistry, board: Switchboard) -> No
 
     @registry.command("skills", "list the skills of this conversation's agent")
     async def _skills(ctx: CommandContext) -> str:
-        resolved = ctx.router.runtime.resolve(ctx.session)
+        resolved = turns.resolve(ctx.session)
         agent = resolved.agent
         if not resolved.skills:
             return f"{agent.label} has no skills."
@@ -90,7 +102,7 @@ def register_agent_commands(registry: CommandRegistry, board: Switchboard) -> No
 
     @registry.command("context", "show what goes into this conversation's system prompt")
     async def _context(ctx: CommandContext) -> str:
-        resolved = ctx.router.runtime.resolve(ctx.session)
+        resolved = turns.resolve(ctx.session)
         agent = resolved.agent
         lines = [
             f"Agent: {agent.label}",

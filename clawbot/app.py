@@ -104,8 +104,8 @@ class Clawbot:
         )
         if commands is None:
             commands = builtin_commands()
-            register_agent_commands(commands, switchboard)
-            register_queue_commands(commands)
+            register_agent_commands(commands, switchboard, runtime)
+            register_queue_commands(commands, scheduler)
         router = Router(
             settings=settings,
             store=store,

@@ -5,26 +5,36 @@ from __future__ import annotations
 import difflib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from clawbot.messages import InboundMessage
 from clawbot.sessions import Session
 
-if TYPE_CHECKING:
-    from clawbot.router import Router
+
+class SessionControl(Protocol):
+    """The session operations a command may use. The router provides them; commands see
+    only these, so this module never needs the router (which imports it)."""
+
+    async def update_session(self, session: Session, **changes: Any) -> Session:
+        """Persist ``changes`` to the freshest copy of ``session`` and return it."""
+        ...
+
+    async def status_text(self, session: Session) -> str:
+        """The ``/status`` summary of ``session``: agent, model, size, tools."""
+        ...
 
 
 @dataclass
 class CommandContext:
     """What a command handler may read or change."""
 
-    router: Router
+    sessions: SessionControl
     session: Session
     message: InboundMessage
     args: str
 
     async def update_session(self, **changes: Any) -> Session:
-        self.session = await self.router.update_session(self.session, **changes)
+        self.session = await self.sessions.update_session(self.session, **changes)
         return self.session
 
 
@@ -115,7 +125,7 @@ def builtin_commands() -> CommandRegistry:
 
     @registry.command("help", "show this list")
     async def _help(ctx: CommandContext) -> str:
-        return ctx.router.commands.help_text()
+        return registry.help_text()
 
     @registry.command(
         "new", "start a new conversation (the old one stays stored)", aliases=("reset",)
@@ -126,6 +136,6 @@ def builtin_commands() -> CommandRegistry:
 
     @registry.command("status", "show this conversation's agent, model and size")
     async def _status(ctx: CommandContext) -> str:
-        return await ctx.router.status_text(ctx.session)
+        return await ctx.sessions.status_text(ctx.session)
 
     return registry

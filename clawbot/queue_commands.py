@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from clawbot.backlog import shorten
 from clawbot.clock import human_duration
 from clawbot.commands import CommandContext, CommandRegistry
 from clawbot.scheduler import QueueState, StopReport
 
 
-def register_queue_commands(registry: CommandRegistry) -> None:
+class QueueControl(Protocol):
+    """What the queue commands ask of the scheduler: one session's queue, and stopping it."""
+
+    def queue_state(self, session_key: str) -> QueueState: ...
+
+    async def stop(self, session_key: str) -> StopReport: ...
+
+
+def register_queue_commands(registry: CommandRegistry, queue: QueueControl) -> None:
     @registry.command("queue", "show the running turn and what waits in this conversation")
     async def _queue(ctx: CommandContext) -> str:
-        return render_queue(ctx.router.scheduler.queue_state(ctx.session.key))
+        return render_queue(queue.queue_state(ctx.session.key))
 
     @registry.command("stop", "stop the running turn now (waiting messages are still answered)")
     async def _stop(ctx: CommandContext) -> str:
-        return render_stop(await ctx.router.scheduler.stop(ctx.session.key))
+        return render_stop(await queue.stop(ctx.session.key))
 
 
 def render_queue(state: QueueState) -> str:

@@ -153,7 +153,7 @@ class Router:
                 return Receipt(Handled(kind="ignored"))
             session = await self.session_for(message)
             name, args = command
-            context = CommandContext(router=self, session=session, message=message, args=args)
+            context = CommandContext(sessions=self, session=session, message=message, args=args)
             text = await self.commands.dispatch(name, context)
             return Receipt(
                 await self._reply(message, text, kind="command", session=context.session)
