@@ -7,18 +7,31 @@ persists them and keeps its session cache coherent; they take effect on the next
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
 
 from clawbot.agent_registry import AgentRegistry
 from clawbot.agents import AgentSpec, ModelSource, effective_model
 from clawbot.model_catalog import ModelCatalog
 from clawbot.sessions import Session
 from clawbot.settings import Settings
-from clawbot.tools import ToolRegistry
 
 SessionUpdater = Callable[..., Awaitable[Session]]
 """``update(session, **changes) -> Session``: persist and cache the changed session."""
+
+
+class GrantableTool(Protocol):
+    """What granting checks need of a tool (a ``clawbot.tools.Tool``): the tools module
+    knows the switchboard (a tool's context carries it), so not the other way round."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def groups(self) -> tuple[str, ...]: ...
+
+    @property
+    def high_risk(self) -> bool: ...
 
 
 class Switchboard:
@@ -28,12 +41,13 @@ class Switchboard:
         settings: Settings,
         agents: AgentRegistry,
         catalog: ModelCatalog,
-        tools: ToolRegistry,
+        tools: Iterable[GrantableTool],
     ) -> None:
         self.settings = settings
         self.agents = agents
         self.catalog = catalog
         self.tools = tools
+        """Every tool of the process (a ``ToolRegistry``), walked again at each check."""
         self._update: SessionUpdater | None = None
 
     def bind(self, update: SessionUpdater) -> None:

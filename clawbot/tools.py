@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -24,7 +24,6 @@ from clawbot.messages import ToolCallBlock, ToolResultBlock
 if TYPE_CHECKING:
     from clawbot.sessions import Session
     from clawbot.settings import Settings
-    from clawbot.skills import Skill
     from clawbot.switchboard import Switchboard
 
 log = logging.getLogger("clawbot.tools")
@@ -33,6 +32,17 @@ Risk = Literal["safe", "guarded", "unsafe"]
 MAX_RESULT_CHARS = 50_000
 MAX_ERROR_CHARS = 300
 """An unexpected tool failure is logged and returned in at most this many characters."""
+
+
+class ListedSkill(Protocol):
+    """What a tool may read of a skill listed to the agent (a ``clawbot.skills.Skill``):
+    the skill module builds on tools, so tools know skills only by this shape."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def body(self) -> str: ...
 
 
 @dataclass
@@ -44,7 +54,7 @@ class ToolContext:
     settings: Settings
     agent_id: str = "main"
     extras: dict[str, Any] = field(default_factory=dict)
-    skills: tuple[Skill, ...] = ()
+    skills: tuple[ListedSkill, ...] = ()
     """The skills listed to the active agent this turn (what ``skill_read`` may open)."""
     switchboard: Switchboard | None = None
     """How session and agent tools change the session or the agent registry."""
