@@ -29,3 +29,71 @@ def test_core_never_imports_adapters() -> None:
 
 def test_agents_folder_is_data_not_a_package() -> None:
     assert not list((ROOT / "agents").glob("*.py"))
+
+
+def import_graph(root: Path, package: str = "clawbot") -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports: every ``import`` and ``from ...
+    import`` anywhere in the file (type-only and function-level ones too), relative ones
+    resolved; ``from pkg import name`` counts ``pkg.name`` when that is a module."""
+    files = {}
+    for path in (root / package).rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        targets: list[str] = []
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here[: len(here) - node.level + 1] if node.level else []
+                target = ".".join([*base, *([node.module] if node.module else [])])
+                targets.append(target)
+                targets += [f"{target}.{alias.name}" for alias in node.names]
+        graph[module] = {t for t in targets if t in files and t != module}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (``[a, b, a]``) per import that closes one, found depth-first."""
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        path.append(module)
+        for target in sorted(graph[module]):
+            if target in path:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in done:
+                visit(target)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            visit(module)
+    return cycles
+
+
+def test_import_graph_finds_relative_and_type_only_cycles(tmp_path: Path) -> None:
+    package = tmp_path / "clawbot"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "inner" / "__init__.py").write_text("from . import leaf\n")
+    (package / "inner" / "leaf.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..top import X\n"
+    )
+    (package / "top.py").write_text("import clawbot.inner\nX = 1\n")
+    graph = import_graph(tmp_path)
+    assert graph["clawbot.inner"] == {"clawbot.inner.leaf"}
+    assert graph["clawbot.inner.leaf"] == {"clawbot.top"}
+    assert import_cycles(graph) == [
+        ["clawbot.inner", "clawbot.inner.leaf", "clawbot.top", "clawbot.inner"]
+    ]
+
+
+def test_no_import_cycles() -> None:
+    cycles = import_cycles(import_graph(ROOT))
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
