@@ -17,3 +17,36 @@ async def test_the_readme_example_for_testing_an_agent_passes(tmp_path: Path) ->
     assert len(tests) == 1
 
     await tests[0](tmp_path)  # type: ignore[operator]
+
+
+ROOT = README.parent
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def _prose(path: Path) -> str:
+    """The file's Markdown without its code blocks, where brackets are code, not links."""
+    return FENCE.sub("", path.read_text())
+
+
+def _anchors(path: Path) -> set[str]:
+    """The heading anchors GitHub makes: lower case, punctuation dropped, spaces to '-'."""
+    headings = re.findall(r"^#{1,6} +(.+?) *$", _prose(path), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
+    documents = [README, *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for document in documents:
+        for target in LINK.findall(_prose(document)):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):
+                continue  # https:, mailto: ...: not ours to check offline
+            file, _, anchor = target.partition("#")
+            resolved = (document.parent / file).resolve() if file else document
+            if not resolved.exists():
+                broken.append(f"{document.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+                broken.append(f"{document.relative_to(ROOT)}: {target} (no such heading)")
+    assert len(documents) > 1
+    assert not broken, "\n".join(broken)
