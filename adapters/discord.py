@@ -9,13 +9,8 @@ the guilds, guild_messages, dm_messages and message_content intents and nothing 
 Two pure conversions carry the platform knowledge (``inbound_from_message`` and
 ``outbound_arguments``); ``DiscordAdapter`` adds the connection lifecycle around them.
 
-Discord never redelivers: a message posted while no gateway session is up (clawbot stopped,
-crashed, or lost its session) is only in the channel's history. So on start, and whenever the
-gateway had to start a new session, the adapter reads the history of the chats active within
-``discord_catch_up_hours`` after the last message it took from each, and hands what it finds
-to ``on_message`` like a live message, oldest first; the dedup ledger drops what was stored.
-A conversation that never reached clawbot before (a first DM sent while it was down) has no
-session, so nothing tells the adapter to read it.
+Discord never redelivers, so the adapter reads back what was posted while no gateway session
+was up (within ``discord_catch_up_hours``): see ``adapters.discord_catch_up``.
 """
 
 from __future__ import annotations
@@ -26,9 +21,8 @@ import binascii
 import logging
 import mimetypes
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
@@ -38,6 +32,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import SecretStr
 
+from adapters.discord_catch_up import CatchUp
 from clawbot.channels import Adapter, ChannelLimits, ChatCursor, InboundHandler, SentMessage
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
 from clawbot.messages import Attachment, ChatType, InboundMessage, OutboundMessage, ReplyContext
@@ -296,7 +291,6 @@ class DiscordAdapter(Adapter):
         send_attempts: int = SEND_ATTEMPTS,
         catch_up_window: timedelta = DEFAULT_CATCH_UP,
     ) -> None:
-        self.catch_up_window = catch_up_window
         self._token = token
         self._api_base = api_base.rstrip("/")
         self._ignore_other_bots = ignore_other_bots
@@ -310,12 +304,23 @@ class DiscordAdapter(Adapter):
         self._on_message: InboundHandler | None = None
         self._saved_endpoints: tuple[str, yarl.URL] | None = None
         self._downloads: aiohttp.ClientSession | None = None
-        self._cursors: OrderedDict[tuple[str, str | None], ChatCursor] = OrderedDict()
-        self._sessions = 0
-        self._reread: asyncio.Task[int] | None = None
+        self._history = CatchUp(
+            catch_up_window,
+            client=lambda: self._client,
+            intake=self._intake,
+            take=self._take_missed,
+        )
 
     def __repr__(self) -> str:
         return f"DiscordAdapter(api_base={self._api_base!r}, running={self._client is not None})"
+
+    @property
+    def catch_up_window(self) -> timedelta:
+        return self._history.window
+
+    @catch_up_window.setter
+    def catch_up_window(self, window: timedelta) -> None:
+        self._history.window = window
 
     # ---- settings ----
 
@@ -388,7 +393,7 @@ class DiscordAdapter(Adapter):
             raise RuntimeError("the discord adapter is already running")
         self._on_message = on_message
         self._accepting = True
-        self._sessions = 0
+        self._history.restart()
         self._connected.clear()
         self._point_library_at_api()
         client = _Client(self, intents=intents(), chunk_guilds_at_startup=False)
@@ -478,100 +483,27 @@ class DiscordAdapter(Adapter):
         except Exception:
             log.exception("discord: the message handler failed on %s", inbound.message_id)
             return False
-        self._remember(inbound)
+        self._history.remember(inbound)
         return True
 
     # ---- catching up ----
 
     async def catch_up(self, chats: Sequence[ChatCursor]) -> int:
-        """Hand over what was posted in ``chats`` after the last message taken from each (and
-        within ``catch_up_window``), oldest first. Live messages wait meanwhile, so they
-        still come after the older ones they follow."""
-        client = self._client
-        if client is None or client.user is None or self.catch_up_window <= timedelta(0):
-            return 0
-        since = datetime.now(UTC) - self.catch_up_window
-        floor = discord.utils.time_snowflake(since)
-        for chat in chats:  # so a lost session later rereads these chats too
-            self._cursors.setdefault((chat.chat_id, chat.thread_id), chat)
-        handed = 0
-        async with self._intake:
-            for chat in chats:
-                if chat.last_seen >= since:
-                    handed += await self._catch_up_chat(client, client.user.id, chat, floor)
-        return handed
+        return await self._history.run(chats)
 
-    async def _catch_up_chat(
-        self, client: discord.Client, bot_user_id: int, chat: ChatCursor, floor: int
-    ) -> int:
-        target_id = chat.thread_id or chat.chat_id
-        last = chat.last_message_id or ""
-        after = max(floor, int(last) if last.isdigit() else 0)
-        handed = 0
-        try:
-            channel = client.get_channel(int(target_id)) or await client.fetch_channel(
-                int(target_id)
-            )
-            if not isinstance(channel, discord.abc.Messageable):
-                return 0
-            history = channel.history(limit=None, after=discord.Object(after), oldest_first=True)
-            async for message in history:
-                inbound = inbound_from_message(
-                    message, bot_user_id=bot_user_id, ignore_other_bots=self._ignore_other_bots
-                )
-                if inbound is not None and await self._hand_over(inbound):
-                    handed += 1
-        except (ValueError, discord.HTTPException, aiohttp.ClientError, OSError) as exc:
-            log.warning(
-                "discord: could not read the messages missed in chat %s (%s); %d handed over",
-                target_id,
-                type(exc).__name__,
-                handed,
-            )
-        return handed
-
-    def _remember(self, inbound: InboundMessage) -> None:
-        """Where each chat got, for reading it again after a lost session; chats quiet for
-        longer than the catch-up window are forgotten, so this stays bounded."""
-        now = datetime.now(UTC)
-        key = (inbound.chat_id, inbound.thread_id)
-        self._cursors.pop(key, None)
-        self._cursors[key] = ChatCursor(
-            chat_id=inbound.chat_id,
-            thread_id=inbound.thread_id,
-            last_message_id=inbound.message_id,
-            last_seen=now,
+    async def _take_missed(self, message: discord.Message, bot_user_id: int) -> bool:
+        inbound = inbound_from_message(
+            message, bot_user_id=bot_user_id, ignore_other_bots=self._ignore_other_bots
         )
-        while self._cursors:
-            oldest = next(iter(self._cursors.values()))
-            if oldest.last_seen >= now - self.catch_up_window:
-                break
-            self._cursors.popitem(last=False)
+        return inbound is not None and await self._hand_over(inbound)
 
     def _new_session(self) -> None:
-        """The first session is the start's (the service asks for the catch-up then); a
-        later one means the gateway could not resume (discord.py identifies anew, at most
-        every 5 seconds), and what was posted meanwhile is missed."""
-        self._sessions += 1
-        if self._sessions == 1 or not self._accepting or not self._cursors:
-            return
-        if self._reread is not None and not self._reread.done():
-            return
-        log.info(
-            "discord: new gateway session; reading %d chat(s) for missed messages",
-            len(self._cursors),
-        )
-        self._reread = asyncio.create_task(
-            self.catch_up(list(self._cursors.values())), name="discord-catch-up"
-        )
+        self._history.new_session(accepting=self._accepting)
 
     async def stop_intake(self) -> None:
         """Ignore messages from now on; REST stays up so running turns can reply."""
         self._accepting = False
-        reread, self._reread = self._reread, None
-        if reread is not None:
-            reread.cancel()
-            await asyncio.gather(reread, return_exceptions=True)
+        await self._history.stop()
 
     async def stop(self) -> None:
         """Stop intake, close the gateway and HTTP sessions; bounded, idempotent."""
