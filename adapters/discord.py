@@ -33,8 +33,9 @@ from discord.http import Route
 from pydantic import SecretStr
 
 from adapters.discord_catch_up import CatchUp
+from adapters.discord_downloads import CdnDownloads
 from clawbot.channels import Adapter, ChannelLimits, ChatCursor, InboundHandler, SentMessage
-from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
+from clawbot.errors import ClawbotError, ConfigError, DeliveryError
 from clawbot.messages import Attachment, ChatType, InboundMessage, OutboundMessage, ReplyContext
 from clawbot.rendering import RenderedPart, render_parts
 from clawbot.settings import Settings
@@ -303,7 +304,7 @@ class DiscordAdapter(Adapter):
         self._accepting = False
         self._on_message: InboundHandler | None = None
         self._saved_endpoints: tuple[str, yarl.URL] | None = None
-        self._downloads: aiohttp.ClientSession | None = None
+        self._downloads = CdnDownloads()
         self._history = CatchUp(
             catch_up_window,
             client=lambda: self._client,
@@ -520,9 +521,7 @@ class DiscordAdapter(Adapter):
             if not task.done():
                 task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        if self._downloads is not None:
-            await self._downloads.close()
-            self._downloads = None
+        await self._downloads.close()
         self._restore_library_endpoints()
 
     # ---- outbound ----
@@ -615,37 +614,8 @@ class DiscordAdapter(Adapter):
             )
 
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
-        """Download from the CDN URL the message carried, streaming so a lying size header
-        cannot make us hold more than ``max_bytes``. The bot token is not sent to the CDN."""
-        too_big = InputError(
-            f"the attachment {attachment.name!r} is larger than the {max_bytes}-byte limit",
-            hint="send a smaller file",
-        )
-        if attachment.size is not None and attachment.size > max_bytes:
-            raise too_big
-        if not attachment.ref.startswith(("https://", "http://")):
-            raise InputError(f"the attachment {attachment.name!r} has no download URL")
-        if self._downloads is None or self._downloads.closed:
-            self._downloads = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120))
-        try:
-            async with self._downloads.get(attachment.ref) as response:
-                if response.status != 200:
-                    raise InputError(
-                        f"could not download the attachment {attachment.name!r} "
-                        f"(HTTP {response.status})"
-                    )
-                if response.content_length is not None and response.content_length > max_bytes:
-                    raise too_big
-                data = bytearray()
-                async for chunk in response.content.iter_chunked(64 * 1024):
-                    data.extend(chunk)
-                    if len(data) > max_bytes:
-                        raise too_big
-                return bytes(data)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise InputError(
-                f"could not download the attachment {attachment.name!r} ({type(exc).__name__})"
-            ) from None
+        """Download from the CDN URL the message carried (without the bot token)."""
+        return await self._downloads.fetch(attachment, max_bytes)
 
 
 def _encodes_user_id(segment: str) -> bool:
