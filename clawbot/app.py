@@ -20,7 +20,7 @@ from clawbot.outbox import Outbox
 from clawbot.queue_commands import register_queue_commands
 from clawbot.router import AccessCheck, Router, allow_everyone
 from clawbot.runtime import AgentResolver, Runtime
-from clawbot.scheduler import Scheduler
+from clawbot.scheduling import Scheduler
 from clawbot.settings import Settings
 from clawbot.skills import skill_tools
 from clawbot.store import Store

@@ -7,7 +7,7 @@ from typing import Protocol
 from clawbot.backlog import shorten
 from clawbot.clock import human_duration
 from clawbot.commands import CommandContext, CommandRegistry
-from clawbot.scheduler import QueueState, StopReport
+from clawbot.scheduling import QueueState, StopReport
 
 
 class QueueControl(Protocol):

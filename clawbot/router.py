@@ -28,7 +28,7 @@ from clawbot.messages import (
 )
 from clawbot.outbox import Delivery, Outbox
 from clawbot.runtime import Runtime, TurnResult
-from clawbot.scheduler import Scheduler, TurnHandle
+from clawbot.scheduling import Scheduler, TurnHandle
 from clawbot.sessions import Session, session_key_for
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id

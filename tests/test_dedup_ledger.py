@@ -11,7 +11,7 @@ from pathlib import Path
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
 from clawbot.jobs import TurnJob
-from clawbot.scheduler import SEEN_FORGET_EVERY, SEEN_RETENTION
+from clawbot.scheduling import SEEN_FORGET_EVERY, SEEN_RETENTION
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store

@@ -1,0 +1,130 @@
+"""What the scheduler sends (replies, notices, errors, typing indicators) and the marks that
+record a reply went out, so a restart does not send it again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Literal
+
+from clawbot.messages import OutboundMessage
+from clawbot.outbox import Delivery, Outbox
+from clawbot.sessions import Session
+from clawbot.store import Store
+
+log = logging.getLogger("clawbot.scheduler")
+
+TYPING_REFRESH_SECONDS = 4.0
+REPLIED_FLUSH_SECONDS = 0.25
+
+ReplyKind = Literal["reply", "notice", "error"]
+
+
+class Replies:
+    """Addresses a session's messages through the outbox (the only way out)."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+
+    async def send(
+        self, session: Session, text: str, reply_to: str | None, *, kind: ReplyKind
+    ) -> Delivery:
+        return await self.outbox.deliver(
+            OutboundMessage(
+                channel=session.channel,
+                chat_id=session.chat_id,
+                thread_id=session.thread_id,
+                text=text,
+                reply_to_message_id=reply_to if session.chat_type != "dm" else None,
+                session_key=session.key,
+                deliver=session.deliver,
+                kind=kind,
+            )
+        )
+
+    def shows_typing(self, session: Session) -> bool:
+        adapter = self.outbox.adapter(session.channel)
+        return adapter is not None and adapter.supports_typing and session.deliver
+
+    @contextlib.asynccontextmanager
+    async def typing(self, session: Session) -> AsyncIterator[None]:
+        async def refresh() -> None:
+            while True:
+                await self.outbox.typing(session.channel, session.chat_id, session.thread_id)
+                await asyncio.sleep(TYPING_REFRESH_SECONDS)
+
+        task = asyncio.create_task(refresh())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+class ReplyMarks:
+    """Reply marks ride along with the next transaction that happens anyway (a caller
+    :meth:`take` s them into its write and gives them back if it fails), or are written
+    shortly after when none does. ``loop`` is the scheduler's cached event loop; ``closing``
+    says whether it is shutting down (then :meth:`close` writes what is left)."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        loop: Callable[[], asyncio.AbstractEventLoop],
+        closing: Callable[[], bool],
+    ) -> None:
+        self.store = store
+        self._loop = loop
+        self._closing = closing
+        self._replied: list[str] = []
+        self._flush: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None
+
+    def mark(self, job_id: str) -> None:
+        """Meanwhile the intake journal holds a note of the mark, so a crash in between
+        does not send the reply twice either."""
+        self._replied.append(job_id)
+        self.store.note_replied(job_id)
+        if self._flush is None and not self._closing():
+            self._flush = self._loop().call_later(REPLIED_FLUSH_SECONDS, self._start_flush)
+
+    def take(self) -> list[str]:
+        taken, self._replied = self._replied, []
+        return taken
+
+    def give_back(self, taken: list[str]) -> None:
+        """Marks whose transaction failed wait for the next one: dropped, they would make
+        the next start send those replies again (the store may be writable by then)."""
+        self._replied[:0] = taken
+
+    async def flush(self) -> None:
+        replied = self.take()
+        if replied:
+            try:
+                await self.store.mark_replied(replied)
+            except BaseException:
+                self.give_back(replied)
+                raise
+
+    async def close(self) -> None:
+        """At shutdown: stop the timer, let a running write end, write the rest."""
+        if self._flush is not None:
+            self._flush.cancel()
+        if self._flushing is not None:
+            await asyncio.wait({self._flushing})
+        await self.flush()
+
+    def _start_flush(self) -> None:
+        self._flush = None
+        if self._replied and self._flushing is None:
+            self._flushing = asyncio.create_task(self.flush())
+            self._flushing.add_done_callback(self._flush_done)
+
+    def _flush_done(self, task: asyncio.Task[None]) -> None:
+        self._flushing = None
+        if not task.cancelled() and task.exception() is not None:
+            log.error("could not record sent replies (retried later): %s", task.exception())

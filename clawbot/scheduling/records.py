@@ -1,0 +1,69 @@
+"""What the scheduler hands out: a stored message's handle and the outcome of its turn, and
+what ``/queue`` and ``/stop`` report. Immutable, so callers can keep them."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Literal
+
+from clawbot.backlog import BacklogItem
+from clawbot.jobs import Lane
+from clawbot.outbox import Delivery
+from clawbot.runtime import TurnResult
+
+RunKind = Literal["message", "steered", "backlog", "recovered"]
+OutcomeStatus = Literal["done", "failed", "cancelled", "deferred"]
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How the turn carrying a job ended. ``deferred``: the process is shutting down and the
+    job resumes after the restart (or another process took it over)."""
+
+    job_id: str
+    status: OutcomeStatus
+    reply: str | None = None
+    delivery: Delivery | None = None
+    result: TurnResult | None = None
+
+
+@dataclass(frozen=True)
+class TurnHandle:
+    """A stored, queued message: its job, and the outcome of the turn that answers it."""
+
+    job_id: str
+    session_key: str
+    lane: Lane
+    future: asyncio.Future[TurnOutcome] = field(repr=False, compare=False)
+
+    async def outcome(self) -> TurnOutcome:
+        return await self.future
+
+
+@dataclass(frozen=True)
+class ActiveTurn:
+    job_id: str
+    lane: Lane
+    kind: RunKind
+    seconds: float
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """A session's scheduling state, for ``/queue``."""
+
+    session_key: str
+    active: ActiveTurn | None
+    backlog: tuple[BacklogItem, ...]
+    queued: int
+    waiting_lane: Lane | None
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """What ``/stop`` did: the turn it cancelled, resume tokens dropped, messages still due."""
+
+    stopped: str | None
+    dropped: int
+    waiting: int

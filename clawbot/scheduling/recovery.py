@@ -1,0 +1,151 @@
+"""Taking over what a dead process left: at start-up its queued jobs, backlog and held-back
+context; at start-up and periodically, jobs whose owner died (resumed from the transcript,
+or failed with a note after ``job_max_attempts``); and replies it stored but may not have
+sent."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from clawbot.clock import Clock
+from clawbot.jobs import TurnJob
+from clawbot.runtime import EMPTY_REPLY
+from clawbot.scheduling.delivery import Replies, ReplyMarks
+from clawbot.scheduling.queues import SessionQueues
+from clawbot.scheduling.session_state import SessionQueue
+from clawbot.settings import Settings
+from clawbot.store import Store
+
+log = logging.getLogger("clawbot.scheduler")
+
+
+class Recovery:
+    """``record_context`` writes a session's held-back context messages."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        clock: Clock,
+        queues: SessionQueues,
+        replies: Replies,
+        marks: ReplyMarks,
+        record_context: Callable[[SessionQueue], Awaitable[None]],
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.queues = queues
+        self.replies = replies
+        self.marks = marks
+        self._record_context = record_context
+
+    async def recover(self, *, startup: bool) -> None:
+        """Take over jobs whose owner died (and, at start-up, all queued work and backlog)."""
+        if startup:
+            for row, key, entry in await self.store.deferred_context():
+                queue = await self._queue_for_key(key)
+                if queue is not None:
+                    queue.context.append((row, entry))
+            for queue in self.queues.queues():
+                await self._record_context(queue)
+                self.queues.settle(queue)  # forgotten unless it has work: memory stays bounded
+        jobs = await self.store.open_jobs()
+        items = await self.store.backlog_items() if startup else []
+        in_backlog = {item.job_id for _, item in items}
+        running_here = {run.job.id for run in self.queues.runs()}
+        now = self.clock.now()
+        touched: dict[str, SessionQueue] = {}
+        for job in jobs:
+            if job.merged_into is not None or job.id in running_here:
+                continue
+            if job.status == "running":
+                if job.owner == self.store.owner or not orphaned(job, now):
+                    continue
+                if job.attempts >= self.settings.job_max_attempts:
+                    await self._give_up(job)
+                    continue
+            elif not startup or job.id in in_backlog:
+                continue
+            queue = await self._queue_for_key(job.session_key)
+            if queue is not None and all(j.id != job.id for j in queue.direct):
+                queue.direct.append(job)
+                touched[queue.key] = queue
+        for key, item in items:
+            queue = await self._queue_for_key(key)
+            if queue is not None:
+                queue.backlog.append(item)
+                touched[queue.key] = queue
+        for queue in touched.values():
+            log.info(
+                "session %s: recovered %d job(s) and %d backlog item(s)",
+                queue.key,
+                len(queue.direct),
+                len(queue.backlog),
+            )
+            self.queues.settle(queue)
+
+    async def redeliver(self) -> None:
+        """Send again replies a crashed process stored but may not have sent."""
+        now = self.clock.now()
+        for job in await self.store.unreplied_jobs():
+            if job.owner == self.store.owner or not orphaned(job, now):
+                continue
+            session = await self.store.get_session(job.session_key)
+            if session is None:
+                continue
+            if job.status == "done":
+                text = await self.store.turn_reply(job.id) or EMPTY_REPLY
+            else:
+                text = f"Sorry, that failed: {job.error or 'unknown error'}"
+            log.info("session %s: sending the reply of job %s again", session.key, job.id)
+            await self.replies.send(session, text, job.reply_to, kind="reply")
+            self.marks.mark(job.id)
+
+    async def _queue_for_key(self, key: str) -> SessionQueue | None:
+        queue = self.queues.get(key)
+        if queue is not None:
+            return queue
+        session = await self.store.get_session(key)
+        return self.queues.queue(session) if session is not None else None
+
+    async def _give_up(self, job: TurnJob) -> None:
+        log.error("job %s failed: %d attempts, each interrupted", job.id, job.attempts)
+        await self.store.close_jobs(
+            [job.id], "failed", f"gave up after {job.attempts} interrupted attempts"
+        )
+        session = await self.store.get_session(job.session_key)
+        if session is not None:
+            await self.replies.send(
+                session,
+                "Sorry, I could not finish your request: clawbot was interrupted while working "
+                f"on it ({job.attempts} of {job.attempts} attempts). Please send it again.",
+                job.reply_to,
+                kind="error",
+            )
+
+
+_HOST = socket.gethostname()
+
+
+def orphaned(job: TurnJob, now: datetime) -> bool:
+    """A job's owner is gone: its lease expired, or it was a process on this machine that no
+    longer exists (so a restart after a crash need not wait for the lease)."""
+    if job.lease_until is None or job.lease_until <= now or job.owner is None:
+        return True
+    host, _, rest = job.owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != _HOST or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False

@@ -1,0 +1,377 @@
+"""The scheduler: every turn is a persisted TurnJob that runs in a lane.
+
+Rules, each enforced by the part named:
+
+- Lanes ``main``, ``subagent``, ``cron`` and ``announce`` each have a concurrency limit, and
+  all lanes together a global one. A session never has more than ONE active turn
+  (:mod:`~clawbot.scheduling.queues`).
+- Steer-backlog: a message for a session whose turn is in flight goes to the session's
+  backlog; a person's message makes the running turn yield at its next safe tool boundary
+  (the runtime asks :class:`TurnControl`), the interrupted task's resume token joins the
+  backlog and the new message runs next. Without a boundary the message waits (backlog-only).
+  A turn that does not follow a steer drains the whole backlog into ONE ``[Backlog]`` message.
+  Internal announce traffic waits in the backlog and never steers (here, and
+  :mod:`~clawbot.scheduling.turns`).
+- Nothing lost: a message is stored with its job before :meth:`Scheduler.submit` returns.
+  A running job holds a lease (written with the job, renewed only for long turns); at start
+  jobs whose owner died are resumed from the transcript, or failed with a note after
+  ``job_max_attempts``. A reply that may not have gone out before a crash is sent again
+  (:mod:`~clawbot.scheduling.recovery`).
+- Nothing stuck: a turn past ``turn_deadline`` is cancelled and the user told; the watchdog
+  logs turns held longer than ``turn_watchdog`` (:mod:`~clawbot.scheduling.housekeeping`);
+  ``/stop`` cancels a turn at once.
+
+:class:`Scheduler` is the facade: it takes messages in, answers ``/queue`` and ``/stop``,
+and wires the parts together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+
+from clawbot.backlog import BacklogItem
+from clawbot.clock import Clock, SystemClock
+from clawbot.errors import ShuttingDownError
+from clawbot.jobs import Lane, TurnJob
+from clawbot.messages import INTERNAL_CHANNEL, TranscriptEntry
+from clawbot.outbox import Outbox
+from clawbot.runtime import Runtime
+from clawbot.scheduling.context import ContextMessages
+from clawbot.scheduling.delivery import Replies, ReplyMarks
+from clawbot.scheduling.housekeeping import Housekeeping
+from clawbot.scheduling.outcomes import Outcomes
+from clawbot.scheduling.queues import SessionQueues
+from clawbot.scheduling.records import (
+    ActiveTurn,
+    QueueState,
+    StopReport,
+    TurnHandle,
+    TurnOutcome,
+)
+from clawbot.scheduling.recovery import Recovery
+from clawbot.scheduling.session_state import Run, SessionQueue
+from clawbot.scheduling.turns import TurnRunner
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.store import Store, new_id
+
+log = logging.getLogger("clawbot.scheduler")
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        runtime: Runtime,
+        outbox: Outbox,
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.runtime = runtime
+        self.outbox = outbox
+        self.clock: Clock = clock or SystemClock()
+        self.closing = False
+        self._started = False
+        self._start_lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._outcomes = Outcomes(loop=self._event_loop, closing=self._is_closing)
+        self._replies = Replies(outbox)
+        self._marks = ReplyMarks(store, loop=self._event_loop, closing=self._is_closing)
+        self._queues = SessionQueues(
+            settings=settings,
+            clock=self.clock,
+            closing=self._is_closing,
+            launch=self._launch,
+            carry=self._outcomes.carry,
+        )
+        self._context = ContextMessages(
+            store=store, transcripts=runtime.transcripts, queues=self._queues
+        )
+        self._turns = TurnRunner(
+            settings=settings,
+            store=store,
+            runtime=runtime,
+            replies=self._replies,
+            marks=self._marks,
+            loop=self._event_loop,
+            resolve=self._outcomes.resolve,
+            finish=self._queues.finish,
+            record_context=self._context.record,
+        )
+        self._recovery = Recovery(
+            settings=settings,
+            store=store,
+            clock=self.clock,
+            queues=self._queues,
+            replies=self._replies,
+            marks=self._marks,
+            record_context=self._context.record,
+        )
+        self._housekeeping = Housekeeping(
+            settings=settings,
+            store=store,
+            clock=self.clock,
+            runs=self._queues.runs,
+            flush_replied=self._marks.flush,
+            close_unclosed=self._turns.close_unclosed,
+            recover=functools.partial(self._recovery.recover, startup=False),
+        )
+
+    # life cycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Recover what a previous process left (orphaned jobs, the backlog, replies that
+        may not have gone out), then start housekeeping. Call it once the adapters are
+        connected: recovered turns reply through them. Idempotent."""
+        async with self._start_lock:
+            if self._started:
+                return
+            await self._recovery.recover(startup=True)
+            await self._recovery.redeliver()
+            self._housekeeping.start()
+            self._started = True
+
+    async def shutdown(self, timeout: float | None = None) -> None:
+        """Stop intake, give running turns ``timeout`` seconds (default: the
+        ``shutdown_timeout`` setting) to finish or reach a tool boundary (where they yield a
+        resume token), then cancel the rest and leave them queued to resume on the next
+        start. Queued work and the backlog are already stored. Idempotent."""
+        if self.closing:
+            return
+        self.closing = True
+        await self._housekeeping.stop()
+        wait = self.settings.shutdown_timeout if timeout is None else timeout
+        tasks = self._turns.tasks()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=wait)
+            for run in self._queues.runs():
+                if run.task in pending and run.cancel_reason is None:
+                    run.cancel_reason = "shutdown"
+                    run.task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        await self._marks.close()
+        self._outcomes.defer_all()
+        self._queues.wake_idle()
+
+    async def wait_idle(self) -> None:
+        """Return once no turn runs and nothing waits (``clawbot chat`` at end of input)."""
+        await self._queues.wait_idle()
+
+    # intake ----------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        session: Session,
+        entry: TranscriptEntry,
+        *,
+        lane: Lane = "main",
+        reply_to: str | None = None,
+        dedup_id: str | None = None,
+    ) -> TurnHandle | None:
+        """Store a message with its TurnJob and queue it; None for a redelivered message.
+
+        Returns once the message is durable: an adapter acknowledges the platform after
+        this. An idle session's message enters the transcript and runs (or waits for a lane
+        slot); a busy session's message waits in its backlog and, unless it is internal
+        announce traffic, steers the running turn."""
+        if self.closing:
+            raise ShuttingDownError("clawbot is shutting down and did not take this message")
+        if not self._started:
+            await self.start()
+        queue = self._queues.queue(session)
+        job_id = entry.turn_id
+        if job_id is None:
+            job_id = new_id("turn")
+            entry = entry.model_copy(update={"turn_id": job_id})
+        if queue.idle():
+            return await self._submit_direct(queue, entry, job_id, lane, reply_to, dedup_id)
+        return await self._submit_backlog(queue, entry, job_id, lane, reply_to, dedup_id)
+
+    async def _submit_direct(
+        self,
+        queue: SessionQueue,
+        entry: TranscriptEntry,
+        job_id: str,
+        lane: Lane,
+        reply_to: str | None,
+        dedup_id: str | None,
+    ) -> TurnHandle | None:
+        queues = self._queues
+        start_now = queues.has_room(lane) and not queues.waiting(lane)
+        job = TurnJob(
+            id=job_id,
+            session_key=queue.key,
+            lane=lane,
+            status="running" if start_now else "queued",
+            attempts=1 if start_now else 0,
+            owner=self.store.owner if start_now else None,
+            lease_until=queues.lease_from_now() if start_now else None,
+            reply_to=reply_to,
+        )
+        run: Run | None = None
+        if start_now:
+            # Claim the session and the slot before the first await: a message arriving
+            # meanwhile sees a busy session and goes to the backlog.
+            run = queues.new_run(queue, job, "message", slot=lane, mode="started")
+            queue.run = run
+            queues.reserve(lane)
+        else:
+            queue.direct.append(job)
+        replied = self._marks.take()
+        queue.submitting += 1
+        try:
+            transcript = await self.runtime.transcripts.get(queue.session)
+            fresh = await self.store.submit_job(
+                queue.session, job, entry=entry, dedup_id=dedup_id, replied=replied
+            )
+        except BaseException:
+            self._marks.give_back(replied)
+            fresh = False
+            raise
+        finally:
+            queue.submitting -= 1
+            if not fresh:
+                if run is not None:
+                    queue.run = None
+                    queues.unreserve(lane)
+                else:
+                    queue.direct.remove(job)
+                queues.settle(queue)
+        if not fresh:
+            return None
+        transcript.append([entry])
+        handle = self._outcomes.handle_for(job)
+        if run is None:
+            queues.settle(queue)
+        elif self.closing:
+            queue.run = None
+            queues.unreserve(lane)
+            await self._turns.release_on_shutdown(run)
+        else:
+            self._turns.launch(run)
+        return handle
+
+    async def _submit_backlog(
+        self,
+        queue: SessionQueue,
+        entry: TranscriptEntry,
+        job_id: str,
+        lane: Lane,
+        reply_to: str | None,
+        dedup_id: str | None,
+    ) -> TurnHandle | None:
+        steers = lane == "main" and queue.session.channel != INTERNAL_CHANNEL
+        item = BacklogItem(
+            kind="message", job_id=job_id, lane=lane, entry=entry, reply_to=reply_to, steers=steers
+        )
+        job = TurnJob(id=job_id, session_key=queue.key, lane=lane, reply_to=reply_to)
+        replied = self._marks.take()
+        queue.submitting += 1
+        try:
+            fresh = await self.store.submit_job(
+                queue.session, job, item=item, dedup_id=dedup_id, replied=replied
+            )
+        except BaseException:
+            self._marks.give_back(replied)
+            raise
+        finally:
+            queue.submitting -= 1
+        if fresh:
+            queue.backlog.append(item)
+            if steers and queue.run is not None:
+                log.info("session %s: a new message steers the running turn", queue.key)
+        self._queues.settle(queue)
+        return self._outcomes.handle_for(job) if fresh else None
+
+    async def add_context(
+        self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
+    ) -> bool:
+        """Store a message that starts no turn (group chatter kept as context), in order
+        with the session's turns: at once when no turn runs, else held back (durably) until
+        the running turn ends. False for a redelivered message."""
+        return await self._context.add(session, entry, dedup_id=dedup_id)
+
+    def refresh(self, session: Session) -> None:
+        """The router changed a session (agent, model, /new): later turns use the change."""
+        queue = self._queues.get(session.key)
+        if queue is not None:
+            queue.session = session
+
+    # control ---------------------------------------------------------------------------
+
+    def queue_state(self, session_key: str) -> QueueState:
+        queue = self._queues.get(session_key)
+        if queue is None:
+            return QueueState(session_key, None, (), 0, None)
+        run = queue.run
+        active = (
+            ActiveTurn(
+                job_id=run.job.id,
+                lane=run.slot,
+                kind=run.kind,
+                seconds=self.clock.monotonic() - run.started,
+            )
+            if run is not None
+            else None
+        )
+        return QueueState(
+            session_key=session_key,
+            active=active,
+            backlog=tuple(queue.backlog),
+            queued=len(queue.direct),
+            waiting_lane=queue.ready_lane,
+        )
+
+    async def stop(self, session_key: str) -> StopReport:
+        """Cancel the session's active turn at once and drop the interrupted work waiting in
+        its backlog; messages still waiting are answered as usual."""
+        queue = self._queues.get(session_key)
+        if queue is None:
+            return StopReport(stopped=None, dropped=0, waiting=0)
+        resumes = [item for item in queue.backlog if item.kind == "resume"]
+        queue.backlog = [item for item in queue.backlog if item.kind != "resume"]
+        if resumes:
+            dropped = [item.job_id for item in resumes]
+            await self.store.close_jobs(dropped, "cancelled", "dropped by /stop")
+            for job_id in dropped:
+                self._outcomes.resolve(job_id, TurnOutcome(job_id=job_id, status="cancelled"))
+        waiting = len(queue.direct) + sum(1 for item in queue.backlog if item.kind == "message")
+        run = queue.run
+        if run is not None:
+            if run.cancel_reason is None and run.task is not None:
+                run.cancel_reason = "stop"
+                run.task.cancel()
+            if run.task is not None:
+                await asyncio.wait({run.task})
+        self._queues.settle(queue)
+        return StopReport(
+            stopped=run.job.id if run is not None else None, dropped=len(resumes), waiting=waiting
+        )
+
+    async def tick(self) -> None:
+        """One round of housekeeping (a background task calls it; tests call it directly):
+        store journalled messages, renew the leases of long turns, log turns held too long,
+        write reply marks, close failed jobs the store refused before, take over jobs whose
+        owner's lease expired and, once a day, forget old message ids."""
+        await self._housekeeping.tick()
+
+    # wiring ----------------------------------------------------------------------------
+
+    def _is_closing(self) -> bool:
+        return self.closing
+
+    def _launch(self, run: Run) -> None:
+        self._turns.launch(run)
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop this scheduler runs on, looked up once: asyncio's own lookup makes a
+        system call (a fork check) each time, and the turn path needs it several times."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
