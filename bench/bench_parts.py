@@ -39,6 +39,7 @@ from bench_pipeline import Request, bare_litellm_seconds, flush_litellm_logging
 from clawbot.app import Clawbot
 from clawbot.llm import litellm_module
 from clawbot.settings import Settings
+from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel, ScriptedModel
 
 
@@ -54,9 +55,15 @@ def _no_checkpoints() -> None:
     return None
 
 
+def _sqlite(bot: Clawbot) -> SqliteStore:
+    """The bot's store as the SQLite one: the variants reach below the Store protocol."""
+    assert isinstance(bot.store, SqliteStore)
+    return bot.store
+
+
 async def _pragma(bot: Clawbot, pragma: str) -> None:
     # A pragma outside any transaction; the store has no public call for one.
-    await bot.store._fetchall(pragma)
+    await _sqlite(bot).database.fetchall(pragma)
 
 
 async def _drop_indexes(bot: Clawbot) -> None:
@@ -64,21 +71,22 @@ async def _drop_indexes(bot: Clawbot) -> None:
         db.execute("DROP INDEX messages_by_session")
         db.execute("DROP INDEX turn_jobs_pending")
 
-    await bot.store.transaction(drop)
+    await _sqlite(bot).transaction(drop)
 
 
 async def _leave_out_store_writes(bot: Clawbot) -> None:
     # Instance attributes: the shipped bot next to this one is untouched.
-    bot.store.submit_job = _skip_submit  # type: ignore[method-assign]
-    bot.store.finish_turn = _skip_finish  # type: ignore[method-assign]
+    jobs = _sqlite(bot).jobs
+    jobs.submit = _skip_submit  # type: ignore[method-assign]
+    jobs.finish = _skip_finish  # type: ignore[method-assign]
 
 
 async def _leave_out_journal(bot: Clawbot) -> None:
-    bot.store._journaling = False  # each message takes a transaction of its own again
+    _sqlite(bot).pending.journaling = False  # each message takes a transaction of its own again
 
 
 async def _leave_out_checkpoints(bot: Clawbot) -> None:
-    bot.store._committed = _no_checkpoints  # type: ignore[method-assign]
+    _sqlite(bot).database._committed = _no_checkpoints  # type: ignore[method-assign]
 
 
 async def _nothing(bot: Clawbot) -> None:

@@ -197,7 +197,7 @@ async def scheduler_cost(args: argparse.Namespace) -> None:
                 entry = TranscriptEntry(
                     role="assistant", content=(TextBlock(text="ok"),), turn_id=turn_id
                 )
-                await runtime.store.finish_turn(session, turn_id, [entry])
+                await runtime.store.jobs.finish(session, turn_id, [entry])
                 transcript.append([entry])
                 return TurnResult(turn_id=turn_id, status="done", reply="ok", rounds=0)
 

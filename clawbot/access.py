@@ -123,7 +123,7 @@ class AccessGateway:
             return True
         if self.rules.listed_sender(channel, sender_id):
             return True
-        return await self.store.is_approved_sender(channel, sender_id)
+        return await self.store.access.is_approved_sender(channel, sender_id)
 
     async def _dm(self, message: InboundMessage, is_command: bool) -> AccessDecision:
         policy = self.rules.dm_policy_for(message.channel)
@@ -145,7 +145,7 @@ class AccessGateway:
 
     async def _pair(self, message: InboundMessage) -> AccessDecision:
         now = self.clock()
-        request = await self.store.request_pairing(
+        request = await self.store.pairing.request(
             channel=message.channel,
             sender_id=message.sender_id,
             sender_name=message.sender_name,
@@ -196,7 +196,7 @@ class Pairing:
         self.clock = clock
 
     async def pending(self) -> list[PairingRequest]:
-        return await self.store.pending_pairings(self.clock())
+        return await self.store.pairing.pending(self.clock())
 
     async def approve(self, channel: str, code: str) -> PairingRequest:
         """Approve a pending code; the sender's next message reaches the agent."""
@@ -208,7 +208,7 @@ class Pairing:
     async def _decide(self, channel: str, code: str, *, approve: bool) -> PairingRequest:
         channel, code = channel.strip().lower(), normalize_code(code)
         now = self.clock()
-        request = await self.store.pairing_request(channel, code)
+        request = await self.store.pairing.get(channel, code)
         if request is None:
             raise ClawbotError(
                 f"there is no pairing code {code} on {channel}",
@@ -224,7 +224,7 @@ class Pairing:
                 f"the pairing code {code} on {channel} has expired",
                 hint="ask the sender to message the bot again for a new code",
             )
-        if not await self.store.decide_pairing(channel, code, approve=approve, now=now):
+        if not await self.store.pairing.decide(channel, code, approve=approve, now=now):
             raise ClawbotError(
                 f"the pairing code {code} on {channel} is no longer pending",
                 hint="run `clawbot pairing list` to see the codes waiting for approval",

@@ -72,7 +72,7 @@ class AgentRegistry:
     @classmethod
     async def open(cls, store: Store, folder: Path | None) -> AgentRegistry:
         """Load the stored agents, apply the folder's new or edited files, ensure ``main``."""
-        registry = cls(store, await store.list_agent_specs(), folder=folder)
+        registry = cls(store, await store.agents.list(), folder=folder)
         if folder is not None:
             await registry.sync_folder(folder)
         if DEFAULT_AGENT_ID not in registry._records:
@@ -244,7 +244,7 @@ class AgentRegistry:
         return paths
 
     async def _save(self, record: AgentRecord) -> None:
-        await self.store.save_agent_spec(record)
+        await self.store.agents.save(record)
         self._records[record.spec.agent_id] = record
 
 

@@ -23,7 +23,7 @@ from clawbot.runtime import AgentResolver, Runtime
 from clawbot.scheduling import Scheduler
 from clawbot.settings import Settings
 from clawbot.skills import skill_tools
-from clawbot.store import Store
+from clawbot.store import SqliteStore, Store
 from clawbot.switchboard import Switchboard
 from clawbot.tools import ToolRegistry
 from clawbot.workspace import Workspace
@@ -63,7 +63,7 @@ class Clawbot:
         agent commands and tools are added only to the default ones)."""
         prepare_home(settings)
         workspace = Workspace(settings.workspace_dir, clock=clock)
-        store = await Store.open(settings.db_path, synchronous=settings.db_synchronous)
+        store: Store = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
         try:
             await store.check_writable()
         except BaseException:

@@ -163,11 +163,11 @@ def _open_registry(settings: Settings, work: Callable[[AgentRegistry], Awaitable
     from clawbot.agent_registry import AgentRegistry
     from clawbot.errors import ClawbotError
     from clawbot.home import prepare_home
-    from clawbot.store import Store
+    from clawbot.store import SqliteStore
 
     async def run() -> None:
         prepare_home(settings)
-        store = await Store.open(settings.db_path, synchronous=settings.db_synchronous)
+        store = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
         try:
             registry = await AgentRegistry.open(store, settings.agents_dir)
             for problem in registry.problems:
@@ -427,10 +427,10 @@ def _decide(channel: str, code: str, *, approve: bool, home: Path | None) -> Pai
 
 async def _open_store(settings: Settings) -> Store:
     from clawbot.errors import ClawbotError
-    from clawbot.store import Store
+    from clawbot.store import SqliteStore
 
     try:
-        return await Store.open(settings.db_path, synchronous=settings.db_synchronous)
+        return await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
     except ClawbotError as exc:
         fail(str(exc), code=1)
 

@@ -106,11 +106,11 @@ def _home_check(settings: Settings) -> Check:
 
 
 async def _database_check(settings: Settings) -> Check:
-    from clawbot.store import Store
+    from clawbot.store import SqliteStore
 
     subject = f"database {settings.db_path}"
     try:
-        store = await Store.open(settings.db_path, synchronous=settings.db_synchronous)
+        store = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
     except ClawbotError as exc:
         return Check("problem", subject, str(exc))
     try:

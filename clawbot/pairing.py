@@ -7,17 +7,13 @@ being read aloud or retyped from a phone screen.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8
 CODE_TTL = timedelta(hours=1)
 MAX_PENDING_PER_CHANNEL = 3
-
-PAIRING_COLUMNS = "channel, code, sender_id, sender_name, chat_id, status, created_at, expires_at"
 
 
 def new_code() -> str:
@@ -46,16 +42,3 @@ class PairingRequest:
     status: str
     created_at: datetime
     expires_at: datetime
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> PairingRequest:
-        return cls(
-            channel=row[0],
-            code=row[1],
-            sender_id=row[2],
-            sender_name=row[3],
-            chat_id=row[4],
-            status=row[5],
-            created_at=datetime.fromisoformat(row[6]),
-            expires_at=datetime.fromisoformat(row[7]),
-        )

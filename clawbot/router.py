@@ -207,9 +207,9 @@ class Router:
 
     async def _load_session(self, message: InboundMessage) -> Session:
         key = session_key_for(message)
-        session = await self.store.get_session(key)
+        session = await self.store.sessions.get(key)
         if session is None:
-            session = await self.store.create_session(
+            session = await self.store.sessions.create(
                 Session.for_message(message, self.settings.agent)
             )
         return self.sessions.setdefault(key, session)
@@ -218,9 +218,9 @@ class Router:
         # Apply the changes to the freshest copy: a tool holding the turn's snapshot must not
         # undo a command (or another tool) that changed the session meanwhile. That copy is
         # the cached one, or the store's when the session has left the cache.
-        current = self.sessions.get(session.key) or await self.store.get_session(session.key)
+        current = self.sessions.get(session.key) or await self.store.sessions.get(session.key)
         updated = (current or session).with_changes(**changes)
-        await self.store.save_session(updated)
+        await self.store.sessions.save(updated)
         self.sessions.put(updated.key, updated)
         self.scheduler.refresh(updated)
         if "epoch" in changes:
@@ -231,7 +231,7 @@ class Router:
         resolved = self.runtime.resolve(session)
         source = resolved.model_source
         files = ", ".join(resolved.prompt_files) or "none"
-        stored = await self.store.count_messages(session.key, session.epoch)
+        stored = await self.store.transcripts.count(session.key, session.epoch)
         return "\n".join(
             [
                 f"Agent: {resolved.agent.name} ({resolved.agent.agent_id})",

@@ -196,7 +196,7 @@ class Runtime:
         turn_id = user_entry.turn_id or new_id("turn")
         user_entry = user_entry.model_copy(update={"turn_id": turn_id})
         job = TurnJob(id=turn_id, session_key=session.key, status="running", attempts=1)
-        if not await self.store.submit_job(session, job, entry=user_entry, dedup_id=dedup_id):
+        if not await self.store.jobs.submit(session, job, entry=user_entry, dedup_id=dedup_id):
             return None
         transcript.append([user_entry])
         return turn_id
@@ -253,7 +253,7 @@ class Runtime:
             entry = _assistant_entry(reply, turn_id, offer_tools)
             if not offer_tools or not reply.tool_calls:
                 pending.append(entry)
-                await self.store.finish_turn(session, turn_id, pending, status="done")
+                await self.store.jobs.finish(session, turn_id, pending, status="done")
                 transcript.append(pending)
                 return TurnResult(
                     turn_id=turn_id,
@@ -301,7 +301,7 @@ class Runtime:
             self.workspace.changed()
             self.skills.changed()
             # Each finished round is durable, so a crash loses at most the round in flight.
-            await self.store.append_entries(session, pending)
+            await self.store.transcripts.append(session, pending)
             transcript.append(pending)
             made.extend(pending)
             pending = []
@@ -341,7 +341,7 @@ class Runtime:
         exc: ClawbotError,
     ) -> TurnResult:
         log.error("turn failed: %s", exc)
-        await self.store.finish_turn(session, turn_id, pending, status="failed", error=str(exc))
+        await self.store.jobs.finish(session, turn_id, pending, status="failed", error=str(exc))
         transcript = await self.transcripts.get(session)
         transcript.append(pending)
         what = (

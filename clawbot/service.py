@@ -91,7 +91,7 @@ class Service:
         logged, not fatal: live messages keep flowing, and the next start tries again."""
         since = self.bot.scheduler.clock.now() - adapter.catch_up_window
         try:
-            chats = await self.bot.store.recent_chats(adapter.name, since)
+            chats = await self.bot.store.ledger.recent_chats(adapter.name, since)
             caught = await adapter.catch_up(chats) if chats else 0
         except Exception:
             log.exception("%s: could not fetch the messages missed while offline", adapter.name)

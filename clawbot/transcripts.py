@@ -100,7 +100,9 @@ class TranscriptCache:
         if item is not None and item.epoch == session.epoch:
             return item
         transcript = Transcript(epoch=session.epoch, keep=self._keep)
-        transcript.append(await self._store.load_transcript(session.key, session.epoch, self._keep))
+        transcript.append(
+            await self._store.transcripts.load(session.key, session.epoch, self._keep)
+        )
         # Another caller may have loaded (and appended to) this session meanwhile: the first
         # copy cached wins, so every writer appends to the same one.
         item = self._items.get(session.key)

@@ -16,7 +16,7 @@ from clawbot.messages import InboundMessage
 from clawbot.router import Handled
 from clawbot.sessions import Session
 from clawbot.settings import Settings
-from clawbot.store import Store
+from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel, ScriptedModel
 
 from .standins.openai_api import OpenAIStandin
@@ -24,11 +24,17 @@ from .standins.openai_api import OpenAIStandin
 STORE_SESSION = Session(key="m:a", channel="m", chat_id="a", agent_id="main")
 
 
+def sqlite_store(bot: Clawbot) -> SqliteStore:
+    """The bot's store as the SQLite one, for a test that reaches below the Store protocol."""
+    assert isinstance(bot.store, SqliteStore)
+    return bot.store
+
+
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
     """A store on a fresh database file, holding the session ``STORE_SESSION``."""
-    opened = await Store.open(tmp_path / "clawbot.db")
-    await opened.create_session(STORE_SESSION)
+    opened = await SqliteStore.open(tmp_path / "clawbot.db")
+    await opened.sessions.create(STORE_SESSION)
     yield opened
     await opened.close()
 

@@ -100,7 +100,7 @@ async def test_unknown_dm_sender_gets_a_code_and_nothing_reaches_the_agent(
     assert re.fullmatch(r"[ABCDEFGHJKLMNPQRSTUVWXYZ23456789]{8}", gated.code_in(handled))
     assert "clawbot pairing approve memory " in gated.channel.texts[0]
     assert scripted.requests == []
-    assert await gated.bot.store.count_messages("memory:dm-ann") == 0
+    assert await gated.bot.store.transcripts.count("memory:dm-ann") == 0
 
 
 async def test_a_sender_writing_again_gets_the_same_pending_code(gated: Gated) -> None:
@@ -311,7 +311,7 @@ async def test_a_group_not_in_the_allowlist_is_ignored_silently(
 
     assert handled.kind == "ignored"
     assert gated.channel.sent == [] and scripted.requests == []
-    assert await gated.bot.store.list_sessions() == []
+    assert await gated.bot.store.sessions.keys() == []
 
 
 @configure(allowed_groups=["memory:g1"])
@@ -344,7 +344,7 @@ async def test_redelivered_group_chatter_is_kept_once(gated: Gated) -> None:
     await gated.group("same thing twice", message_id="m1")
     await gated.group("same thing twice", message_id="m1")
 
-    assert await gated.bot.store.count_messages("memory:g1") == 1
+    assert await gated.bot.store.transcripts.count("memory:g1") == 1
 
 
 @configure(allowed_groups=["memory:g1"], group_require_mention=False)

@@ -14,14 +14,14 @@ from clawbot.agents import AgentSpec, ContextPolicy, ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.errors import ConfigError
 from clawbot.settings import Settings
-from clawbot.store import Store
+from clawbot.store import SqliteStore
 
 SHIPPED = Path(__file__).resolve().parent.parent / "agents"
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "agents.db")
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = await SqliteStore.open(tmp_path / "agents.db")
     yield opened
     await opened.close()
 
@@ -54,7 +54,7 @@ FULL_SPEC = AgentSpec(
 )
 
 
-async def test_the_shipped_agents_all_load_without_problems(store: Store) -> None:
+async def test_the_shipped_agents_all_load_without_problems(store: SqliteStore) -> None:
     registry = await AgentRegistry.open(store, SHIPPED)
 
     assert registry.problems == ()
@@ -70,12 +70,12 @@ async def test_the_shipped_agents_all_load_without_problems(store: Store) -> Non
 async def test_agents_are_stored_in_the_database_and_survive_a_restart(
     tmp_path: Path, folder: Path
 ) -> None:
-    store = await Store.open(tmp_path / "a.db")
+    store = await SqliteStore.open(tmp_path / "a.db")
     registry = await AgentRegistry.open(store, folder)
     await registry.create(FULL_SPEC)
     await store.close()
 
-    store = await Store.open(tmp_path / "a.db")
+    store = await SqliteStore.open(tmp_path / "a.db")
     reopened = await AgentRegistry.open(store, folder)
     await store.close()
 
@@ -83,20 +83,20 @@ async def test_agents_are_stored_in_the_database_and_survive_a_restart(
     assert reopened.record("translator").source == "chat"  # type: ignore[union-attr]
 
 
-async def test_main_exists_even_without_any_agent_file(store: Store, folder: Path) -> None:
+async def test_main_exists_even_without_any_agent_file(store: SqliteStore, folder: Path) -> None:
     registry = await AgentRegistry.open(store, folder)
 
     assert [spec.agent_id for spec in registry.all()] == ["main"]
     assert registry.get("no-such-agent").agent_id == "main"
 
 
-async def test_an_update_replaces_the_stored_spec(store: Store, folder: Path) -> None:
+async def test_an_update_replaces_the_stored_spec(store: SqliteStore, folder: Path) -> None:
     registry = await AgentRegistry.open(store, folder)
     await registry.create(FULL_SPEC)
 
     await registry.update(FULL_SPEC.model_copy(update={"temperature": 1.5}))
 
-    stored = {r.spec.agent_id: r.spec for r in await store.list_agent_specs()}
+    stored = {r.spec.agent_id: r.spec for r in await store.agents.list()}
     assert stored["translator"].temperature == 1.5
     assert registry.get("translator").temperature == 1.5
 
@@ -124,7 +124,7 @@ def test_a_multi_line_prompt_is_exported_readably(tmp_path: Path) -> None:
 
 
 async def test_export_writes_one_file_per_agent_that_loads_back_the_same(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     registry = await AgentRegistry.open(store, SHIPPED)
     await registry.create(FULL_SPEC)
@@ -145,7 +145,7 @@ async def test_export_writes_one_file_per_agent_that_loads_back_the_same(
 
 
 async def test_a_broken_file_is_reported_by_name_and_line_and_the_others_still_load(
-    store: Store, folder: Path
+    store: SqliteStore, folder: Path
 ) -> None:
     write(folder, "good.toml", 'agent_id = "good"\nname = "Good"\n')
     write(folder, "broken.toml", 'agent_id = "broken"\nname = "Broken"\n[tools\nallow = []\n')
@@ -161,7 +161,7 @@ async def test_a_broken_file_is_reported_by_name_and_line_and_the_others_still_l
 
 
 async def test_an_unterminated_string_is_reported_at_the_end_of_the_file(
-    store: Store, folder: Path
+    store: SqliteStore, folder: Path
 ) -> None:
     write(folder, "open.toml", 'agent_id = "open"\nname = "Open\n')
 
@@ -170,7 +170,9 @@ async def test_an_unterminated_string_is_reported_at_the_end_of_the_file(
     assert registry.problems[0].startswith("open.toml: line 2, column ")
 
 
-async def test_an_invalid_value_names_the_field_and_its_line(store: Store, folder: Path) -> None:
+async def test_an_invalid_value_names_the_field_and_its_line(
+    store: SqliteStore, folder: Path
+) -> None:
     write(
         folder,
         "hot.toml",
@@ -190,7 +192,7 @@ async def test_an_invalid_value_names_the_field_and_its_line(store: Store, folde
     assert registry.find("hot") is None
 
 
-async def test_a_model_without_provider_is_explained(store: Store, folder: Path) -> None:
+async def test_a_model_without_provider_is_explained(store: SqliteStore, folder: Path) -> None:
     write(folder, "bare.toml", 'name = "Bare"\nmodel = "gpt-4o"\n')
 
     registry = await AgentRegistry.open(store, folder)
@@ -201,7 +203,7 @@ async def test_a_model_without_provider_is_explained(store: Store, folder: Path)
 
 
 async def test_an_agent_id_that_differs_from_the_file_name_is_reported(
-    store: Store, folder: Path
+    store: SqliteStore, folder: Path
 ) -> None:
     write(folder, "alpha.toml", 'agent_id = "beta"\nname = "Beta"\n')
 
@@ -213,7 +215,7 @@ async def test_an_agent_id_that_differs_from_the_file_name_is_reported(
     )
 
 
-async def test_two_files_cannot_share_a_name(store: Store, folder: Path) -> None:
+async def test_two_files_cannot_share_a_name(store: SqliteStore, folder: Path) -> None:
     write(folder, "one.toml", 'name = "Twin"\n')
     write(folder, "two.toml", 'name = "twin"\n')
 
@@ -230,7 +232,7 @@ async def test_an_edited_file_updates_the_registry_at_the_next_start(
     tmp_path: Path, folder: Path
 ) -> None:
     path = write(folder, "helper.toml", 'name = "Helper"\ndescription = "first"\n')
-    store = await Store.open(tmp_path / "a.db")
+    store = await SqliteStore.open(tmp_path / "a.db")
     await AgentRegistry.open(store, folder)
     path.write_text('name = "Helper"\ndescription = "second"\n')
 
@@ -244,7 +246,7 @@ async def test_a_change_from_chat_survives_a_restart_until_the_file_is_edited(
     tmp_path: Path, folder: Path
 ) -> None:
     path = write(folder, "helper.toml", 'name = "Helper"\ndescription = "from the file"\n')
-    store = await Store.open(tmp_path / "a.db")
+    store = await SqliteStore.open(tmp_path / "a.db")
     registry = await AgentRegistry.open(store, folder)
     await registry.update(registry.get("helper").model_copy(update={"description": "from chat"}))
 
@@ -260,7 +262,7 @@ async def test_a_change_from_chat_survives_a_restart_until_the_file_is_edited(
 async def test_exporting_into_the_agents_folder_is_not_mistaken_for_an_edit(
     tmp_path: Path, folder: Path
 ) -> None:
-    store = await Store.open(tmp_path / "a.db")
+    store = await SqliteStore.open(tmp_path / "a.db")
     registry = await AgentRegistry.open(store, folder)
     await registry.create(FULL_SPEC)
     await registry.export(folder)

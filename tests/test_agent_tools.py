@@ -145,7 +145,7 @@ async def test_agent_create_reports_what_is_missing_then_creates_from_the_comple
 
     await chat.say("make me a translator agent")
     incomplete = scripted.requests[1].tool_results[0]
-    stored_before = [r.spec.agent_id for r in await bot.store.list_agent_specs()]
+    stored_before = [r.spec.agent_id for r in await bot.store.agents.list()]
     await chat.say("it translates; it should keep the tone")
     await chat.say("/agent translator")
     await chat.say("bonjour")
@@ -160,7 +160,7 @@ async def test_agent_create_reports_what_is_missing_then_creates_from_the_comple
     assert channel.texts[2].startswith("Switched to Translator (translator)")
     assert scripted.requests[-1].tool_names == ["file_read"]
     assert scripted.requests[-1].system.startswith("Translate what the user sends; keep the tone.")
-    stored = {r.spec.agent_id: r for r in await bot.store.list_agent_specs()}
+    stored = {r.spec.agent_id: r for r in await bot.store.agents.list()}
     assert stored["translator"].source == "chat"
 
 
@@ -176,7 +176,7 @@ async def test_agent_create_names_wrong_fields_and_writes_nothing(
     assert "wrong: temperature: Input should be less than or equal to 2" in result
     assert "colour: not an agent setting" in result
     assert bot.agents.find("translator") is None
-    assert "translator" not in [r.spec.agent_id for r in await bot.store.list_agent_specs()]
+    assert "translator" not in [r.spec.agent_id for r in await bot.store.agents.list()]
 
 
 async def test_agent_create_asks_for_an_id_when_none_can_be_made_from_the_name(
@@ -383,6 +383,6 @@ async def test_a_switch_by_a_tool_keeps_a_model_change_made_while_the_turn_ran(
 
     session = await bot.router.session_for(MemoryChannel().message("x"))
     assert (session.agent_id, session.model_override) == ("coder", "scripted/other")
-    stored = await bot.store.get_session(session.key)
+    stored = await bot.store.sessions.get(session.key)
     assert stored is not None
     assert (stored.agent_id, stored.model_override) == ("coder", "scripted/other")

@@ -12,7 +12,7 @@ from clawbot.agent_registry import AgentRegistry
 from clawbot.agents import AgentSpec
 from clawbot.home import prepare_home
 from clawbot.settings import Settings
-from clawbot.store import Store
+from clawbot.store import SqliteStore
 
 
 def clawbot(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -53,7 +53,7 @@ async def test_export_writes_the_registry_including_agents_created_from_chat(
 ) -> None:
     home = tmp_path / "home"
     prepare_home(Settings(home=home, _env_file=None))  # type: ignore[call-arg]
-    store = await Store.open(home / "clawbot.db")
+    store = await SqliteStore.open(home / "clawbot.db")
     registry = await AgentRegistry.open(store, home / "agents")
     created = AgentSpec(agent_id="poet", name="Poet", description="Writes verse.")
     await registry.create(created)

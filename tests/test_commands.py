@@ -58,7 +58,7 @@ async def test_new_starts_a_fresh_conversation_and_keeps_the_old_one_stored(
 
     users = [m["content"] for m in scripted.requests[-1].messages if m["role"] == "user"]
     assert users == ["what is my name?"]
-    assert await chat.bot.store.count_messages("memory:chat1") == 4
+    assert await chat.bot.store.transcripts.count("memory:chat1") == 4
     assert channel.texts[1].startswith("Started a new conversation")
 
 

@@ -373,10 +373,10 @@ async def test_a_send_that_ultimately_fails_is_logged_and_marks_the_turn(
         await world.say("hi")
         await world.settle(1)
 
-    [key] = await world.bot.store.list_sessions()
-    [job] = await world.bot.store.turn_jobs_for(key)
-    assert job["status"] == "done"
-    assert job["error"].startswith("delivery failed: ")
+    [key] = await world.bot.store.sessions.keys()
+    [job] = await world.bot.store.jobs.for_session(key)
+    assert job.status == "done"
+    assert (job.error or "").startswith("delivery failed: ")
     assert f"delivery failed for session {key}" in caplog.text
     assert world.harness.sent() == []
 

@@ -14,16 +14,16 @@ from clawbot.jobs import TurnJob
 from clawbot.scheduling import SEEN_FORGET_EVERY, SEEN_RETENTION
 from clawbot.sessions import Session
 from clawbot.settings import Settings
-from clawbot.store import Store
+from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel
 
-from .conftest import STORE_SESSION, Chat
+from .conftest import STORE_SESSION, Chat, sqlite_store
 from .test_store import _database_at_schema
 
 UPGRADED = Session(key="memory:chat1", channel="memory", chat_id="chat1", agent_id="main")
 
 
-async def _age(store: Store, message_id: str, days: float) -> None:
+async def _age(store: SqliteStore, message_id: str, days: float) -> None:
     """Make the ledger say ``message_id`` was taken ``days`` ago."""
     then = (datetime.now(UTC) - timedelta(days=days)).isoformat()
     await store.transaction(
@@ -33,7 +33,7 @@ async def _age(store: Store, message_id: str, days: float) -> None:
     )
 
 
-async def _taken(store: Store, ids: list[str], days_ago: float) -> None:
+async def _taken(store: SqliteStore, ids: list[str], days_ago: float) -> None:
     """Put ``ids`` in the ledger as taken ``days_ago``."""
     then = (datetime.now(UTC) - timedelta(days=days_ago)).isoformat()
     await store.transaction(
@@ -45,8 +45,9 @@ async def _taken(store: Store, ids: list[str], days_ago: float) -> None:
     )
 
 
-async def _ledger(store: Store) -> list[str]:
-    return [row[0] for row in await store._fetchall("SELECT message_id FROM inbound_seen")]
+async def _ledger(store: SqliteStore) -> list[str]:
+    rows = await store.database.fetchall("SELECT message_id FROM inbound_seen")
+    return [message_id for (message_id,) in rows]
 
 
 async def test_ids_past_the_retention_are_forgotten_and_newer_ones_still_drop_redeliveries(
@@ -54,9 +55,9 @@ async def test_ids_past_the_retention_are_forgotten_and_newer_ones_still_drop_re
 ) -> None:
     await chat.say("old news", message_id="m1")
     await chat.say("fresh news", message_id="m2")
-    await _age(bot.store, "m1", days=8)
+    await _age(sqlite_store(bot), "m1", days=8)
 
-    forgotten = await bot.store.forget_seen(timedelta(days=7))
+    forgotten = await bot.store.ledger.forget_older_than(timedelta(days=7))
 
     assert forgotten == 1
     assert (await chat.say("fresh news", message_id="m2")).kind == "duplicate"
@@ -64,21 +65,21 @@ async def test_ids_past_the_retention_are_forgotten_and_newer_ones_still_drop_re
 
 
 async def test_a_large_ledger_is_forgotten_chunk_by_chunk_down_to_its_last_old_id(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     await _taken(store, [f"old{n}" for n in range(25)], days_ago=30)
     await _taken(store, [f"new{n}" for n in range(3)], days_ago=0)
 
-    forgotten = await store.forget_seen(timedelta(days=7), chunk=10)
+    forgotten = await store.ledger.forget_older_than(timedelta(days=7), chunk=10)
 
     assert forgotten == 25
     assert sorted(await _ledger(store)) == ["new0", "new1", "new2"]
 
 
-async def test_pruning_leaves_the_event_loop_free_while_sqlite_works(store: Store) -> None:
+async def test_pruning_leaves_the_event_loop_free_while_sqlite_works(store: SqliteStore) -> None:
     await _taken(store, [f"old{n}" for n in range(2_000)], days_ago=30)
 
-    pruning = asyncio.ensure_future(store.forget_seen(timedelta(days=7), chunk=100))
+    pruning = asyncio.ensure_future(store.ledger.forget_older_than(timedelta(days=7), chunk=100))
     turns_of_the_loop = 0
     while not pruning.done():
         turns_of_the_loop += 1
@@ -89,19 +90,20 @@ async def test_pruning_leaves_the_event_loop_free_while_sqlite_works(store: Stor
 
 
 async def test_messages_arriving_while_a_large_ledger_is_pruned_are_all_stored_once(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
     await _taken(store, [f"old{n}" for n in range(20_000)], days_ago=30)
 
     async def arrive(n: int) -> bool:
         await asyncio.sleep(0)
         job = TurnJob(id=f"turn-{n}", session_key=STORE_SESSION.key)
-        return await store.submit_job(STORE_SESSION, job, dedup_id=f"new{n}")
+        return await store.jobs.submit(STORE_SESSION, job, dedup_id=f"new{n}")
 
     forgotten, *stored = await asyncio.gather(
-        store.forget_seen(timedelta(days=7), chunk=1_000), *(arrive(n) for n in range(50))
+        store.ledger.forget_older_than(timedelta(days=7), chunk=1_000),
+        *(arrive(n) for n in range(50)),
     )
-    again = await store.submit_job(
+    again = await store.jobs.submit(
         STORE_SESSION, TurnJob(id="turn-again", session_key=STORE_SESSION.key), dedup_id="new7"
     )
 
@@ -121,15 +123,15 @@ async def test_housekeeping_forgets_old_ids_once_a_day(settings: Settings) -> No
             await chat.say("hello", message_id=message_id)
         old = SEEN_RETENTION.days + 1
 
-        await _age(bot.store, "m1", days=old)
+        await _age(sqlite_store(bot), "m1", days=old)
         await bot.scheduler.tick()
-        after_first = sorted(await _ledger(bot.store))
-        await _age(bot.store, "m2", days=old)
+        after_first = sorted(await _ledger(sqlite_store(bot)))
+        await _age(sqlite_store(bot), "m2", days=old)
         await bot.scheduler.tick()
-        same_day = sorted(await _ledger(bot.store))
+        same_day = sorted(await _ledger(sqlite_store(bot)))
         clock.advance(SEEN_FORGET_EVERY)
         await bot.scheduler.tick()
-        next_day = sorted(await _ledger(bot.store))
+        next_day = sorted(await _ledger(sqlite_store(bot)))
 
     assert after_first == ["m2", "m3"]
     assert same_day == ["m2", "m3"]
@@ -152,10 +154,10 @@ async def test_an_upgraded_ledger_still_drops_the_ids_it_took_and_is_clustered_o
     raw.commit()
     raw.close()
 
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
     try:
         taken = [
-            await store.submit_job(
+            await store.jobs.submit(
                 UPGRADED, TurnJob(id=job, session_key=UPGRADED.key), dedup_id=mid
             )
             for job, mid in (("turn-1", "m1"), ("turn-2", "m2"))

@@ -11,7 +11,7 @@ from clawbot.backlog import BacklogItem
 from clawbot.errors import StoreError
 from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
-from clawbot.store import Store
+from clawbot.store import SqliteStore
 
 
 def item(job_id: str) -> BacklogItem:
@@ -20,26 +20,26 @@ def item(job_id: str) -> BacklogItem:
 
 
 async def test_concurrent_submits_are_all_stored_and_a_redelivery_among_them_is_dropped(
-    store: Store,
+    store: SqliteStore,
 ) -> None:
-    session = await store.get_session("m:a")
+    session = await store.sessions.get("m:a")
     assert session is not None
     ids = [f"job{n}" for n in range(20)]
     dedup = [f"m{n}" for n in range(19)] + ["m3"]
 
     stored = await asyncio.gather(
         *(
-            store.submit_job(session, TurnJob(id=i, session_key="m:a"), item=item(i), dedup_id=d)
+            store.jobs.submit(session, TurnJob(id=i, session_key="m:a"), item=item(i), dedup_id=d)
             for i, d in zip(ids, dedup, strict=True)
         )
     )
 
     assert stored == [True] * 19 + [False]
-    assert [i.job_id for _, i in await store.backlog_items("m:a")] == ids[:19]
-    assert len(await store.turn_jobs_for("m:a")) == 19
+    assert [stored.item.job_id for stored in await store.backlog.items("m:a")] == ids[:19]
+    assert len(await store.jobs.for_session("m:a")) == 19
 
 
-async def test_a_failing_write_in_a_shared_commit_is_rolled_back_alone(store: Store) -> None:
+async def test_a_failing_write_in_a_shared_commit_is_rolled_back_alone(store: SqliteStore) -> None:
     def insert(name: str, fail: bool = False) -> Awaitable[None]:
         def work(db: sqlite3.Connection) -> None:
             db.execute(
@@ -62,28 +62,30 @@ async def test_a_failing_write_in_a_shared_commit_is_rolled_back_alone(store: St
 
     assert [results[0], results[1], results[3]] == [None, None, None]
     assert isinstance(results[2], StoreError)
-    async with store._conn.execute("SELECT message_id FROM inbound_seen ORDER BY 1") as cursor:
+    async with store.database._conn.execute(
+        "SELECT message_id FROM inbound_seen ORDER BY 1"
+    ) as cursor:
         rows = [row[0] for row in await cursor.fetchall()]
     assert rows == ["one", "three", "two"]
 
 
-def count_commits(store: Store) -> list[str]:
+def count_commits(store: SqliteStore) -> list[str]:
     """The COMMIT statements the store's connection runs from now on."""
     commits: list[str] = []
-    store._conn._conn.set_trace_callback(
+    store.database._conn._conn.set_trace_callback(
         lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None
     )
     return commits
 
 
-async def test_a_burst_of_writes_takes_two_commits_the_first_at_once(store: Store) -> None:
-    session = await store.get_session("m:a")
+async def test_a_burst_of_writes_takes_two_commits_the_first_at_once(store: SqliteStore) -> None:
+    session = await store.sessions.get("m:a")
     assert session is not None
     commits = count_commits(store)
 
     stored = await asyncio.gather(
         *(
-            store.submit_job(
+            store.jobs.submit(
                 session, TurnJob(id=f"job{n}", session_key="m:a"), item=item(f"job{n}")
             )
             for n in range(20)
@@ -92,16 +94,16 @@ async def test_a_burst_of_writes_takes_two_commits_the_first_at_once(store: Stor
 
     assert stored == [True] * 20
     assert len(commits) == 2
-    assert len(await store.turn_jobs_for("m:a")) == 20
+    assert len(await store.jobs.for_session("m:a")) == 20
 
 
-async def test_a_lone_write_is_committed_before_the_loop_turns(store: Store) -> None:
-    session = await store.get_session("m:a")
+async def test_a_lone_write_is_committed_before_the_loop_turns(store: SqliteStore) -> None:
+    session = await store.sessions.get("m:a")
     assert session is not None
     loop_turned = asyncio.Event()
     asyncio.get_running_loop().call_soon(loop_turned.set)
 
-    await store.submit_job(session, TurnJob(id="job1", session_key="m:a"), item=item("job1"))
+    await store.jobs.submit(session, TurnJob(id="job1", session_key="m:a"), item=item("job1"))
 
     assert not loop_turned.is_set()
     with sqlite3.connect(store.path) as other:

@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-import clawbot.intake
-import clawbot.store
+import clawbot.store.intake
+import clawbot.store.journal
 from clawbot.app import Clawbot
 from clawbot.errors import LeaseLostError, StoreError
 from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.settings import Settings
-from clawbot.store import Store
+from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel
 
 from .conftest import STORE_SESSION as SESSION
@@ -38,10 +38,10 @@ def _said(text: str, role: str = "user") -> TranscriptEntry:
 
 
 async def _accept(
-    store: Store, job_id: str, text: str, *, dedup_id: str | None = None, **job: Any
+    store: SqliteStore, job_id: str, text: str, *, dedup_id: str | None = None, **job: Any
 ) -> bool:
     """Hand ``store`` a message for an idle session, the way the scheduler does."""
-    return await store.submit_job(
+    return await store.jobs.submit(
         SESSION,
         TurnJob(id=job_id, session_key=SESSION.key, **job),
         entry=_said(text),
@@ -72,30 +72,30 @@ def _journals(folder: Path) -> list[Path]:
     return sorted(path for path in folder.iterdir() if ".intake-" in path.name)
 
 
-async def _opened(database: Path, *, synchronous: str = "NORMAL") -> Store:
-    store = await Store.open(database, synchronous=synchronous)
-    await store.create_session(SESSION)
+async def _opened(database: Path, *, synchronous: str = "NORMAL") -> SqliteStore:
+    store = await SqliteStore.open(database, synchronous=synchronous)
+    await store.sessions.create(SESSION)
     return store
 
 
 async def _restart(database: Path) -> None:
     """Open and close the database, as the next start does: it replays what it finds."""
-    restarted = await Store.open(database)
+    restarted = await SqliteStore.open(database)
     await restarted.close()
 
 
-async def _crash(store: Store) -> None:
+async def _crash(store: SqliteStore) -> None:
     """End ``store`` the way a killed process ends: its journal's lock goes with its file
     descriptor and nothing still pending is written. No public method dies on purpose, so
     this reaches the store's journal and connection."""
-    assert store._journal is not None
-    store._journal.release()
-    store._journal = None
-    await store._conn.close()
+    assert store.pending._journal is not None
+    store.pending._journal.release()
+    store.pending._journal = None
+    await store.database._conn.close()
 
 
 async def test_an_accepted_message_is_in_the_journal_not_yet_in_sqlite_and_a_read_stores_it_first(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     database = tmp_path / "clawbot.db"
 
@@ -103,7 +103,7 @@ async def test_an_accepted_message_is_in_the_journal_not_yet_in_sqlite_and_a_rea
     (journal,) = _journals(tmp_path)
     in_journal = "hello there" in journal.read_text()
     before_read = (_texts(database), _jobs(database))
-    read = [entry.text for entry in await store.load_transcript(SESSION.key, 0)]
+    read = [entry.text for entry in await store.transcripts.load(SESSION.key, 0)]
 
     assert taken is True
     assert in_journal
@@ -132,10 +132,10 @@ async def test_a_message_accepted_before_a_crash_is_stored_with_its_job_at_the_n
     assert _jobs(database) == []
 
     with caplog.at_level(logging.WARNING, logger="clawbot.store"):
-        restarted = await Store.open(database)
+        restarted = await SqliteStore.open(database)
     try:
-        jobs = await restarted.open_jobs()
-        transcript = [entry.text for entry in await restarted.load_transcript(SESSION.key, 0)]
+        jobs = await restarted.jobs.open()
+        transcript = [entry.text for entry in await restarted.transcripts.load(SESSION.key, 0)]
     finally:
         await restarted.close()
 
@@ -149,7 +149,7 @@ async def test_a_message_accepted_before_a_crash_is_stored_with_its_job_at_the_n
 
 
 async def test_a_journal_held_by_a_live_store_is_not_replayed_by_another_open_of_the_same_file(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     database = tmp_path / "clawbot.db"
     await _accept(store, "turn-1", "still mine")
@@ -235,7 +235,7 @@ async def test_a_torn_last_line_is_skipped_with_a_warning_and_the_intakes_before
 
 
 async def test_a_redelivery_of_a_message_still_only_in_the_journal_is_dropped(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     database = tmp_path / "clawbot.db"
 
@@ -251,7 +251,7 @@ async def test_a_redelivery_of_a_message_still_only_in_the_journal_is_dropped(
 
 
 async def test_a_transaction_whose_work_fails_still_stores_the_journalled_messages(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     database = tmp_path / "clawbot.db"
     await _accept(store, "turn-1", "keep me")
@@ -269,7 +269,7 @@ async def test_a_transaction_whose_work_fails_still_stores_the_journalled_messag
 
 
 async def test_a_finish_fenced_off_by_another_owner_still_stores_the_journalled_messages(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     database = tmp_path / "clawbot.db"
     await _accept(store, "turn-1", "first", status="running", owner=store.owner)
@@ -280,7 +280,7 @@ async def test_a_finish_fenced_off_by_another_owner_still_stores_the_journalled_
     await _accept(store, "turn-2", "second")
 
     with pytest.raises(LeaseLostError):
-        await store.finish_turn(SESSION, "turn-1", [_said("stale answer", "assistant")])
+        await store.jobs.finish(SESSION, "turn-1", [_said("stale answer", "assistant")])
 
     # Read with another connection: a read through the store would flush by itself.
     assert _texts(database) == ["first", "second"]
@@ -312,7 +312,7 @@ async def test_a_journal_that_could_not_be_stored_at_close_is_kept_and_replayed_
     await _accept(store, "turn-1", "not lost")
     # This connection can no longer write, as with a read-only file or a full disk (no
     # public way to cause that, and root ignores file modes, so it reaches the connection).
-    store._conn._conn.execute("PRAGMA query_only=ON")
+    store.database._conn._conn.execute("PRAGMA query_only=ON")
 
     with caplog.at_level(logging.WARNING, logger="clawbot.store"):
         await store.close()
@@ -328,12 +328,12 @@ async def test_a_journal_that_could_not_be_stored_at_close_is_kept_and_replayed_
 
 
 async def test_after_a_write_fails_on_the_database_a_message_is_refused_up_front_not_journalled(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     # The database can no longer be written (reaching the connection, as above).
-    store._conn._conn.execute("PRAGMA query_only=ON")
+    store.database._conn._conn.execute("PRAGMA query_only=ON")
     with pytest.raises(StoreError):
-        await store.append_entries(SESSION, [_said("fails")])
+        await store.transcripts.append(SESSION, [_said("fails")])
 
     with pytest.raises(StoreError):
         await _accept(store, "turn-1", "would be lost")
@@ -342,12 +342,12 @@ async def test_after_a_write_fails_on_the_database_a_message_is_refused_up_front
 
 
 async def test_a_journal_whose_intakes_are_all_stored_starts_over_once_it_reaches_the_reset_size(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await _accept(store, "turn-1", "one")
     (journal,) = _journals(tmp_path)
     one_line = journal.stat().st_size
-    monkeypatch.setattr(clawbot.intake, "RESET_AT", one_line + 1)
+    monkeypatch.setattr(clawbot.store.journal, "RESET_AT", one_line + 1)
 
     await store.flush()
     below_the_size = journal.stat().st_size
@@ -376,7 +376,7 @@ async def test_an_append_to_the_journal_is_fsynced_under_full_synchronous_only(
 
     try:
         with monkeypatch.context() as patched:
-            patched.setattr(os, "fsync", counting)  # the module clawbot.intake calls
+            patched.setattr(os, "fsync", counting)  # the module clawbot.store.journal calls
             await _accept(store, "turn-1", "hi")
         (journal,) = _journals(tmp_path)
         inode = journal.stat().st_ino
@@ -386,8 +386,8 @@ async def test_an_append_to_the_journal_is_fsynced_under_full_synchronous_only(
     assert synced.count(inode) == journal_fsyncs
 
 
-async def _answer(store: Store, job_id: str, text: str) -> None:
-    await store.finish_turn(SESSION, job_id, [_said(text, "assistant")])
+async def _answer(store: SqliteStore, job_id: str, text: str) -> None:
+    await store.jobs.finish(SESSION, job_id, [_said(text, "assistant")])
 
 
 async def test_a_turn_ended_while_only_in_the_journal_is_stored_as_it_ended_after_a_crash(
@@ -401,27 +401,27 @@ async def test_a_turn_ended_while_only_in_the_journal_is_stored_as_it_ended_afte
     await _crash(store)
 
     with caplog.at_level(logging.WARNING, logger="clawbot.store"):
-        reopened = await Store.open(database)
+        reopened = await SqliteStore.open(database)
     try:
-        transcript = [e.text for e in await reopened.load_transcript(SESSION.key, 0)]
-        job = await reopened.turn_job("turn-1")
-        answer = await reopened.turn_reply("turn-1")
-        unsent = [j.id for j in await reopened.unreplied_jobs()]
+        transcript = [e.text for e in await reopened.transcripts.load(SESSION.key, 0)]
+        job = await reopened.jobs.get("turn-1")
+        answer = await reopened.jobs.reply_text("turn-1")
+        unsent = [j.id for j in await reopened.jobs.unreplied()]
     finally:
         await reopened.close()
 
     assert in_sqlite == ([], [])  # the answer went out with both only in the journal
     assert transcript == ["what is two and two", "four"]
-    assert job is not None and job["status"] == "done"
+    assert job is not None and job.status == "done"
     assert answer == "four"
     assert unsent == ["turn-1"]  # its reply may not have gone out: sent again at start-up
     assert "recovered 1 accepted message(s), 1 answered" in caplog.text
 
 
 async def test_journalled_turns_reach_the_database_together_once_enough_have_ended(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(clawbot.store, "WRITE_BEHIND_TURNS", 3)
+    monkeypatch.setattr(clawbot.store.intake, "WRITE_BEHIND_TURNS", 3)
     database = tmp_path / "clawbot.db"
     seen: list[list[str]] = []
     for number in (1, 2, 3):
@@ -437,9 +437,9 @@ async def test_journalled_turns_reach_the_database_together_once_enough_have_end
 
 
 async def test_a_journalled_turn_reaches_the_database_shortly_after_it_ended(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(clawbot.store, "WRITE_BEHIND_SECONDS", 0)
+    monkeypatch.setattr(clawbot.store.intake, "WRITE_BEHIND_SECONDS", 0)
     database = tmp_path / "clawbot.db"
     await _accept(store, "turn-1", "anyone there?", status="running")
     await _answer(store, "turn-1", "yes")
@@ -456,7 +456,7 @@ async def test_a_journalled_turn_reaches_the_database_shortly_after_it_ended(
 
 
 async def test_a_turn_whose_message_reached_the_database_already_ends_in_a_transaction(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     database = tmp_path / "clawbot.db"
     await _accept(store, "turn-1", "hello", status="running", owner=store.owner)
@@ -475,11 +475,11 @@ async def test_a_journal_that_cannot_be_written_leaves_every_message_to_a_transa
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    def full(self: clawbot.intake.IntakeJournal, data: bytes) -> None:
+    def full(self: clawbot.store.journal.IntakeJournal, data: bytes) -> None:
         raise OSError(28, "No space left on device")
 
     await chat.say("before")  # journalled, as usual
-    monkeypatch.setattr(clawbot.intake.IntakeJournal, "append", full)
+    monkeypatch.setattr(clawbot.store.journal.IntakeJournal, "append", full)
     with caplog.at_level(logging.WARNING, logger="clawbot.store"):
         first = await chat.say("during")
         second = await chat.say("after")
@@ -499,15 +499,15 @@ async def test_a_reply_noted_as_sent_is_not_sent_again_after_a_crash(tmp_path: P
     store.note_replied("turn-1")  # the reply went out; its mark is not in SQLite yet
     await _crash(store)
 
-    reopened = await Store.open(database)
+    reopened = await SqliteStore.open(database)
     try:
-        unsent = [j.id for j in await reopened.unreplied_jobs()]
-        job = await reopened.turn_job("turn-1")
+        unsent = [j.id for j in await reopened.jobs.unreplied()]
+        job = await reopened.jobs.get("turn-1")
     finally:
         await reopened.close()
 
     assert unsent == []
-    assert job is not None and job["status"] == "done"
+    assert job is not None and job.status == "done"
 
 
 async def test_a_reply_noted_after_its_turn_reached_sqlite_is_not_sent_again_after_a_crash(
@@ -521,9 +521,9 @@ async def test_a_reply_noted_after_its_turn_reached_sqlite_is_not_sent_again_aft
     store.note_replied("turn-1")
     await _crash(store)
 
-    reopened = await Store.open(database)
+    reopened = await SqliteStore.open(database)
     try:
-        unsent = [j.id for j in await reopened.unreplied_jobs()]
+        unsent = [j.id for j in await reopened.jobs.unreplied()]
     finally:
         await reopened.close()
 

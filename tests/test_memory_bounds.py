@@ -143,11 +143,11 @@ async def test_a_restart_that_records_held_back_chatter_keeps_no_state_for_that_
         session = await bot.router.session_for(group)
         # A process that held chatter back during a turn and died before recording it.
         chatter = TranscriptEntry(role="user", content=(TextBlock(text="[bob] lunch?"),))
-        await bot.store.defer_context(session, chatter)
+        await bot.store.backlog.defer_context(session, chatter)
 
     async with await Clawbot.open(settings) as bot:
         await bot.start()
 
-        assert await bot.store.count_messages(session.key, session.epoch) == 1
+        assert await bot.store.transcripts.count(session.key, session.epoch) == 1
         # No public view counts the sessions the scheduler tracks; an idle one must not stay.
         assert session.key not in bot.scheduler._queues

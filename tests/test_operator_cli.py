@@ -18,7 +18,7 @@ from clawbot.access import AccessGateway
 from clawbot.cli import app
 from clawbot.messages import InboundMessage
 from clawbot.settings import Settings
-from clawbot.store import Store
+from clawbot.store import SqliteStore
 
 from .standins.openai_api import OpenAIStandin
 from .standins.telegram import TelegramHarness
@@ -264,7 +264,7 @@ async def _read_until(stream: asyncio.StreamReader, marker: str, timeout: float 
 
 
 async def _request_code(settings: Settings, sender: str = "1001") -> str:
-    store = await Store.open(settings.db_path)
+    store = await SqliteStore.open(settings.db_path)
     try:
         decision = await AccessGateway(store, settings)(
             InboundMessage(
@@ -308,9 +308,9 @@ def test_pairing_approve_lets_the_sender_in(tmp_path: Path) -> None:
     )
 
     async def approved() -> bool:
-        store = await Store.open(settings.db_path)
+        store = await SqliteStore.open(settings.db_path)
         try:
-            return await store.is_approved_sender("telegram", "1001")
+            return await store.access.is_approved_sender("telegram", "1001")
         finally:
             await store.close()
 

@@ -64,15 +64,15 @@ async def test_a_job_whose_lease_expired_is_taken_over_and_the_stale_runner_stay
             await restarted.scheduler.wait_idle()
             model.release.set()
             stale = await receipt.wait()
-            stored = await restarted.store.load_transcript("memory:chat1", 0)
-            jobs = await restarted.store.turn_jobs_for("memory:chat1")
+            stored = await restarted.store.transcripts.load("memory:chat1", 0)
+            jobs = await restarted.store.jobs.for_session("memory:chat1")
 
     assert still_leased == ([], 1)
     assert channel.texts == ["Here is the report."]
     assert [m["content"] for m in scripted.requests[1].messages[1:]] == ["write the report"]
     assert (stale.kind, lost.texts) == ("deferred", [])
     assert [e.text for e in stored] == ["write the report", "Here is the report."]
-    assert [j["status"] for j in jobs] == ["done"]
+    assert [j.status for j in jobs] == ["done"]
 
 
 async def test_a_taken_over_turn_closes_the_jobs_merged_into_it(
@@ -106,11 +106,11 @@ async def test_a_taken_over_turn_closes_the_jobs_merged_into_it(
             clock.advance(settings.job_lease + 1)
             await restarted.scheduler.tick()
             await restarted.scheduler.wait_idle()
-            jobs = await restarted.store.turn_jobs_for("memory:chat1")
+            jobs = await restarted.store.jobs.for_session("memory:chat1")
             release[1].set()
 
     assert channel.texts == ["answer 3"]
-    assert [j["status"] for j in jobs] == ["done", "done", "done"]
+    assert [j.status for j in jobs] == ["done", "done", "done"]
 
 
 async def test_a_job_out_of_attempts_is_failed_with_a_note_to_the_user(
@@ -133,7 +133,7 @@ async def test_a_job_out_of_attempts_is_failed_with_a_note_to_the_user(
             await restarted.start()
             model.release.set()
             await receipt.wait()
-            jobs = await restarted.store.turn_jobs_for("memory:chat1")
+            jobs = await restarted.store.jobs.for_session("memory:chat1")
 
     assert channel.texts == [
         "Sorry, I could not finish your request: clawbot was interrupted while working on it "
@@ -141,7 +141,7 @@ async def test_a_job_out_of_attempts_is_failed_with_a_note_to_the_user(
     ]
     assert len(scripted.requests) == 1
     assert lost.texts == []
-    assert [(j["status"], j["error"]) for j in jobs] == [
+    assert [(j.status, j.error) for j in jobs] == [
         ("failed", "gave up after 1 interrupted attempts")
     ]
 
@@ -165,7 +165,7 @@ async def test_a_long_turn_renews_its_lease_so_no_other_process_takes_it_over(
             other.connect(MemoryChannel())
             await other.start()
             await other.scheduler.tick()
-            [job] = await other.store.open_jobs()
+            [job] = await other.store.jobs.open()
         model.release.set()
         await receipt.wait()
 
@@ -250,7 +250,7 @@ async def test_shutdown_keeps_a_turn_that_missed_its_timeout_as_a_job_resumed_af
     await model.entered.wait()
 
     await bot.scheduler.shutdown(timeout=0.05)
-    [job] = await bot.store.open_jobs()
+    [job] = await bot.store.jobs.open()
     await bot.close()
     async with await Clawbot.open(settings) as again:
         channel = MemoryChannel()
@@ -295,14 +295,14 @@ async def test_a_reply_stored_but_maybe_unsent_before_a_crash_is_sent_at_start_u
             clock.advance(settings.job_lease + 1)
             await restarted.start()
             await restarted.scheduler.shutdown()
-            [job] = await restarted.store.turn_jobs_for("memory:chat1")
-            unreplied = await restarted.store.unreplied_jobs()
+            [job] = await restarted.store.jobs.for_session("memory:chat1")
+            unreplied = await restarted.store.jobs.unreplied()
     finally:
         await crashed.scheduler.shutdown(timeout=0)
         await crashed.close()
 
     assert channel.texts == ["Hello from before the crash."]
-    assert job["status"] == "done"
+    assert job.status == "done"
     assert unreplied == []
 
 

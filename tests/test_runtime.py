@@ -153,8 +153,8 @@ async def test_provider_rate_limit_is_retried_then_answered(
     assert len(scripted.requests) == 3
     assert channel.texts == ["Back again."]
     assert result.turn is not None
-    job = await bot.store.turn_job(result.turn.turn_id)
-    assert job is not None and job["status"] == "done"
+    job = await bot.store.jobs.get(result.turn.turn_id)
+    assert job is not None and job.status == "done"
 
 
 async def test_provider_failing_every_retry_gets_a_clear_reply_and_a_failed_turn(
@@ -169,9 +169,9 @@ async def test_provider_failing_every_retry_gets_a_clear_reply_and_a_failed_turn
     assert channel.texts[0].startswith("The model provider is unavailable")
     assert "did not answer in time" in channel.texts[0]
     assert result.turn is not None
-    job = await bot.store.turn_job(result.turn.turn_id)
-    assert job is not None and job["status"] == "failed"
-    stored = await bot.store.load_transcript("memory:chat1", 0)
+    job = await bot.store.jobs.get(result.turn.turn_id)
+    assert job is not None and job.status == "failed"
+    stored = await bot.store.transcripts.load("memory:chat1", 0)
     assert [e.text for e in stored] == ["hello?"]
 
 
@@ -197,7 +197,7 @@ async def test_ephemeral_context_is_shown_to_the_model_but_never_stored(
     await bot.runtime.run_turn(session, turn_id, ephemeral=["[Context: recall]\nWe chose blue."])
 
     assert "We chose blue." in str(scripted.requests[0].messages)
-    stored = await bot.store.load_transcript(session.key, session.epoch)
+    stored = await bot.store.transcripts.load(session.key, session.epoch)
     assert "We chose blue." not in str([e.model_dump() for e in stored])
 
 

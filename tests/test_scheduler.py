@@ -214,8 +214,8 @@ async def test_messages_merged_into_one_backlog_turn_share_its_reply(
     assert [o.reply for o in outcomes] == ["answer 1", "answer 2", "answer 2"]
     assert channel.texts == ["answer 1", "answer 2"]
     assert scripted.requests[1].last_user_text.endswith("1. two\n2. three")
-    jobs = await bot.store.turn_jobs_for("memory:chat1")
-    assert [j["status"] for j in jobs] == ["done", "done", "done"]
+    jobs = await bot.store.jobs.for_session("memory:chat1")
+    assert [j.status for j in jobs] == ["done", "done", "done"]
 
 
 async def test_internal_announce_traffic_waits_in_the_backlog_and_never_steers(
@@ -362,16 +362,16 @@ async def test_receive_returns_once_the_message_is_stored_before_its_turn_runs(
     await entered.wait()
     second = await bot.router.receive(channel.message("second"))
 
-    stored = await bot.store.load_transcript("memory:chat1", 0)
-    backlog = await bot.store.backlog_items("memory:chat1")
-    jobs = await bot.store.turn_jobs_for("memory:chat1")
+    stored = await bot.store.transcripts.load("memory:chat1", 0)
+    backlog = await bot.store.backlog.items("memory:chat1")
+    jobs = await bot.store.jobs.for_session("memory:chat1")
     release.set()
     await first.wait()
     await second.wait()
 
     assert [e.text for e in stored] == ["first"]
-    assert [(item.kind, item.text) for _, item in backlog] == [("message", "second")]
-    assert [j["status"] for j in jobs] == ["running", "queued"]
+    assert [(stored.item.kind, stored.item.text) for stored in backlog] == [("message", "second")]
+    assert [j.status for j in jobs] == ["running", "queued"]
 
 
 async def test_a_redelivered_message_is_dropped_while_its_session_is_busy(
@@ -399,7 +399,7 @@ async def test_a_redelivered_message_is_dropped_while_its_session_is_busy(
 
     assert [(await r.wait()).kind for r in again] == ["duplicate", "duplicate"]
     assert len(scripted.requests) == 2
-    assert len(await bot.store.turn_jobs_for("memory:chat1")) == 2
+    assert len(await bot.store.jobs.for_session("memory:chat1")) == 2
 
 
 # /queue and /stop --------------------------------------------------------------------------
@@ -463,8 +463,8 @@ async def test_stop_cancels_the_running_turn_at_once_and_says_so(
     assert outcome.kind == "cancelled"
     assert after.reply == "Back to normal."
     assert channel.texts == ["Stopped the running turn.", "Back to normal."]
-    jobs = await bot.store.turn_jobs_for("memory:chat1")
-    assert [(j["status"], j["error"]) for j in jobs] == [
+    jobs = await bot.store.jobs.for_session("memory:chat1")
+    assert [(j.status, j.error) for j in jobs] == [
         ("cancelled", "stopped by /stop"),
         ("done", None),
     ]
@@ -520,13 +520,13 @@ async def test_a_turn_past_its_deadline_is_cancelled_the_user_told_and_the_sessi
 
         slow = await bot.router.handle(channel.message("take forever"))
         quick = await bot.router.handle(channel.message("something quick"))
-        jobs = await bot.store.turn_jobs_for("memory:chat1")
+        jobs = await bot.store.jobs.for_session("memory:chat1")
 
     assert slow.kind == "turn" and slow.reply is not None
     assert slow.reply.startswith("Sorry, this took longer than 0.2 s (the turn deadline)")
     assert quick.reply == "Quick answer."
     assert channel.texts == [slow.reply, "Quick answer."]
-    assert [(j["status"], j["error"]) for j in jobs] == [
+    assert [(j.status, j.error) for j in jobs] == [
         ("failed", "turn deadline of 0.2 s exceeded"),
         ("done", None),
     ]

@@ -149,9 +149,9 @@ async def test_a_turn_outlasting_the_shutdown_timeout_is_cancelled_and_logged(
     assert report.cancelled == ("memory:chat1",)
     assert "cancelled the unfinished turn of session memory:chat1 (message m7)" in caplog.text
     assert channel.sent == [] and channel.events[-1] == "stop"
-    jobs = await bot.store.turn_jobs_for("memory:chat1")
-    assert [job["status"] for job in jobs] == ["queued"]  # kept to resume on the next start
-    transcript = await bot.store.load_transcript("memory:chat1", 0)
+    jobs = await bot.store.jobs.for_session("memory:chat1")
+    assert [job.status for job in jobs] == ["queued"]  # kept to resume on the next start
+    transcript = await bot.store.transcripts.load("memory:chat1", 0)
     assert [entry.text for entry in transcript] == ["never finishes"]
 
 
@@ -312,8 +312,8 @@ async def test_a_chat_quiet_since_before_the_window_is_not_read(settings: Settin
     await served_before(settings, ("chat1", "one", "m1"))
     later = datetime.now(UTC) + timedelta(microseconds=1)
     async with await Clawbot.open(settings) as again:
-        quiet = await again.store.recent_chats("memory", since=later)
-        elsewhere = await again.store.recent_chats("other", since=later - timedelta(hours=1))
+        quiet = await again.store.ledger.recent_chats("memory", since=later)
+        elsewhere = await again.store.ledger.recent_chats("other", since=later - timedelta(hours=1))
 
     assert (quiet, elsewhere) == ([], [])
 

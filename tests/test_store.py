@@ -21,16 +21,16 @@ from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.migrations import migrations
 from clawbot.sessions import Session
 from clawbot.settings import Settings
-from clawbot.store import Store, new_id
+from clawbot.store import JobSummary, SqliteStore, new_id
 from clawbot.testing import MemoryChannel, ScriptedModel
 
-from .conftest import Chat
+from .conftest import Chat, sqlite_store
 
 T = TypeVar("T")
 
 
 async def test_a_new_database_is_migrated_to_the_latest_schema(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
     try:
         assert await store.schema_version() == migrations()[-1][0]
     finally:
@@ -38,7 +38,7 @@ async def test_a_new_database_is_migrated_to_the_latest_schema(tmp_path: Path) -
 
 
 async def test_the_database_uses_wal_and_enforces_foreign_keys(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
     await store.close()
     raw = sqlite3.connect(tmp_path / "db.sqlite")
     try:
@@ -49,7 +49,7 @@ async def test_the_database_uses_wal_and_enforces_foreign_keys(tmp_path: Path) -
 
 
 async def assert_a_row_of_a_missing_session_is_refused(path: Path) -> None:
-    store = await Store.open(path)
+    store = await SqliteStore.open(path)
     try:
         with pytest.raises(StoreError):
             await store.transaction(
@@ -63,13 +63,13 @@ async def assert_a_row_of_a_missing_session_is_refused(path: Path) -> None:
 
 
 async def test_reopening_applies_no_migration_twice(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "db.sqlite")
-    await store.create_session(Session(key="k", channel="c", chat_id="1", agent_id="main"))
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    await store.sessions.create(Session(key="k", channel="c", chat_id="1", agent_id="main"))
     await store.close()
 
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
     try:
-        assert await store.list_sessions() == ["k"]
+        assert await store.sessions.keys() == ["k"]
     finally:
         await store.close()
 
@@ -80,19 +80,19 @@ async def test_a_database_from_a_newer_clawbot_is_refused(tmp_path: Path) -> Non
     raw.close()
 
     with pytest.raises(StoreError, match="newer clawbot"):
-        await Store.open(tmp_path / "db.sqlite")
+        await SqliteStore.open(tmp_path / "db.sqlite")
 
 
 async def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "db.sqlite").write_bytes(b"garbage" * 1000)
 
     with pytest.raises(StoreError, match="damaged or not a clawbot database"):
-        await Store.open(tmp_path / "db.sqlite")
+        await SqliteStore.open(tmp_path / "db.sqlite")
 
 
 async def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "db.sqlite")
-    session = await store.create_session(
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    session = await store.sessions.create(
         Session(key="k", channel="c", chat_id="1", agent_id="main")
     )
 
@@ -103,7 +103,7 @@ async def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path) -> Non
     try:
         with pytest.raises(StoreError):
             await store.transaction(half_then_fail)
-        stored = await store.get_session("k")
+        stored = await store.sessions.get("k")
         assert stored is not None and stored.agent_id == session.agent_id
     finally:
         await store.close()
@@ -113,14 +113,14 @@ async def test_a_database_that_turns_read_only_loses_nothing_and_refuses_clearly
     bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
 ) -> None:
     await chat.say("first")
-    await bot.store._conn.execute("PRAGMA query_only=ON")
+    await sqlite_store(bot).database._conn.execute("PRAGMA query_only=ON")
 
     kept = await chat.say("second")  # answered: it and its answer are in the intake journal
     with pytest.raises(StoreError, match="is read-only"):
         await bot.store.flush()  # the write-behind finds out (it logs and retries)
     refused = await chat.say("third")  # known unwritable now: refused before the model
     refused_text = channel.texts[-1]
-    await bot.store._conn.execute("PRAGMA query_only=OFF")
+    await sqlite_store(bot).database._conn.execute("PRAGMA query_only=OFF")
     answered = await chat.say("fourth")
 
     assert kept.kind == "turn" and kept.reply == "ok"
@@ -128,10 +128,10 @@ async def test_a_database_that_turns_read_only_loses_nothing_and_refuses_clearly
     assert "is read-only" in refused_text
     assert "make the file and its folder writable" in refused_text
     assert answered.kind == "turn"
-    stored = await bot.store.load_transcript("memory:chat1", 0)
+    stored = await bot.store.transcripts.load("memory:chat1", 0)
     assert [e.text for e in stored] == ["first", "ok", "second", "ok", "fourth", "ok"]
-    jobs = await bot.store.turn_jobs_for("memory:chat1")
-    assert [j["status"] for j in jobs] == ["done", "done", "done"]
+    jobs = await bot.store.jobs.for_session("memory:chat1")
+    assert [j.status for j in jobs] == ["done", "done", "done"]
     assert len(scripted.requests) == 3  # "third" never reached the model
 
 
@@ -140,19 +140,19 @@ async def test_a_turn_whose_answer_cannot_be_stored_is_reported_and_closed_once_
 ) -> None:
     async def answer_after_the_disk_turned_read_only(request: object) -> str:
         await bot.store.flush()  # the message reached SQLite (as a read would make it)
-        await bot.store._conn.execute("PRAGMA query_only=ON")
+        await sqlite_store(bot).database._conn.execute("PRAGMA query_only=ON")
         return "an answer that cannot be stored"
 
     scripted.function = answer_after_the_disk_turned_read_only
     failed = await chat.say("hello")
     told = channel.texts[-1]
-    await bot.store._conn.execute("PRAGMA query_only=OFF")
+    await sqlite_store(bot).database._conn.execute("PRAGMA query_only=OFF")
     await bot.scheduler.tick()
-    jobs = await bot.store.turn_jobs_for("memory:chat1")
+    jobs = await bot.store.jobs.for_session("memory:chat1")
 
     assert failed.kind == "turn"
     assert "is read-only" in told and "make the file and its folder writable" in told
-    assert [(j["status"], j["error"]) for j in jobs] == [("failed", "internal error")]
+    assert [(j.status, j.error) for j in jobs] == [("failed", "internal error")]
 
 
 def _database_at_schema(path: Path, version: int) -> sqlite3.Connection:
@@ -189,18 +189,18 @@ async def test_upgrading_an_older_database_keeps_its_transcripts_jobs_and_refere
     )
     raw.close()
 
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
     try:
-        assert await store.count_messages("s") == 2
-        assert await store.turn_job("turn-1") == {
-            "id": "turn-1",
-            "session_key": "s",
-            "lane": "main",
-            "status": "done",
-            "attempts": 1,
-            "error": None,
-        }
-        assert [key for key, _ in await store.backlog_items()] == ["s"]
+        assert await store.transcripts.count("s") == 2
+        assert await store.jobs.get("turn-1") == JobSummary(
+            id="turn-1",
+            session_key="s",
+            lane="main",
+            status="done",
+            attempts=1,
+            error=None,
+        )
+        assert [stored.session_key for stored in await store.backlog.items()] == ["s"]
     finally:
         await store.close()
     raw = sqlite3.connect(tmp_path / "db.sqlite")
@@ -236,11 +236,13 @@ async def test_an_upgraded_database_still_finds_its_open_jobs_and_unsent_replies
     raw.commit()
     raw.close()
 
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
     try:
-        assert [job.id for job in await store.open_jobs()] == ["turn-4"]
-        assert [job.id for job in await store.unreplied_jobs()] == ["turn-2"]
-        pending = await store._fetchall("SELECT id FROM turn_jobs WHERE replied = 0 ORDER BY id")
+        assert [job.id for job in await store.jobs.open()] == ["turn-4"]
+        assert [job.id for job in await store.jobs.unreplied()] == ["turn-2"]
+        pending = await store.database.fetchall(
+            "SELECT id FROM turn_jobs WHERE replied = 0 ORDER BY id"
+        )
         assert pending == [("turn-2",), ("turn-4",)]
     finally:
         await store.close()
@@ -262,14 +264,14 @@ def test_new_ids_are_unique_and_ordered_by_their_microsecond() -> None:
 
 
 async def test_a_session_lookup_answers_without_waiting_for_the_loop(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "clawbot.db")
+    store = await SqliteStore.open(tmp_path / "clawbot.db")
     try:
-        await store.create_session(Session(key="m:a", channel="m", chat_id="a", agent_id="main"))
+        await store.sessions.create(Session(key="m:a", channel="m", chat_id="a", agent_id="main"))
         loop_turned = asyncio.Event()
         asyncio.get_running_loop().call_soon(loop_turned.set)
 
-        session = await store.get_session("m:a")
-        history = await store.load_transcript("m:a", 0, limit=20)
+        session = await store.sessions.get("m:a")
+        history = await store.transcripts.load("m:a", 0, limit=20)
 
         assert not loop_turned.is_set()
         assert session is not None and session.chat_id == "a"
@@ -279,18 +281,18 @@ async def test_a_session_lookup_answers_without_waiting_for_the_loop(tmp_path: P
 
 
 @pytest.fixture
-async def answered(tmp_path: Path) -> AsyncIterator[tuple[Store, Session, str]]:
+async def answered(tmp_path: Path) -> AsyncIterator[tuple[SqliteStore, Session, str]]:
     """A store with one finished turn that stored two assistant messages, the last of them
     ("All done.") its final answer."""
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
     try:
-        session = await store.create_session(
+        session = await store.sessions.create(
             Session(key="memory:c1", channel="memory", chat_id="c1", agent_id="main")
         )
         job = TurnJob(id=new_id("turn"), session_key=session.key, status="running", attempts=1)
-        await store.submit_job(session, job, entry=_said("user", "hi", job.id))
+        await store.jobs.submit(session, job, entry=_said("user", "hi", job.id))
         answers = [_said("assistant", text, job.id) for text in ("Let me look.", "All done.")]
-        await store.finish_turn(session, job.id, answers, status="done")
+        await store.jobs.finish(session, job.id, answers, status="done")
         yield store, session, job.id
     finally:
         await store.close()
@@ -300,7 +302,7 @@ def _said(role: str, text: str, turn_id: str) -> TranscriptEntry:
     return TranscriptEntry(role=role, content=(TextBlock(text=text),), turn_id=turn_id)  # type: ignore[arg-type]
 
 
-async def _steps(store: Store, read: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+async def _steps(store: SqliteStore, read: Callable[[], Awaitable[T]]) -> tuple[T, int]:
     """What ``read`` returned, and the SQLite VM steps (in thousands) it took."""
     steps = 0
 
@@ -309,55 +311,55 @@ async def _steps(store: Store, read: Callable[[], Awaitable[T]]) -> tuple[T, int
         steps += 1
         return 0
 
-    store._conn._conn.set_progress_handler(count, 1000)  # the store's own connection
+    store.database._conn._conn.set_progress_handler(count, 1000)  # the store's own connection
     try:
         return await read(), steps
     finally:
-        store._conn._conn.set_progress_handler(None, 1000)
+        store.database._conn._conn.set_progress_handler(None, 1000)
 
 
 async def test_a_finished_turns_answer_is_read_back_at_the_same_cost_however_long_the_history(
-    answered: tuple[Store, Session, str],
+    answered: tuple[SqliteStore, Session, str],
 ) -> None:
     store, session, job_id = answered
-    reply, steps_when_small = await _steps(store, lambda: store.turn_reply(job_id))
-    await store.append_entries(
+    reply, steps_when_small = await _steps(store, lambda: store.jobs.reply_text(job_id))
+    await store.transcripts.append(
         session, [_said("assistant", f"later {n}", "turn_other") for n in range(20_000)]
     )
-    again, steps_when_large = await _steps(store, lambda: store.turn_reply(job_id))
+    again, steps_when_large = await _steps(store, lambda: store.jobs.reply_text(job_id))
 
     assert reply == again == "All done."
     assert steps_when_large <= steps_when_small + 1
 
 
 async def test_an_answer_stored_before_turns_pointed_at_their_answers_is_still_found(
-    answered: tuple[Store, Session, str],
+    answered: tuple[SqliteStore, Session, str],
 ) -> None:
     store, _, job_id = answered
     await store.transaction(lambda db: db.execute("UPDATE turn_jobs SET reply_message_id = NULL"))
 
-    assert await store.turn_reply(job_id) == "All done."
+    assert await store.jobs.reply_text(job_id) == "All done."
 
 
-async def _to_recover(store: Store) -> list[list[str]]:
+async def _to_recover(store: SqliteStore) -> list[list[str]]:
     """The ids of the open and of the unreplied jobs: what start-up recovery reads."""
     return [
-        [job.id for job in await store.open_jobs()],
-        [j.id for j in await store.unreplied_jobs()],
+        [job.id for job in await store.jobs.open()],
+        [j.id for j in await store.jobs.unreplied()],
     ]
 
 
 async def test_start_up_finds_open_and_unreplied_jobs_at_the_same_cost_however_many_were_answered(
-    answered: tuple[Store, Session, str],
+    answered: tuple[SqliteStore, Session, str],
 ) -> None:
     store, session, _ = answered
     unreplied = TurnJob(
         id=new_id("turn"), session_key=session.key, status="running", owner=store.owner
     )
-    await store.submit_job(session, unreplied, entry=_said("user", "and?", unreplied.id))
-    await store.finish_turn(session, unreplied.id, [_said("assistant", "Yes.", unreplied.id)])
+    await store.jobs.submit(session, unreplied, entry=_said("user", "and?", unreplied.id))
+    await store.jobs.finish(session, unreplied.id, [_said("assistant", "Yes.", unreplied.id)])
     waiting = TurnJob(id=new_id("turn"), session_key=session.key)
-    await store.submit_job(session, waiting, entry=_said("user", "and then?", waiting.id))
+    await store.jobs.submit(session, waiting, entry=_said("user", "and then?", waiting.id))
     found_when_few, steps_when_few = await _steps(store, lambda: _to_recover(store))
     await store.transaction(
         lambda db: db.executemany(
@@ -375,22 +377,22 @@ async def test_start_up_finds_open_and_unreplied_jobs_at_the_same_cost_however_m
 async def test_once_a_merged_turns_reply_went_out_none_of_its_jobs_is_left_pending(
     tmp_path: Path,
 ) -> None:
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
     try:
-        session = await store.create_session(
+        session = await store.sessions.create(
             Session(key="memory:c1", channel="memory", chat_id="c1", agent_id="main")
         )
         runner, merged = (TurnJob(id=new_id("turn"), session_key=session.key) for _ in "ab")
-        await store.submit_job(session, runner, entry=_said("user", "first", runner.id))
-        await store.submit_job(session, merged, entry=_said("user", "second", merged.id))
-        await store.start_job(session, runner.id, lease_until=_soon(), carried=[merged.id])
-        await store.finish_turn(session, runner.id, [_said("assistant", "Both done.", runner.id)])
-        await store.mark_replied([runner.id])
-        pending = await store._fetchall("SELECT id FROM turn_jobs WHERE replied = 0")
+        await store.jobs.submit(session, runner, entry=_said("user", "first", runner.id))
+        await store.jobs.submit(session, merged, entry=_said("user", "second", merged.id))
+        await store.jobs.start(session, runner.id, lease_until=_soon(), carried=[merged.id])
+        await store.jobs.finish(session, runner.id, [_said("assistant", "Both done.", runner.id)])
+        await store.jobs.mark_replied([runner.id])
+        pending = await store.database.fetchall("SELECT id FROM turn_jobs WHERE replied = 0")
 
-        assert await store.open_jobs() == await store.unreplied_jobs() == []
+        assert await store.jobs.open() == await store.jobs.unreplied() == []
         assert pending == []
-        assert [job["status"] for job in await store.turn_jobs_for(session.key)] == [
+        assert [job.status for job in await store.jobs.for_session(session.key)] == [
             "done",
             "done",
         ]
@@ -420,9 +422,9 @@ async def test_a_reply_sent_while_the_database_was_read_only_is_not_sent_again_a
             first = MemoryChannel()
             bot.connect(first)
             await bot.router.handle(first.message("hello"))
-            await bot.store._conn.execute("PRAGMA query_only=ON")
+            await sqlite_store(bot).database._conn.execute("PRAGMA query_only=ON")
             await failed.wait()  # the reply mark could not be written
-            await bot.store._conn.execute("PRAGMA query_only=OFF")
+            await sqlite_store(bot).database._conn.execute("PRAGMA query_only=OFF")
     finally:
         logging.getLogger("clawbot").removeHandler(watch)
     clock.advance(settings.job_lease + 1)

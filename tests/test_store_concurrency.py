@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import clawbot.store
+import clawbot.store.database
 from clawbot.errors import StoreError
 from clawbot.messages import TextBlock, TranscriptEntry
-from clawbot.store import Store
+from clawbot.store import SqliteStore
 
 from .conftest import STORE_SESSION as SESSION
 
@@ -22,22 +22,24 @@ def entry(text: str) -> TranscriptEntry:
     return TranscriptEntry(role="user", content=(TextBlock(text=text),))
 
 
-async def test_a_write_issued_after_a_pending_read_is_not_seen_by_that_read(store: Store) -> None:
-    read = asyncio.ensure_future(store.count_messages(SESSION.key))
+async def test_a_write_issued_after_a_pending_read_is_not_seen_by_that_read(
+    store: SqliteStore,
+) -> None:
+    read = asyncio.ensure_future(store.transcripts.count(SESSION.key))
     await asyncio.sleep(0)  # the read is now queued on aiosqlite's thread
 
-    await store.append_entries(SESSION, [entry("later")])
+    await store.transcripts.append(SESSION, [entry("later")])
 
     assert await read == 0
-    assert await store.count_messages(SESSION.key) == 1
+    assert await store.transcripts.count(SESSION.key) == 1
 
 
 async def test_a_write_waits_for_another_process_lock_while_the_loop_keeps_serving(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     other = sqlite3.connect(tmp_path / "clawbot.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
-    write = asyncio.ensure_future(store.append_entries(SESSION, [entry("waited")]))
+    write = asyncio.ensure_future(store.transcripts.append(SESSION, [entry("waited")]))
     # Had the write waited inside SQLite, these passes of the loop would have stalled until it
     # failed; instead it is still pending, backing off, while the loop goes on.
     for _ in range(20):
@@ -48,40 +50,40 @@ async def test_a_write_waits_for_another_process_lock_while_the_loop_keeps_servi
     other.close()
     await write
 
-    stored = await store.load_transcript(SESSION.key, 0)
+    stored = await store.transcripts.load(SESSION.key, 0)
     assert [e.text for e in stored] == ["waited"]
 
 
 async def test_a_lock_held_too_long_gets_a_clear_error_and_writes_nothing(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(clawbot.store, "BUSY_WAIT", 0.05)
+    monkeypatch.setattr(clawbot.store.database, "BUSY_WAIT", 0.05)
     other = sqlite3.connect(tmp_path / "clawbot.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(StoreError, match="locked by another process") as raised:
-            await store.append_entries(SESSION, [entry("lost")])
+            await store.transcripts.append(SESSION, [entry("lost")])
     finally:
         other.execute("ROLLBACK")
         other.close()
 
     assert "no other clawbot runs on the same CLAWBOT_HOME" in raised.value.hint
-    assert await store.count_messages(SESSION.key) == 0
+    assert await store.transcripts.count(SESSION.key) == 0
 
 
 async def test_the_wal_stays_small_because_it_is_checkpointed_in_the_background(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(clawbot.store, "CHECKPOINT_EVERY", 10)
+    monkeypatch.setattr(clawbot.store.database, "CHECKPOINT_EVERY", 10)
     wal = tmp_path / "clawbot.db-wal"
     sizes = []
     for n in range(300):
-        await store.append_entries(SESSION, [entry(f"message {n} " + "x" * 2000)])
-        if store._checkpointing is not None:
-            await store._checkpointing
+        await store.transcripts.append(SESSION, [entry(f"message {n} " + "x" * 2000)])
+        if store.database._checkpointing is not None:
+            await store.database._checkpointing
         sizes.append(wal.stat().st_size)
 
-    assert await store.count_messages(SESSION.key) == 300
+    assert await store.transcripts.count(SESSION.key) == 300
     # Without checkpoints these 300 commits grow the WAL past 6 MB; with one every 10 commits
     # the file is reused from its start and stops growing.
     assert max(sizes) < 1_000_000
@@ -91,24 +93,26 @@ async def test_the_wal_stays_small_because_it_is_checkpointed_in_the_background(
 async def test_a_wal_grown_by_a_burst_shrinks_back_once_checkpointed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(clawbot.store, "WAL_SIZE_LIMIT", 200_000)
-    monkeypatch.setattr(clawbot.store, "CHECKPOINT_EVERY", 1_000_000)  # the burst outruns it
+    monkeypatch.setattr(clawbot.store.database, "WAL_SIZE_LIMIT", 200_000)
+    monkeypatch.setattr(
+        clawbot.store.database, "CHECKPOINT_EVERY", 1_000_000
+    )  # the burst outruns it
     wal = tmp_path / "clawbot.db-wal"
-    store = await Store.open(tmp_path / "clawbot.db")
+    store = await SqliteStore.open(tmp_path / "clawbot.db")
     try:
-        await store.create_session(SESSION)
+        await store.sessions.create(SESSION)
         for n in range(300):
-            await store.append_entries(SESSION, [entry(f"message {n} " + "x" * 2000)])
+            await store.transcripts.append(SESSION, [entry(f"message {n} " + "x" * 2000)])
         grown = wal.stat().st_size
-        monkeypatch.setattr(clawbot.store, "CHECKPOINT_EVERY", 1)
-        await store.append_entries(SESSION, [entry("the burst is over")])
-        assert store._checkpointing is not None
-        await store._checkpointing
-        await store.append_entries(SESSION, [entry("the WAL starts over")])
+        monkeypatch.setattr(clawbot.store.database, "CHECKPOINT_EVERY", 1)
+        await store.transcripts.append(SESSION, [entry("the burst is over")])
+        assert store.database._checkpointing is not None
+        await store.database._checkpointing
+        await store.transcripts.append(SESSION, [entry("the WAL starts over")])
 
         assert grown > 1_000_000
         assert wal.stat().st_size <= 200_000
-        assert await store.count_messages(SESSION.key) == 302
+        assert await store.transcripts.count(SESSION.key) == 302
     finally:
         await store.close()
 
@@ -127,7 +131,7 @@ def insert(text: str) -> Callable[[sqlite3.Connection], None]:
 
 
 async def test_grouped_writes_wait_for_another_process_lock_and_all_land_in_order(
-    store: Store, tmp_path: Path
+    store: SqliteStore, tmp_path: Path
 ) -> None:
     other = sqlite3.connect(tmp_path / "clawbot.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
@@ -142,11 +146,11 @@ async def test_grouped_writes_wait_for_another_process_lock_and_all_land_in_orde
     other.close()
     await asyncio.gather(first, second, third)
 
-    stored = await store.load_transcript(SESSION.key, 0)
+    stored = await store.transcripts.load(SESSION.key, 0)
     assert [e.text for e in stored] == ["first", "second", "third"]
 
 
-async def test_a_failing_write_in_a_group_fails_alone(store: Store) -> None:
+async def test_a_failing_write_in_a_group_fails_alone(store: SqliteStore) -> None:
     def broken(db: sqlite3.Connection) -> None:
         insert("rolled back")(db)
         raise ValueError("this write is refused")
@@ -159,10 +163,12 @@ async def test_a_failing_write_in_a_group_fails_alone(store: Store) -> None:
 
     assert results[0] is None
     assert isinstance(results[1], ValueError)
-    assert [e.text for e in await store.load_transcript(SESSION.key, 0)] == ["kept"]
+    assert [e.text for e in await store.transcripts.load(SESSION.key, 0)] == ["kept"]
 
 
-async def test_a_lone_failing_write_reports_its_error_and_leaves_nothing(store: Store) -> None:
+async def test_a_lone_failing_write_reports_its_error_and_leaves_nothing(
+    store: SqliteStore,
+) -> None:
     def broken(db: sqlite3.Connection) -> None:
         insert("rolled back")(db)
         raise ValueError("this write is refused")
@@ -170,4 +176,4 @@ async def test_a_lone_failing_write_reports_its_error_and_leaves_nothing(store: 
     with pytest.raises(ValueError, match="refused"):
         await store.grouped(broken)
 
-    assert await store.count_messages(SESSION.key) == 0
+    assert await store.transcripts.count(SESSION.key) == 0

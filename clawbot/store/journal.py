@@ -1,4 +1,4 @@
-"""The intake journal: an accepted message made durable by one append to a file (and its
+"""The intake journal's file: an accepted message made durable by one append to a file (and its
 turn's answer by another, while the message is still only here), so turns reach SQLite a
 hundred to a commit instead of with two commits each.
 
@@ -27,12 +27,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from clawbot.store.rows import JobRow, LedgerKey, LedgerRow, MessageRow
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no journal, every intake commits at once
     fcntl = None  # type: ignore[assignment]
 
-log = logging.getLogger("clawbot.intake")
+log = logging.getLogger(__name__)
 RESET_AT = 1024 * 1024
 """Bytes after which a journal whose rows are all stored starts over from empty."""
 _SUFFIX = ".intake-"
@@ -44,7 +46,7 @@ class Finish:
     """How a turn whose message is still only in the journal ended: the transcript rows it
     added (the answer last), its status and error, and when."""
 
-    rows: tuple[tuple[Any, ...], ...]
+    rows: tuple[MessageRow, ...]
     status: str
     error: str | None
     at: str
@@ -62,20 +64,20 @@ class Intake:
     stored), the ids of earlier jobs whose replies went out since and, once its turn ended
     before any of this reached SQLite, how it ended."""
 
-    ledger: tuple[str, ...] | None
-    message: tuple[Any, ...]
-    job: tuple[Any, ...]
+    ledger: LedgerRow | None
+    message: MessageRow
+    job: JobRow
     replied: tuple[str, ...] = ()
     finish: Finish | None = None
 
     @property
     def job_id(self) -> str:
-        return str(self.job[0])
+        return self.job.id
 
     @property
-    def seen_key(self) -> tuple[str, str, str] | None:
+    def seen_key(self) -> LedgerKey | None:
         """(channel, chat id, platform message id), the dedup ledger's key."""
-        return (self.ledger[0], self.ledger[1], self.ledger[2]) if self.ledger else None
+        return self.ledger.key if self.ledger is not None else None
 
     def line(self) -> bytes:
         return (_encode([self.ledger, self.message, self.job, self.replied]) + "\n").encode()
@@ -84,9 +86,9 @@ class Intake:
     def from_record(cls, record: list[Any]) -> Intake:
         ledger, message, job, replied = record
         return cls(
-            ledger=tuple(ledger) if ledger is not None else None,
-            message=tuple(message),
-            job=tuple(job),
+            ledger=LedgerRow(*ledger) if ledger is not None else None,
+            message=MessageRow(*message),
+            job=JobRow(*job),
             replied=tuple(replied),
         )
 
@@ -212,17 +214,16 @@ def _read(path: Path, fd: int) -> tuple[list[Intake], tuple[str, ...]]:
     replied: list[str] = []
     for number, line in enumerate(lines, 1):
         try:
-            record = json.loads(line)
-            if record[0] == "replied":
-                replied.append(str(record[1]))
-            elif record[0] == "finish":
-                _, job_id, rows, status, error, at = record
-                intake = intakes[job_id]
-                finish = Finish(tuple(tuple(row) for row in rows), status, error, at)
-                intakes[job_id] = replace(intake, finish=finish)
-            else:
-                intake = Intake.from_record(record)
-                intakes[intake.job_id] = intake
+            match json.loads(line):
+                case ["replied", job_id]:
+                    replied.append(str(job_id))
+                case ["finish", job_id, rows, status, error, at]:
+                    intake = intakes[job_id]
+                    finish = Finish(tuple(MessageRow(*row) for row in rows), status, error, at)
+                    intakes[job_id] = replace(intake, finish=finish)
+                case record:
+                    intake = Intake.from_record(record)
+                    intakes[intake.job_id] = intake
         except (ValueError, TypeError, KeyError):
             # Only a power cut mid-append can leave a torn line, and only as the last one.
             log.warning("skipped a torn record (line %d) in the intake journal %s", number, path)

@@ -1,0 +1,287 @@
+"""What the rest of clawbot may ask of the store: one small repository per family of tables,
+and the :class:`Store` that holds them. Core code annotates with these protocols only, so
+another backend (PostgreSQL, say) can stand in for ``SqliteStore`` without a change there.
+Nothing here names SQLite."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Protocol
+
+from clawbot.agents import AgentRecord
+from clawbot.backlog import BacklogItem
+from clawbot.channels import ChatCursor
+from clawbot.jobs import JobStatus, TurnJob
+from clawbot.messages import TranscriptEntry
+from clawbot.pairing import PairingRequest
+from clawbot.sessions import Session
+from clawbot.store.records import DeferredContext, JobSummary, StoredBacklogItem
+
+
+class Sessions(Protocol):
+    """Sessions: one per chat (and thread), with the agent and settings it uses."""
+
+    async def get(self, key: str) -> Session | None: ...
+
+    async def create(self, session: Session) -> Session:
+        """Insert the session unless it exists; return what is stored."""
+        ...
+
+    async def save(self, session: Session) -> None:
+        """Persist a session's mutable fields (agent, model override, deliver, epoch, meta)."""
+        ...
+
+    async def keys(self) -> list[str]:
+        """Every session's key, oldest first."""
+        ...
+
+
+class Transcripts(Protocol):
+    """Each session's transcript, by epoch; only ever appended to."""
+
+    async def load(self, key: str, epoch: int, limit: int | None = None) -> list[TranscriptEntry]:
+        """The session's entries of this epoch in order; the last ``limit`` when given."""
+        ...
+
+    async def count(self, key: str, epoch: int | None = None) -> int:
+        """Messages stored for a session: in one epoch when given, else all."""
+        ...
+
+    async def append(self, session: Session, entries: Sequence[TranscriptEntry]) -> None: ...
+
+    async def append_context(
+        self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
+    ) -> bool:
+        """Store a message that starts no turn; False for a redelivered ``dedup_id``."""
+        ...
+
+
+class Jobs(Protocol):
+    """TurnJobs from submission to finish, and the leases of the ones this process runs.
+    A write to a job another process took over raises LeaseLostError."""
+
+    async def submit(
+        self,
+        session: Session,
+        job: TurnJob,
+        *,
+        entry: TranscriptEntry | None = None,
+        item: BacklogItem | None = None,
+        dedup_id: str | None = None,
+        replied: Sequence[str] = (),
+    ) -> bool:
+        """Persist an inbound message (its transcript ``entry`` or backlog ``item``) with
+        its job, durably; False, writing nothing, for a redelivered ``dedup_id``.
+        ``replied`` marks jobs whose replies went out since."""
+        ...
+
+    async def start(
+        self,
+        session: Session,
+        job_id: str,
+        *,
+        lease_until: datetime,
+        entries: Sequence[TranscriptEntry] = (),
+        carried: Sequence[str] = (),
+        replied: Sequence[str] = (),
+    ) -> None:
+        """Begin a job's turn: drain its backlog, write its input, merge the ``carried``
+        jobs into it and take its lease, atomically."""
+        ...
+
+    async def claim(self, job: TurnJob, lease_until: datetime) -> bool:
+        """Take over an orphaned job; False when another process claimed it first."""
+        ...
+
+    async def requeue(self, session: Session, job_id: str, item: BacklogItem | None = None) -> None:
+        """A running job waits again, without an owner, with its resume ``item``."""
+        ...
+
+    async def close(
+        self, job_ids: Sequence[str], status: JobStatus, error: str | None = None
+    ) -> None:
+        """Close jobs (and those merged into them) that end without a normal finish."""
+        ...
+
+    async def renew(self, job_ids: Sequence[str], until: datetime) -> None:
+        """Extend the leases of jobs this process still owns."""
+        ...
+
+    async def mark_replied(self, job_ids: Sequence[str]) -> None: ...
+
+    async def mark_delivery_failed(self, job_id: str, error: str) -> None:
+        """A reply that could not be delivered leaves a visible mark on its turn."""
+        ...
+
+    async def finish(
+        self,
+        session: Session,
+        job_id: str,
+        entries: Iterable[TranscriptEntry],
+        *,
+        status: JobStatus = "done",
+        error: str | None = None,
+    ) -> None:
+        """Append the turn's last entries and close its job (and those merged into it),
+        atomically and durably."""
+        ...
+
+    async def open(self) -> list[TurnJob]:
+        """Every queued or running job, oldest first: the work to recover at start-up."""
+        ...
+
+    async def unreplied(self) -> list[TurnJob]:
+        """Finished turns whose reply may not have gone out before a crash."""
+        ...
+
+    async def reply_text(self, job_id: str) -> str | None:
+        """The final answer a finished turn stored, for sending it again."""
+        ...
+
+    async def get(self, job_id: str) -> JobSummary | None: ...
+
+    async def for_session(self, session_key: str) -> list[JobSummary]:
+        """A session's jobs, oldest first."""
+        ...
+
+
+class Backlog(Protocol):
+    """What waits in a session while its turn runs, durably."""
+
+    async def items(self, session_key: str | None = None) -> list[StoredBacklogItem]:
+        """The stored backlog items, oldest first; of one session if given."""
+        ...
+
+    async def defer_context(
+        self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
+    ) -> int | None:
+        """Hold a context message back until the running turn ends; its row id, or None
+        for a redelivered ``dedup_id``."""
+        ...
+
+    async def record_context(
+        self, session: Session, rows: Sequence[int], entries: Sequence[TranscriptEntry]
+    ) -> None:
+        """Move held-back context messages (by row id) into the transcript."""
+        ...
+
+    async def deferred_context(self) -> list[DeferredContext]:
+        """Every held-back context message, oldest first."""
+        ...
+
+
+class Ledger(Protocol):
+    """The dedup ledger of platform message ids already taken."""
+
+    async def forget_older_than(self, older_than: timedelta, *, chunk: int = 5000) -> int:
+        """Forget the ids taken more than ``older_than`` ago; how many."""
+        ...
+
+    async def recent_chats(self, channel: str, since: datetime) -> list[ChatCursor]:
+        """The chats of ``channel`` that took a platform message since ``since``, each with
+        the last one it took: where a non-redelivering adapter resumes reading."""
+        ...
+
+
+class Access(Protocol):
+    """The senders the owner approved."""
+
+    async def is_approved_sender(self, channel: str, sender_id: str) -> bool: ...
+
+
+class Pairing(Protocol):
+    """DM pairing requests: created for unknown senders, decided by the owner."""
+
+    async def request(
+        self,
+        *,
+        channel: str,
+        sender_id: str,
+        sender_name: str,
+        chat_id: str,
+        now: datetime,
+        expires_at: datetime,
+        max_pending: int,
+        new_code: Callable[[], str],
+    ) -> PairingRequest | None:
+        """The sender's pending request, created if needed; None when the channel already
+        has ``max_pending`` waiting."""
+        ...
+
+    async def get(self, channel: str, code: str) -> PairingRequest | None: ...
+
+    async def pending(self, now: datetime) -> list[PairingRequest]:
+        """Requests still waiting for the owner, oldest first."""
+        ...
+
+    async def decide(self, channel: str, code: str, *, approve: bool, now: datetime) -> bool:
+        """Approve (remembering the sender) or reject a pending request; False when there
+        was no such request."""
+        ...
+
+
+class Agents(Protocol):
+    """The stored agent profiles."""
+
+    async def list(self) -> builtins.list[AgentRecord]: ...
+
+    async def save(self, record: AgentRecord) -> None:
+        """Insert or replace one agent profile."""
+        ...
+
+
+class Store(Protocol):
+    """Everything that must survive a restart, by repository, and the store's lifecycle."""
+
+    @property
+    def sessions(self) -> Sessions: ...
+    @property
+    def transcripts(self) -> Transcripts: ...
+    @property
+    def jobs(self) -> Jobs: ...
+    @property
+    def backlog(self) -> Backlog: ...
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def access(self) -> Access: ...
+    @property
+    def pairing(self) -> Pairing: ...
+    @property
+    def agents(self) -> Agents: ...
+
+    @property
+    def owner(self) -> str:
+        """Who holds the leases of the jobs this process runs (host, pid, a per-open tag)."""
+        ...
+
+    @property
+    def path(self) -> Path:
+        """Where the store keeps its data."""
+        ...
+
+    async def flush(self) -> None:
+        """Make everything accepted so far visible to other processes now."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def check_writable(self) -> None:
+        """Raise the store's clear StoreError now if it cannot be written, so a serving
+        process refuses to start instead of taking messages it cannot keep."""
+        ...
+
+    async def schema_version(self) -> int: ...
+
+    def note_replied(self, job_id: str) -> None:
+        """Note at once, without waiting, that a job's reply went out, so a crash before
+        its mark is stored does not send it again."""
+        ...
+
+    async def recover_intakes(self) -> int:
+        """Store what processes that died had accepted but not yet stored; how many
+        messages were missing."""
+        ...

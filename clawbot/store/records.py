@@ -1,0 +1,39 @@
+"""What the store hands its callers: typed, immutable records (never rows or dicts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clawbot.backlog import BacklogItem
+from clawbot.jobs import JobStatus, Lane
+from clawbot.messages import TranscriptEntry
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One job's lane, status, attempts and error: what a check of how a turn went reads."""
+
+    id: str
+    session_key: str
+    lane: Lane
+    status: JobStatus
+    attempts: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class DeferredContext:
+    """A context message (one that starts no turn) held back until its session's running
+    turn ends; ``row_id`` names it for :meth:`Backlog.record_context`."""
+
+    row_id: int
+    session_key: str
+    entry: TranscriptEntry
+
+
+@dataclass(frozen=True)
+class StoredBacklogItem:
+    """A backlog item (a deferred message or a resume token) and the session it waits in."""
+
+    session_key: str
+    item: BacklogItem

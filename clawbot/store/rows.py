@@ -1,0 +1,126 @@
+"""The rows an accepted message writes (its dedup ledger row, transcript row and job row),
+as named tuples: still plain tuples for ``sqlite3.execute`` and the intake journal's JSON,
+but read by name. Their INSERT statements live with them, since the table modules, the
+journal replay and the intake path all write them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from pydantic import TypeAdapter
+
+from clawbot.messages import ContentBlock, TranscriptEntry
+
+blocks = TypeAdapter(tuple[ContentBlock, ...])
+"""Reads and writes a transcript row's ``content_json``."""
+
+LedgerKey = tuple[str, str, str]
+"""(channel, chat id, platform message id): the dedup ledger's primary key."""
+
+
+def now() -> str:
+    """The current time as the store writes it."""
+    return datetime.now(UTC).isoformat()
+
+
+class LedgerRow(NamedTuple):
+    """One platform message id taken, in the dedup ledger (``inbound_seen``)."""
+
+    channel: str
+    chat_id: str
+    message_id: str
+    session_key: str
+    received_at: str
+
+    @property
+    def key(self) -> LedgerKey:
+        return (self.channel, self.chat_id, self.message_id)
+
+
+INSERT_SEEN = (
+    "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id, session_key,"
+    " received_at) VALUES (?, ?, ?, ?, ?)"
+)
+
+
+class MessageRow(NamedTuple):
+    """One transcript entry as stored in ``messages`` (without its row id)."""
+
+    session_key: str
+    epoch: int
+    role: str
+    content_json: str
+    provenance_json: str
+    meta_json: str
+    turn_id: str | None
+    created_at: str
+
+
+INSERT_MESSAGE = (
+    "INSERT INTO messages (session_key, epoch, role, content_json, provenance_json, meta_json,"
+    " turn_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def message_row(key: str, epoch: int, entry: TranscriptEntry) -> MessageRow:
+    return MessageRow(
+        key,
+        epoch,
+        entry.role,
+        blocks.dump_json(entry.content).decode(),
+        entry.provenance.model_dump_json(exclude_defaults=True),
+        json.dumps(entry.meta) if entry.meta else "{}",
+        entry.turn_id,
+        entry.created_at.isoformat(),
+    )
+
+
+def insert_messages(db: sqlite3.Connection, rows: Sequence[MessageRow]) -> int | None:
+    """Insert a turn's transcript rows in order; the row id of its answer (the last
+    assistant row), if any."""
+    answer = None
+    for row in rows:
+        row_id = db.execute(INSERT_MESSAGE, row).lastrowid
+        if row.role == "assistant":
+            answer = row_id
+    return answer
+
+
+class JobRow(NamedTuple):
+    """A new TurnJob as an intake carries it: the ``turn_jobs`` columns known when the
+    message is accepted (the input message's row id is known only once it is stored)."""
+
+    id: str
+    session_key: str
+    lane: str
+    status: str
+    attempts: int
+    owner: str | None
+    lease_until: str | None
+    reply_to: str | None
+    started_at: str | None
+    created_at: str
+    updated_at: str
+
+
+INSERT_JOB = (
+    "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, owner, lease_until,"
+    " reply_to, started_at, created_at, updated_at, input_message_id, error, finished_at,"
+    " reply_message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def marks(values: Sequence[object]) -> str:
+    """The ``?, ?, ...`` placeholders for an ``IN (...)`` list of ``values``."""
+    return ", ".join("?" * len(values))
+
+
+def mark_replied(db: sqlite3.Connection, job_ids: Sequence[str]) -> None:
+    """Mark jobs whose replies went out (these marks ride along with an intake's rows)."""
+    if job_ids:
+        ids = list(job_ids)
+        db.execute(f"UPDATE turn_jobs SET replied = 1 WHERE id IN ({marks(ids)})", ids)

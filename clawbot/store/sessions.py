@@ -1,0 +1,180 @@
+"""Sessions (``sessions``) and their transcripts (``messages``). Transcripts are only ever
+appended to; ``/new`` starts a new epoch instead of deleting history."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from clawbot.messages import Provenance, TranscriptEntry
+from clawbot.sessions import Session
+from clawbot.store.database import Database
+from clawbot.store.ledger import first_delivery, ledger_row
+from clawbot.store.rows import INSERT_MESSAGE, blocks, message_row, now
+
+_SESSION_COLUMNS = (
+    "key, channel, chat_id, thread_id, chat_type, agent_id, model_override, deliver,"
+    " owner_key, epoch, meta_json"
+)
+
+
+class SqliteSessions:
+    """Sessions: one per chat (and thread), with the agent and settings it uses."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def get(self, key: str) -> Session | None:
+        row = await self._database.fetchone(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = ?",
+            (key,),
+            small=True,
+            flush=False,
+        )
+        if row is None:
+            return None
+        (
+            key,
+            channel,
+            chat_id,
+            thread_id,
+            chat_type,
+            agent_id,
+            model_override,
+            deliver,
+            owner_key,
+            epoch,
+            meta_json,
+        ) = row
+        return Session(
+            key=key,
+            channel=channel,
+            chat_id=chat_id,
+            thread_id=thread_id,
+            chat_type=chat_type,
+            agent_id=agent_id,
+            model_override=model_override,
+            deliver=bool(deliver),
+            owner_key=owner_key,
+            epoch=int(epoch),
+            meta=json.loads(meta_json),
+        )
+
+    async def create(self, session: Session) -> Session:
+        """Insert the session unless it exists; return what is stored."""
+        stamp = now()
+        inserted = await self._database.write(
+            f"INSERT OR IGNORE INTO sessions ({_SESSION_COLUMNS}, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                session.key,
+                session.channel,
+                session.chat_id,
+                session.thread_id,
+                session.chat_type,
+                session.agent_id,
+                session.model_override,
+                int(session.deliver),
+                session.owner_key,
+                session.epoch,
+                json.dumps(session.meta),
+                stamp,
+                stamp,
+            ),
+        )
+        if inserted:
+            return session
+        stored = await self.get(session.key)
+        assert stored is not None
+        return stored
+
+    async def save(self, session: Session) -> None:
+        """Persist a session's mutable fields (agent, model override, deliver, epoch, meta)."""
+        await self._database.write(
+            "UPDATE sessions SET agent_id = ?, model_override = ?, deliver = ?, epoch = ?,"
+            " meta_json = ?, updated_at = ? WHERE key = ?",
+            (
+                session.agent_id,
+                session.model_override,
+                int(session.deliver),
+                session.epoch,
+                json.dumps(session.meta),
+                now(),
+                session.key,
+            ),
+        )
+
+    async def keys(self) -> list[str]:
+        """Every session's key, oldest first."""
+        rows = await self._database.fetchall("SELECT key FROM sessions ORDER BY created_at")
+        return [key for (key,) in rows]
+
+
+class SqliteTranscripts:
+    """Each session's transcript: its entries, by epoch (conversation)."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def load(self, key: str, epoch: int, limit: int | None = None) -> list[TranscriptEntry]:
+        """The session's entries of this epoch in order; the last ``limit`` when given."""
+        sql = (
+            "SELECT role, content_json, provenance_json, meta_json, turn_id, created_at"
+            " FROM messages WHERE session_key = ? AND epoch = ? ORDER BY id DESC"
+        )
+        params: tuple[Any, ...] = (key, epoch)
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (key, epoch, limit)
+        rows = await self._database.fetchall(sql, params, small=limit is not None)
+        return [
+            TranscriptEntry(
+                role=role,
+                content=blocks.validate_json(content_json),
+                provenance=Provenance.model_validate_json(provenance_json),
+                meta=json.loads(meta_json),
+                turn_id=turn_id,
+                created_at=datetime.fromisoformat(created_at),
+            )
+            for role, content_json, provenance_json, meta_json, turn_id, created_at in reversed(
+                rows
+            )
+        ]
+
+    async def count(self, key: str, epoch: int | None = None) -> int:
+        """Messages stored for a session: in one epoch (conversation) when given, else all."""
+        sql = "SELECT count(*) FROM messages WHERE session_key = ?"
+        params: tuple[Any, ...] = (key,)
+        if epoch is not None:
+            sql, params = sql + " AND epoch = ?", (key, epoch)
+        (count,) = await self._database.fetchone(sql, params)
+        return int(count)
+
+    async def append(self, session: Session, entries: Sequence[TranscriptEntry]) -> None:
+        await self._database.write_many(
+            INSERT_MESSAGE, [message_row(session.key, session.epoch, e) for e in entries]
+        )
+
+    async def append_context(
+        self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
+    ) -> bool:
+        """Store a message that starts no turn (group chatter kept as context).
+
+        Like ``jobs.submit``, a redelivered message (same ``dedup_id``) is stored once:
+        returns False then.
+        """
+        stamp = now()
+        row = message_row(session.key, session.epoch, entry)
+
+        def write(db: sqlite3.Connection) -> bool:
+            if dedup_id is not None and not first_delivery(
+                db, ledger_row(session, dedup_id, stamp)
+            ):
+                return False
+            db.execute(INSERT_MESSAGE, row)
+            return True
+
+        return await self._database.transaction(write)

@@ -1,0 +1,170 @@
+"""The store on one SQLite file: the repositories of ``clawbot.store.interface`` over one
+:class:`~clawbot.store.database.Database`, with the intake journal in front of it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from clawbot.store.access import SqliteAccess, SqlitePairing
+from clawbot.store.agents import SqliteAgents
+from clawbot.store.backlog import SqliteBacklog
+from clawbot.store.database import Database, describe
+from clawbot.store.intake import PendingIntakes
+from clawbot.store.jobs import SqliteJobs
+from clawbot.store.ledger import SqliteLedger
+from clawbot.store.sessions import SqliteSessions, SqliteTranscripts
+
+T = TypeVar("T")
+
+
+class _Forwarding:
+    """TEMPORARY: the flat calls the scheduler still makes, until it moves to the
+    repositories (removed as soon as it does)."""
+
+    jobs: SqliteJobs
+    sessions: SqliteSessions
+    transcripts: SqliteTranscripts
+    backlog: SqliteBacklog
+    ledger: SqliteLedger
+
+    async def submit_job(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.jobs.submit(*args, **kwargs)
+
+    async def start_job(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.jobs.start(*args, **kwargs)
+
+    async def claim_job(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.jobs.claim(*args, **kwargs)
+
+    async def requeue_job(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.jobs.requeue(*args, **kwargs)
+
+    async def close_jobs(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.jobs.close(*args, **kwargs)
+
+    async def renew_leases(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.jobs.renew(*args, **kwargs)
+
+    async def mark_replied(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.jobs.mark_replied(*args, **kwargs)
+
+    async def mark_delivery_failed(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.jobs.mark_delivery_failed(*args, **kwargs)
+
+    async def finish_turn(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.jobs.finish(*args, **kwargs)
+
+    async def open_jobs(self) -> Any:
+        return await self.jobs.open()
+
+    async def unreplied_jobs(self) -> Any:
+        return await self.jobs.unreplied()
+
+    async def turn_reply(self, *args: Any) -> Any:
+        return await self.jobs.reply_text(*args)
+
+    async def get_session(self, *args: Any) -> Any:
+        return await self.sessions.get(*args)
+
+    async def append_context(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.transcripts.append_context(*args, **kwargs)
+
+    async def defer_context(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.backlog.defer_context(*args, **kwargs)
+
+    async def record_context(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.backlog.record_context(*args, **kwargs)
+
+    async def deferred_context(self) -> Any:
+        held = await self.backlog.deferred_context()
+        return [(h.row_id, h.session_key, h.entry) for h in held]
+
+    async def backlog_items(self, *args: Any) -> Any:
+        return [(s.session_key, s.item) for s in await self.backlog.items(*args)]
+
+    async def forget_seen(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.ledger.forget_older_than(*args, **kwargs)
+
+
+class SqliteStore(_Forwarding):
+    """The SQLite implementation of :class:`clawbot.store.Store`. Open with :meth:`open`,
+    close with :meth:`close`. ``transaction`` and ``grouped`` run raw SQL work, for tests
+    and benchmarks only; ``pending.journaling`` turns the intake journal off."""
+
+    def __init__(self, database: Database, *, synchronous: str = "NORMAL") -> None:
+        self.database = database
+        self.path = database.path
+        # Who holds the leases of the jobs this process runs: host, pid and a per-open tag.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.pending = PendingIntakes(database, synchronous=synchronous)
+        self.sessions = SqliteSessions(database)
+        self.transcripts = SqliteTranscripts(database)
+        self.jobs = SqliteJobs(database, self.pending, owner=self.owner)
+        self.backlog = SqliteBacklog(database)
+        self.ledger = SqliteLedger(database)
+        self.access = SqliteAccess(database)
+        self.pairing = SqlitePairing(database)
+        self.agents = SqliteAgents(database)
+
+    @classmethod
+    async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> SqliteStore:
+        """Open (creating if needed) and migrate the database, and store what processes
+        that died left in their intake journals; a clear StoreError otherwise."""
+        database = await Database.open(path, synchronous=synchronous)
+        try:
+            store = cls(database, synchronous=synchronous)
+            await store.recover_intakes()
+        except BaseException as exc:
+            await database.abandon()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise describe(exc, path) from None
+            raise
+        return store
+
+    async def close(self) -> None:
+        """Close the database; the last connection to close folds the WAL into the file.
+        Journalled intakes are written first; when that fails, the journal stays for the
+        next start to replay."""
+        await self.pending.close()
+        await self.database.close()
+
+    async def flush(self) -> None:
+        """Write the journalled intakes to SQLite now (reads and every transaction do it
+        anyway; this is for a process that wants them visible to others at once)."""
+        await self.database.flush()
+
+    async def check_writable(self) -> None:
+        """Raise the store's clear StoreError now if the database cannot be written (a
+        read-only file or folder, a full disk), so a serving process refuses to start
+        instead of taking messages it cannot keep. The write changes nothing."""
+        await self.database.check_writable()
+
+    async def schema_version(self) -> int:
+        return await self.database.schema_version()
+
+    def note_replied(self, job_id: str) -> None:
+        """Note in the intake journal, at once, that a job's reply went out (one append,
+        no commit); see :meth:`PendingIntakes.note_replied`."""
+        self.pending.note_replied(job_id)
+
+    async def recover_intakes(self) -> int:
+        """Write the rows of the messages that processes which died had accepted into their
+        intake journals but not yet into SQLite, and delete those journals; how many
+        messages were missing. Runs at open, and in the housekeeping for a dead peer."""
+        return await self.pending.recover()
+
+    async def transaction(
+        self, work: Callable[[sqlite3.Connection], T], *, background: bool = False
+    ) -> T:
+        """Run ``work`` as one write transaction (see :meth:`Database.transaction`)."""
+        return await self.database.transaction(work, background=background)
+
+    async def grouped(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` with group commit (see :meth:`Database.grouped`)."""
+        return await self.database.grouped(work)
