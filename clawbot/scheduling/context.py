@@ -29,11 +29,13 @@ class ContextMessages:
         try:
             if queue.run is None and not queue.context:
                 transcript = await self.transcripts.get(session)
-                stored = await self.store.append_context(session, entry, dedup_id=dedup_id)
+                stored = await self.store.transcripts.append_context(
+                    session, entry, dedup_id=dedup_id
+                )
                 if stored:
                     transcript.append([entry])
             else:
-                row = await self.store.defer_context(session, entry, dedup_id=dedup_id)
+                row = await self.store.backlog.defer_context(session, entry, dedup_id=dedup_id)
                 stored = row is not None
                 if row is not None:
                     queue.context.append((row, entry))
@@ -54,7 +56,7 @@ class ContextMessages:
             while queue.context:
                 batch = list(queue.context)
                 transcript = await self.transcripts.get(queue.session)
-                await self.store.record_context(
+                await self.store.backlog.record_context(
                     queue.session, [row for row, _ in batch], [entry for _, entry in batch]
                 )
                 del queue.context[: len(batch)]

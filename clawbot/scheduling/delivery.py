@@ -105,7 +105,7 @@ class ReplyMarks:
         replied = self.take()
         if replied:
             try:
-                await self.store.mark_replied(replied)
+                await self.store.jobs.mark_replied(replied)
             except BaseException:
                 self.give_back(replied)
                 raise

@@ -71,7 +71,7 @@ class Housekeeping:
         due = [run for run in runs if run.lease_until - now <= lease * 2 / 3]
         if due:
             until = now + lease
-            await self.store.renew_leases([run.job.id for run in due], until)
+            await self.store.jobs.renew([run.job.id for run in due], until)
             for run in due:
                 run.lease_until = until
         monotonic = self.clock.monotonic()
@@ -92,7 +92,7 @@ class Housekeeping:
         await self._recover()
         if self._forgot_seen_at is None or monotonic - self._forgot_seen_at >= SEEN_FORGET_EVERY:
             self._forgot_seen_at = monotonic
-            forgotten = await self.store.forget_seen(SEEN_RETENTION)
+            forgotten = await self.store.ledger.forget_older_than(SEEN_RETENTION)
             if forgotten:
                 log.info(
                     "forgot %d platform message ids older than %d days",

@@ -48,16 +48,16 @@ class Recovery:
     async def recover(self, *, startup: bool) -> None:
         """Take over jobs whose owner died (and, at start-up, all queued work and backlog)."""
         if startup:
-            for row, key, entry in await self.store.deferred_context():
-                queue = await self._queue_for_key(key)
+            for held in await self.store.backlog.deferred_context():
+                queue = await self._queue_for_key(held.session_key)
                 if queue is not None:
-                    queue.context.append((row, entry))
+                    queue.context.append((held.row_id, held.entry))
             for queue in self.queues.queues():
                 await self._record_context(queue)
                 self.queues.settle(queue)  # forgotten unless it has work: memory stays bounded
-        jobs = await self.store.open_jobs()
-        items = await self.store.backlog_items() if startup else []
-        in_backlog = {item.job_id for _, item in items}
+        jobs = await self.store.jobs.open()
+        items = await self.store.backlog.items() if startup else []
+        in_backlog = {stored.item.job_id for stored in items}
         running_here = {run.job.id for run in self.queues.runs()}
         now = self.clock.now()
         touched: dict[str, SessionQueue] = {}
@@ -76,10 +76,10 @@ class Recovery:
             if queue is not None and all(j.id != job.id for j in queue.direct):
                 queue.direct.append(job)
                 touched[queue.key] = queue
-        for key, item in items:
-            queue = await self._queue_for_key(key)
+        for stored in items:
+            queue = await self._queue_for_key(stored.session_key)
             if queue is not None:
-                queue.backlog.append(item)
+                queue.backlog.append(stored.item)
                 touched[queue.key] = queue
         for queue in touched.values():
             log.info(
@@ -93,14 +93,14 @@ class Recovery:
     async def redeliver(self) -> None:
         """Send again replies a crashed process stored but may not have sent."""
         now = self.clock.now()
-        for job in await self.store.unreplied_jobs():
+        for job in await self.store.jobs.unreplied():
             if job.owner == self.store.owner or not orphaned(job, now):
                 continue
-            session = await self.store.get_session(job.session_key)
+            session = await self.store.sessions.get(job.session_key)
             if session is None:
                 continue
             if job.status == "done":
-                text = await self.store.turn_reply(job.id) or EMPTY_REPLY
+                text = await self.store.jobs.reply_text(job.id) or EMPTY_REPLY
             else:
                 text = f"Sorry, that failed: {job.error or 'unknown error'}"
             log.info("session %s: sending the reply of job %s again", session.key, job.id)
@@ -111,15 +111,15 @@ class Recovery:
         queue = self.queues.get(key)
         if queue is not None:
             return queue
-        session = await self.store.get_session(key)
+        session = await self.store.sessions.get(key)
         return self.queues.queue(session) if session is not None else None
 
     async def _give_up(self, job: TurnJob) -> None:
         log.error("job %s failed: %d attempts, each interrupted", job.id, job.attempts)
-        await self.store.close_jobs(
+        await self.store.jobs.close(
             [job.id], "failed", f"gave up after {job.attempts} interrupted attempts"
         )
-        session = await self.store.get_session(job.session_key)
+        session = await self.store.sessions.get(job.session_key)
         if session is not None:
             await self.replies.send(
                 session,

@@ -227,7 +227,7 @@ class Scheduler:
         queue.submitting += 1
         try:
             transcript = await self.runtime.transcripts.get(queue.session)
-            fresh = await self.store.submit_job(
+            fresh = await self.store.jobs.submit(
                 queue.session, job, entry=entry, dedup_id=dedup_id, replied=replied
             )
         except BaseException:
@@ -274,7 +274,7 @@ class Scheduler:
         replied = self._marks.take()
         queue.submitting += 1
         try:
-            fresh = await self.store.submit_job(
+            fresh = await self.store.jobs.submit(
                 queue.session, job, item=item, dedup_id=dedup_id, replied=replied
             )
         except BaseException:
@@ -338,7 +338,7 @@ class Scheduler:
         queue.backlog = [item for item in queue.backlog if item.kind != "resume"]
         if resumes:
             dropped = [item.job_id for item in resumes]
-            await self.store.close_jobs(dropped, "cancelled", "dropped by /stop")
+            await self.store.jobs.close(dropped, "cancelled", "dropped by /stop")
             for job_id in dropped:
                 self._outcomes.resolve(job_id, TurnOutcome(job_id=job_id, status="cancelled"))
         waiting = len(queue.direct) + sum(1 for item in queue.backlog if item.kind == "message")

@@ -66,12 +66,12 @@ class TurnRunner:
     async def release_on_shutdown(self, run: Run) -> None:
         """Leave the job queued, without owner or lease: the next start resumes it."""
         with contextlib.suppress(LeaseLostError):
-            await self.store.requeue_job(run.queue.session, run.job.id)
+            await self.store.jobs.requeue(run.queue.session, run.job.id)
 
     async def close_unclosed(self) -> None:
         """Record the failed jobs the store refused before, now that it may take them."""
         while self._unclosed:
-            await self.store.close_jobs(self._unclosed[0], "failed", "internal error")
+            await self.store.jobs.close(self._unclosed[0], "failed", "internal error")
             del self._unclosed[0]
 
     async def _execute(self, run: Run) -> None:
@@ -115,7 +115,7 @@ class TurnRunner:
             transcript = await self.runtime.transcripts.get(session)
             replied = self.marks.take()
             try:
-                await self.store.start_job(
+                await self.store.jobs.start(
                     session,
                     job.id,
                     lease_until=run.lease_until,
@@ -128,7 +128,7 @@ class TurnRunner:
                 raise
             transcript.append(run.entries)
         elif run.mode == "claim":
-            if not await self.store.claim_job(job, run.lease_until):
+            if not await self.store.jobs.claim(job, run.lease_until):
                 return TurnOutcome(job_id=job.id, status="deferred")
             log.info("session %s: resuming job %s after a crash", session.key, job.id)
         loop = self._loop()
@@ -146,7 +146,7 @@ class TurnRunner:
             return None
         delivery = await self.replies.send(session, result.reply, run.job.reply_to, kind="reply")
         if delivery.status == "failed":
-            await self.store.mark_delivery_failed(job.id, delivery.error or "unknown")
+            await self.store.jobs.mark_delivery_failed(job.id, delivery.error or "unknown")
         self.marks.mark(job.id)
         return TurnOutcome(
             job_id=job.id,
@@ -173,7 +173,7 @@ class TurnRunner:
             resume=token,
             reply_to=run.job.reply_to,
         )
-        await self.store.requeue_job(queue.session, run.job.id, item)
+        await self.store.jobs.requeue(queue.session, run.job.id, item)
         queue.backlog.append(item)
         queue.steered = steer
         log.info(
@@ -198,7 +198,7 @@ class TurnRunner:
         if run.cancel_reason == "shutdown":
             await self.release_on_shutdown(run)
             return TurnOutcome(job_id=run.job.id, status="deferred")
-        await self.store.close_jobs([run.job.id, *run.carried], "cancelled", "stopped by /stop")
+        await self.store.jobs.close([run.job.id, *run.carried], "cancelled", "stopped by /stop")
         log.info("session %s: turn %s stopped by /stop", run.queue.key, run.job.id)
         return TurnOutcome(job_id=run.job.id, status="cancelled")
 
@@ -210,7 +210,7 @@ class TurnRunner:
             f"Sorry, this took longer than {limit} (the turn deadline) and was stopped. "
             "Ask again, perhaps in smaller steps."
         )
-        await self.store.close_jobs(
+        await self.store.jobs.close(
             [run.job.id, *run.carried], "failed", f"turn deadline of {limit} exceeded"
         )
         delivery = await self.replies.send(run.queue.session, text, run.job.reply_to, kind="error")
@@ -220,7 +220,7 @@ class TurnRunner:
         self.runtime.transcripts.forget(run.queue.key)
         jobs = [run.job.id, *run.carried]
         try:
-            await self.store.close_jobs(jobs, "failed", "internal error")
+            await self.store.jobs.close(jobs, "failed", "internal error")
         except StoreError as exc:
             # The user hears of the failure either way; the housekeeping closes the jobs
             # once the store can be written, so they are not run again behind their back.

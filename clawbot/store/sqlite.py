@@ -9,7 +9,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from clawbot.store.access import SqliteAccess, SqlitePairing
 from clawbot.store.agents import SqliteAgents
@@ -23,76 +23,7 @@ from clawbot.store.sessions import SqliteSessions, SqliteTranscripts
 T = TypeVar("T")
 
 
-class _Forwarding:
-    """TEMPORARY: the flat calls the scheduler still makes, until it moves to the
-    repositories (removed as soon as it does)."""
-
-    jobs: SqliteJobs
-    sessions: SqliteSessions
-    transcripts: SqliteTranscripts
-    backlog: SqliteBacklog
-    ledger: SqliteLedger
-
-    async def submit_job(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.jobs.submit(*args, **kwargs)
-
-    async def start_job(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.jobs.start(*args, **kwargs)
-
-    async def claim_job(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.jobs.claim(*args, **kwargs)
-
-    async def requeue_job(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.jobs.requeue(*args, **kwargs)
-
-    async def close_jobs(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.jobs.close(*args, **kwargs)
-
-    async def renew_leases(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.jobs.renew(*args, **kwargs)
-
-    async def mark_replied(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.jobs.mark_replied(*args, **kwargs)
-
-    async def mark_delivery_failed(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.jobs.mark_delivery_failed(*args, **kwargs)
-
-    async def finish_turn(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.jobs.finish(*args, **kwargs)
-
-    async def open_jobs(self) -> Any:
-        return await self.jobs.open()
-
-    async def unreplied_jobs(self) -> Any:
-        return await self.jobs.unreplied()
-
-    async def turn_reply(self, *args: Any) -> Any:
-        return await self.jobs.reply_text(*args)
-
-    async def get_session(self, *args: Any) -> Any:
-        return await self.sessions.get(*args)
-
-    async def append_context(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.transcripts.append_context(*args, **kwargs)
-
-    async def defer_context(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.backlog.defer_context(*args, **kwargs)
-
-    async def record_context(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.backlog.record_context(*args, **kwargs)
-
-    async def deferred_context(self) -> Any:
-        held = await self.backlog.deferred_context()
-        return [(h.row_id, h.session_key, h.entry) for h in held]
-
-    async def backlog_items(self, *args: Any) -> Any:
-        return [(s.session_key, s.item) for s in await self.backlog.items(*args)]
-
-    async def forget_seen(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.ledger.forget_older_than(*args, **kwargs)
-
-
-class SqliteStore(_Forwarding):
+class SqliteStore:
     """The SQLite implementation of :class:`clawbot.store.Store`. Open with :meth:`open`,
     close with :meth:`close`. ``transaction`` and ``grouped`` run raw SQL work, for tests
     and benchmarks only; ``pending.journaling`` turns the intake journal off."""
