@@ -108,7 +108,7 @@ class Database:
         database = cls(conn, path)
         try:
             await database._configure(synchronous)
-            await database._migrate()
+            await _migrate(database)
             await database.fetchall("PRAGMA foreign_keys=ON")
             # From here on nothing waits inside SQLite: a locked database is retried by
             # _commit without blocking the event loop, and checkpoints run in the background.
@@ -132,32 +132,6 @@ class Database:
         await conn.execute(f"PRAGMA synchronous={synchronous}")
         await conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         await conn.execute("PRAGMA busy_timeout=5000")
-
-    async def _migrate(self) -> None:
-        version = await self.schema_version()
-        known = migrations()
-        latest = max((number for number, _name, _script in known), default=0)
-        if version > latest:
-            raise StoreError(
-                f"the database {self.path} was written by a newer clawbot (schema {version})",
-                hint="upgrade clawbot or point CLAWBOT_HOME at another folder",
-            )
-        # Foreign keys are still off here (see open): a migration may rebuild a table the
-        # documented way (create, copy, drop, rename), and with them on, dropping the old
-        # table would cascade into the rows that refer to it. So each migration is checked
-        # for dangling references before it commits.
-        for number, _name, script in known:
-            if number <= version:
-                continue
-            await self._conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={number};")
-            if await self.fetchall("PRAGMA foreign_key_check"):
-                await self.fetchall("ROLLBACK")
-                raise StoreError(
-                    f"migration {number} of {self.path} would leave rows that refer to"
-                    " missing ones, so it was not applied",
-                    hint="restore the database from a backup and report this as a bug",
-                )
-            await self.fetchall("COMMIT")
 
     async def close(self) -> None:
         """Close the connection (the pending rows are the caller's to write first); the
@@ -476,6 +450,34 @@ class Database:
         if taken:
             pending.stored(taken)
         return result
+
+
+async def _migrate(database: Database) -> None:
+    """Apply the migrations the database lacks, each in a transaction of its own."""
+    version = await database.schema_version()
+    known = migrations()
+    latest = max((number for number, _name, _script in known), default=0)
+    if version > latest:
+        raise StoreError(
+            f"the database {database.path} was written by a newer clawbot (schema {version})",
+            hint="upgrade clawbot or point CLAWBOT_HOME at another folder",
+        )
+    # Foreign keys are still off here (see open): a migration may rebuild a table the
+    # documented way (create, copy, drop, rename), and with them on, dropping the old
+    # table would cascade into the rows that refer to it. So each migration is checked
+    # for dangling references before it commits.
+    for number, _name, script in known:
+        if number <= version:
+            continue
+        await database._conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={number};")
+        if await database.fetchall("PRAGMA foreign_key_check"):
+            await database.fetchall("ROLLBACK")
+            raise StoreError(
+                f"migration {number} of {database.path} would leave rows that refer to"
+                " missing ones, so it was not applied",
+                hint="restore the database from a backup and report this as a bug",
+            )
+        await database.fetchall("COMMIT")
 
 
 def is_busy(exc: BaseException) -> bool:
