@@ -77,7 +77,8 @@ class Intake:
     @property
     def seen_key(self) -> LedgerKey | None:
         """(channel, chat id, platform message id), the dedup ledger's key."""
-        return self.ledger.key if self.ledger is not None else None
+        ledger = self.ledger
+        return (ledger.channel, ledger.chat_id, ledger.message_id) if ledger is not None else None
 
     def line(self) -> bytes:
         return (_encode([self.ledger, self.message, self.job, self.replied]) + "\n").encode()

@@ -52,9 +52,28 @@ def store_intake(db: sqlite3.Connection, intake: Intake, *, dedup: bool = True) 
         db.execute(INSERT_JOB, (*intake.job, message_id, None, None, None))
     else:  # the job goes in as it ended, pointing at its answer
         answer = insert_messages(db, finish.rows)
-        job = intake.job._replace(status=finish.status, updated_at=finish.at)
-        reply = answer if finish.status == "done" else None
-        db.execute(INSERT_JOB, (*job, message_id, finish.error, finish.at, reply))
+        job, status, at = intake.job, finish.status, finish.at
+        reply = answer if status == "done" else None
+        db.execute(
+            INSERT_JOB,
+            (
+                job.id,
+                job.session_key,
+                job.lane,
+                status,
+                job.attempts,
+                job.owner,
+                job.lease_until,
+                job.reply_to,
+                job.started_at,
+                job.created_at,
+                at,  # updated_at
+                message_id,
+                finish.error,
+                at,  # finished_at
+                reply,
+            ),
+        )
     mark_replied(db, intake.replied)
     return True
 

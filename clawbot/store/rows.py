@@ -36,10 +36,6 @@ class LedgerRow(NamedTuple):
     session_key: str
     received_at: str
 
-    @property
-    def key(self) -> LedgerKey:
-        return (self.channel, self.chat_id, self.message_id)
-
 
 INSERT_SEEN = (
     "INSERT OR IGNORE INTO inbound_seen (channel, chat_id, message_id, session_key,"
