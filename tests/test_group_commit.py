@@ -65,7 +65,7 @@ async def test_a_failing_write_in_a_shared_commit_is_rolled_back_alone(store: Sq
     async with store.database._conn.execute(
         "SELECT message_id FROM inbound_seen ORDER BY 1"
     ) as cursor:
-        rows = [row[0] for row in await cursor.fetchall()]
+        rows = [message_id for (message_id,) in await cursor.fetchall()]
     assert rows == ["one", "three", "two"]
 
 
