@@ -97,3 +97,20 @@ def test_import_graph_finds_relative_and_type_only_cycles(tmp_path: Path) -> Non
 def test_no_import_cycles() -> None:
     cycles = import_cycles(import_graph(ROOT))
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+MAX_CLASS_LINES = 400
+
+
+def test_no_class_is_longer_than_400_lines() -> None:
+    """design.md: a class over about 400 lines does more than one thing; split it."""
+    long = []
+    for folder in ("clawbot", "adapters"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > MAX_CLASS_LINES:
+                        where = path.relative_to(ROOT)
+                        long.append(f"{where}: {node.name} has {lines} lines")
+    assert long == [], "classes over 400 lines: " + "; ".join(long)
