@@ -306,6 +306,29 @@ async def test_a_reply_stored_but_maybe_unsent_before_a_crash_is_sent_at_start_u
     assert unreplied == []
 
 
+async def test_a_redelivered_message_keeps_the_reply_marks_it_would_have_carried(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    clock = ManualClock()
+    scripted.add("Hello once.")
+    async with await Clawbot.open(settings, clock=clock) as bot:
+        first = MemoryChannel()
+        bot.connect(first)
+        await bot.router.handle(first.message("hi", message_id="m1"))
+        # Redelivered before the reply's mark was written: it is dropped, but the mark that
+        # would have ridden with its write must still reach the database.
+        await bot.router.receive(first.message("hi", message_id="m1"))
+    clock.advance(settings.job_lease + 1)
+    async with await Clawbot.open(settings, clock=clock) as restarted:
+        second = MemoryChannel()
+        restarted.connect(second)
+        await restarted.start()
+        await restarted.scheduler.wait_idle()
+
+    assert first.texts == ["Hello once."]
+    assert second.texts == []
+
+
 def test_a_process_killed_mid_turn_resumes_the_turn_after_a_restart(
     standin: OpenAIStandin, tmp_path: Path
 ) -> None:

@@ -243,7 +243,8 @@ class Scheduler:
                 else:
                     queue.direct.remove(job)
                 queues.settle(queue)
-        if not fresh:
+        if not fresh:  # a redelivery wrote nothing: the marks ride with the next write
+            self._marks.give_back(replied)
             return None
         transcript.append([entry])
         handle = self._outcomes.handle_for(job)
@@ -282,7 +283,9 @@ class Scheduler:
             raise
         finally:
             queue.submitting -= 1
-        if fresh:
+        if not fresh:  # a redelivery wrote nothing: the marks ride with the next write
+            self._marks.give_back(replied)
+        else:
             queue.backlog.append(item)
             if steers and queue.run is not None:
                 log.info("session %s: a new message steers the running turn", queue.key)
