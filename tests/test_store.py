@@ -436,3 +436,73 @@ async def test_a_reply_sent_while_the_database_was_read_only_is_not_sent_again_a
 
     assert first.texts == ["ok"]
     assert second.texts == []
+
+
+async def test_a_sessions_children_are_the_sessions_it_owns_oldest_first(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    try:
+        parent = await store.sessions.create(
+            Session(key="memory:c1", channel="memory", chat_id="c1", agent_id="main")
+        )
+        other = await store.sessions.create(
+            Session(key="memory:c2", channel="memory", chat_id="c2", agent_id="main")
+        )
+        for owner, name in ((parent, "first"), (other, "elsewhere"), (parent, "second")):
+            await store.sessions.create(
+                Session(
+                    key=f"internal:{owner.key}/{name}",
+                    channel="internal",
+                    chat_id=f"{owner.key}/{name}",
+                    agent_id="researcher",
+                    deliver=False,
+                    owner_key=owner.key,
+                )
+            )
+
+        children = await store.sessions.children(parent.key)
+
+        assert [child.key for child in children] == [
+            "internal:memory:c1/first",
+            "internal:memory:c1/second",
+        ]
+        assert all(c.owner_key == parent.key and not c.deliver for c in children)
+        assert await store.sessions.children("internal:memory:c1/first") == []
+    finally:
+        await store.close()
+
+
+async def test_finding_a_sessions_children_reads_an_index_not_every_session(
+    tmp_path: Path,
+) -> None:
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    try:
+        parent = await store.sessions.create(
+            Session(key="memory:p", channel="memory", chat_id="p", agent_id="main")
+        )
+        await store.sessions.create(
+            Session(
+                key="internal:memory:p/a",
+                channel="internal",
+                chat_id="memory:p/a",
+                agent_id="main",
+                owner_key=parent.key,
+            )
+        )
+        found_when_few, steps_when_few = await _steps(
+            store, lambda: store.sessions.children(parent.key)
+        )
+        await store.transaction(
+            lambda db: db.executemany(
+                "INSERT INTO sessions (key, channel, chat_id, agent_id, created_at, updated_at)"
+                " VALUES (?, 'memory', ?, 'main', '', '')",
+                [(f"memory:{n:05}", f"{n:05}") for n in range(20_000)],
+            )
+        )
+        found_when_many, steps_when_many = await _steps(
+            store, lambda: store.sessions.children(parent.key)
+        )
+
+        assert [c.key for c in found_when_few] == [c.key for c in found_when_many]
+        assert steps_when_many <= steps_when_few + 1
+    finally:
+        await store.close()

@@ -38,6 +38,10 @@ class Sessions(Protocol):
         """Every session's key, oldest first."""
         ...
 
+    async def children(self, key: str) -> list[Session]:
+        """The sessions ``key`` owns (their ``owner_key`` is ``key``), oldest first."""
+        ...
+
 
 class Transcripts(Protocol):
     """Each session's transcript, by epoch; only ever appended to."""

@@ -34,34 +34,7 @@ class SqliteSessions:
             small=True,
             flush=False,
         )
-        if row is None:
-            return None
-        (
-            key,
-            channel,
-            chat_id,
-            thread_id,
-            chat_type,
-            agent_id,
-            model_override,
-            deliver,
-            owner_key,
-            epoch,
-            meta_json,
-        ) = row
-        return Session(
-            key=key,
-            channel=channel,
-            chat_id=chat_id,
-            thread_id=thread_id,
-            chat_type=chat_type,
-            agent_id=agent_id,
-            model_override=model_override,
-            deliver=bool(deliver),
-            owner_key=owner_key,
-            epoch=int(epoch),
-            meta=json.loads(meta_json),
-        )
+        return None if row is None else _session(row)
 
     async def create(self, session: Session) -> Session:
         """Insert the session unless it exists; return what is stored."""
@@ -111,6 +84,44 @@ class SqliteSessions:
         """Every session's key, oldest first."""
         rows = await self._database.fetchall("SELECT key FROM sessions ORDER BY created_at")
         return [key for (key,) in rows]
+
+    async def children(self, key: str) -> list[Session]:
+        """The sessions ``key`` owns (its subagents), oldest first."""
+        rows = await self._database.fetchall(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE owner_key = ? ORDER BY created_at, key",
+            (key,),
+        )
+        return [_session(row) for row in rows]
+
+
+def _session(row: Sequence[Any]) -> Session:
+    """A ``sessions`` row (its ``_SESSION_COLUMNS``) as a Session."""
+    (
+        key,
+        channel,
+        chat_id,
+        thread_id,
+        chat_type,
+        agent_id,
+        model_override,
+        deliver,
+        owner_key,
+        epoch,
+        meta_json,
+    ) = row
+    return Session(
+        key=key,
+        channel=channel,
+        chat_id=chat_id,
+        thread_id=thread_id,
+        chat_type=chat_type,
+        agent_id=agent_id,
+        model_override=model_override,
+        deliver=bool(deliver),
+        owner_key=owner_key,
+        epoch=int(epoch),
+        meta=json.loads(meta_json),
+    )
 
 
 class SqliteTranscripts:
