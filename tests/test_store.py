@@ -506,3 +506,34 @@ async def test_finding_a_sessions_children_reads_an_index_not_every_session(
         assert steps_when_many <= steps_when_few + 1
     finally:
         await store.close()
+
+
+async def test_a_sessions_activity_is_its_latest_turn_when_it_began_and_how_many(
+    tmp_path: Path,
+) -> None:
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    try:
+        busy, idle, quiet = [
+            await store.sessions.create(
+                Session(key=f"memory:{name}", channel="memory", chat_id=name, agent_id="main")
+            )
+            for name in ("busy", "idle", "quiet")
+        ]
+        first = TurnJob(id=new_id("turn"), session_key=busy.key, status="running", attempts=1)
+        await store.jobs.submit(busy, first, entry=_said("user", "one", first.id))
+        await store.jobs.finish(busy, first.id, [_said("assistant", "1", first.id)])
+        second = TurnJob(id=new_id("turn"), session_key=busy.key)
+        await store.jobs.submit(busy, second, entry=_said("user", "two", second.id))
+        once = TurnJob(id=new_id("turn"), session_key=idle.key, status="running", attempts=1)
+        await store.jobs.submit(idle, once, entry=_said("user", "hi", once.id))
+        await store.jobs.close([once.id], "cancelled", "stopped by /stop")
+
+        activity = await store.jobs.activity([quiet.key, idle.key, busy.key])
+
+        assert [(a.session_key, a.latest.id, a.latest.status, a.turns) for a in activity] == [
+            (idle.key, once.id, "cancelled", 1),
+            (busy.key, second.id, "queued", 2),
+        ]
+        assert activity[1].first_at <= activity[1].latest_at
+    finally:
+        await store.close()

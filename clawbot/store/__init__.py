@@ -4,12 +4,18 @@ one SQLite file with an intake journal in front of it."""
 
 from clawbot.store.ids import new_id
 from clawbot.store.interface import Store
-from clawbot.store.records import DeferredContext, JobSummary, StoredBacklogItem
+from clawbot.store.records import (
+    DeferredContext,
+    JobSummary,
+    SessionActivity,
+    StoredBacklogItem,
+)
 from clawbot.store.sqlite import SqliteStore
 
 __all__ = [
     "DeferredContext",
     "JobSummary",
+    "SessionActivity",
     "SqliteStore",
     "Store",
     "StoredBacklogItem",

@@ -18,7 +18,12 @@ from clawbot.jobs import JobStatus, TurnJob
 from clawbot.messages import TranscriptEntry
 from clawbot.pairing import PairingRequest
 from clawbot.sessions import Session
-from clawbot.store.records import DeferredContext, JobSummary, StoredBacklogItem
+from clawbot.store.records import (
+    DeferredContext,
+    JobSummary,
+    SessionActivity,
+    StoredBacklogItem,
+)
 
 
 class Sessions(Protocol):
@@ -149,6 +154,11 @@ class Jobs(Protocol):
 
     async def for_session(self, session_key: str) -> list[JobSummary]:
         """A session's jobs, oldest first."""
+        ...
+
+    async def activity(self, session_keys: Sequence[str]) -> list[SessionActivity]:
+        """The turns of each of these sessions at a glance, in the order given; a session
+        that never had a turn is left out."""
         ...
 
 

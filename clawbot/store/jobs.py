@@ -22,7 +22,7 @@ from clawbot.store.database import Database
 from clawbot.store.intake import PendingIntakes
 from clawbot.store.journal import Intake
 from clawbot.store.ledger import first_delivery, ledger_row, store_intake
-from clawbot.store.records import JobSummary
+from clawbot.store.records import JobSummary, SessionActivity
 from clawbot.store.rows import (
     INSERT_JOB,
     INSERT_MESSAGE,
@@ -39,6 +39,9 @@ _JOB_COLUMNS = (
     "id, session_key, lane, status, attempts, owner, lease_until, merged_into, reply_to,"
     " replied, error, created_at, started_at, finished_at"
 )
+
+# Host parameters in one ``IN (...)``: well under SQLite's limit (999 in old builds).
+_KEYS_PER_QUERY = 500
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -378,6 +381,35 @@ class SqliteJobs:
     async def for_session(self, session_key: str) -> list[JobSummary]:
         """A session's jobs, oldest first."""
         return await self._summaries("session_key = ?", session_key)
+
+    async def activity(self, session_keys: Sequence[str]) -> list[SessionActivity]:
+        """The turns of each of these sessions at a glance, in the order given; a session
+        that never had a turn is left out. One query for them all."""
+        keys = list(dict.fromkeys(session_keys))
+        if not keys:
+            return []
+        rows = []
+        for start in range(0, len(keys), _KEYS_PER_QUERY):
+            chunk = keys[start : start + _KEYS_PER_QUERY]
+            rows += await self._database.fetchall(
+                "SELECT id, session_key, lane, status, attempts, error, created_at"
+                f" FROM turn_jobs WHERE session_key IN ({', '.join('?' * len(chunk))})"
+                " ORDER BY created_at",
+                chunk,
+            )
+        found: dict[str, SessionActivity] = {}
+        for id, key, lane, status, attempts, error, created_at in rows:
+            latest = JobSummary(id, key, lane, status, int(attempts), error)
+            at = datetime.fromisoformat(created_at)
+            before = found.get(key)
+            found[key] = SessionActivity(
+                session_key=key,
+                latest=latest,
+                first_at=before.first_at if before else at,
+                latest_at=at,
+                turns=before.turns + 1 if before else 1,
+            )
+        return [found[key] for key in keys if key in found]
 
     async def _summaries(self, where: str, value: str) -> list[JobSummary]:
         rows = await self._database.fetchall(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from clawbot.backlog import BacklogItem
 from clawbot.jobs import JobStatus, Lane
@@ -19,6 +20,18 @@ class JobSummary:
     status: JobStatus
     attempts: int
     error: str | None
+
+
+@dataclass(frozen=True)
+class SessionActivity:
+    """A session's turns at a glance: its latest job, when its first and latest began, how
+    many it had. What ``/subagents`` and ``clawbot sessions tree`` show of a session."""
+
+    session_key: str
+    latest: JobSummary
+    first_at: datetime
+    latest_at: datetime
+    turns: int
 
 
 @dataclass(frozen=True)
