@@ -1,7 +1,9 @@
 """Logging through the standard ``logging`` module.
 
 Every line carries the active agent's alias (``[main]``) or ``[system]`` outside a turn, so
-``grep '\\[coder\\]'`` isolates one agent. Known secrets are replaced before a line is written.
+``grep '\\[coder\\]'`` isolates one agent. A subagent's lines carry the chain of agents from
+the root session down (``[main>researcher]``). Known secrets are replaced before a line is
+written.
 """
 
 from __future__ import annotations
@@ -83,9 +85,11 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 @contextlib.contextmanager
-def agent_scope(alias: str) -> Iterator[None]:
-    """Attribute every log line inside the block to ``alias``."""
-    token = current_agent.set(alias)
+def agent_scope(*agents: str) -> Iterator[None]:
+    """Attribute every log line inside the block to an agent: ``agent_scope("coder")``, or
+    to a subagent with the agents above it, root first: ``agent_scope("main", "coder")``
+    reads ``[main>coder]``."""
+    token = current_agent.set(">".join(agents))
     try:
         yield
     finally:

@@ -30,6 +30,7 @@ from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.skills import Skill, SkillLibrary, skills_prompt
 from clawbot.store import Store, new_id
+from clawbot.subagents.chains import AgentChains
 from clawbot.tools import Tool, ToolContext, ToolRegistry
 from clawbot.transcripts import TranscriptCache
 from clawbot.workspace import BootstrapFile, Workspace
@@ -130,6 +131,7 @@ class Runtime:
             keep=max(settings.max_history_messages, 2),
             max_sessions=settings.session_cache_size,
         )
+        self.chains = AgentChains(store.sessions, max_sessions=settings.session_cache_size)
         # (agent id, model override) -> what the last resolve of it depended on, and got
         self._resolved: dict[
             tuple[str, str | None],
@@ -217,7 +219,8 @@ class Runtime:
         every round it made (already persisted), for the resume token.
         """
         resolved = self.resolve(session)
-        with agent_scope(resolved.agent.agent_id):
+        ancestors = await self.chains.ancestors(session)
+        with agent_scope(*ancestors, resolved.agent.agent_id):
             return await self._loop(session, resolved, turn_id, ephemeral, control)
 
     async def _loop(

@@ -8,6 +8,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from clawbot.logs import RedactingFormatter, SecretRedactor, agent_scope, redactor, setup_logging
+from clawbot.messages import INTERNAL_CHANNEL, TextBlock, TranscriptEntry
+from clawbot.sessions import Session
+from clawbot.subagents.keys import child_key
 from clawbot.testing import ScriptedModel, call
 
 from .conftest import Chat
@@ -43,6 +46,52 @@ async def test_a_turn_logs_under_the_agent_alias(
     await chat.say("look around")
 
     assert any("[main] INFO clawbot.runtime: tool list_dir" in line for line in log_lines())
+
+
+def test_a_subagents_scope_reads_as_the_chain_from_the_root(
+    log_lines: Callable[[], list[str]],
+) -> None:
+    with agent_scope("main", "researcher"):
+        logging.getLogger("clawbot.test").info("digging")
+
+    assert "[main>researcher] INFO clawbot.test: digging" in log_lines()[-1]
+
+
+async def test_a_grandchilds_turn_logs_under_the_chain_of_agents_from_the_root(
+    log_lines: Callable[[], list[str]], chat: Chat, scripted: ScriptedModel
+) -> None:
+    scripted.add("hello")
+    await chat.say("hi")
+    root_key = f"memory:{chat.chat_id}"
+    store = chat.bot.store
+    child = await store.sessions.create(_child(root_key, "r1", "researcher"))
+    grandchild = await store.sessions.create(_child(child.key, "w1", "coder"))
+    scripted.add(call("list_dir"), "done")
+
+    handle = await chat.bot.scheduler.submit(grandchild, _task("look around"), lane="subagent")
+    assert handle is not None
+    await handle.outcome()
+
+    assert any(
+        "[main>researcher>coder] INFO clawbot.runtime: tool list_dir" in line
+        for line in log_lines()
+    )
+
+
+def _child(parent_key: str, child_id: str, agent_id: str) -> Session:
+    key = child_key(parent_key, child_id)
+    return Session(
+        key=key,
+        channel=INTERNAL_CHANNEL,
+        chat_id=key,
+        agent_id=agent_id,
+        deliver=False,
+        owner_key=parent_key,
+    )
+
+
+def _task(text: str) -> TranscriptEntry:
+    return TranscriptEntry(role="user", content=(TextBlock(text=text),))
 
 
 def test_registered_secrets_are_redacted(log_lines: Callable[[], list[str]]) -> None:
