@@ -537,3 +537,29 @@ async def test_a_sessions_activity_is_its_latest_turn_when_it_began_and_how_many
         assert activity[1].first_at <= activity[1].latest_at
     finally:
         await store.close()
+
+
+async def test_the_owners_are_the_sessions_with_children_in_the_order_of_their_first_child(
+    tmp_path: Path,
+) -> None:
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    try:
+        for name in ("lonely", "late", "early"):
+            await store.sessions.create(
+                Session(key=f"memory:{name}", channel="memory", chat_id=name, agent_id="main")
+            )
+        for owner in ("early", "late", "early"):
+            key = f"internal:memory:{owner}/{new_id('c')}"
+            await store.sessions.create(
+                Session(
+                    key=key,
+                    channel="internal",
+                    chat_id=key,
+                    agent_id="main",
+                    owner_key=f"memory:{owner}",
+                )
+            )
+
+        assert await store.sessions.owners() == ["memory:early", "memory:late"]
+    finally:
+        await store.close()

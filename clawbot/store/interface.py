@@ -47,6 +47,11 @@ class Sessions(Protocol):
         """The sessions ``key`` owns (their ``owner_key`` is ``key``), oldest first."""
         ...
 
+    async def owners(self) -> list[str]:
+        """The keys of the sessions that own at least one session, in the order of their
+        first child."""
+        ...
+
 
 class Transcripts(Protocol):
     """Each session's transcript, by epoch; only ever appended to."""

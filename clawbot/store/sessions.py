@@ -93,6 +93,15 @@ class SqliteSessions:
         )
         return [_session(row) for row in rows]
 
+    async def owners(self) -> list[str]:
+        """The keys of the sessions that own at least one session, in the order of their
+        first child."""
+        rows = await self._database.fetchall(
+            "SELECT owner_key, min(created_at) AS first FROM sessions"
+            " WHERE owner_key IS NOT NULL GROUP BY owner_key ORDER BY first"
+        )
+        return [key for key, _ in rows]
+
 
 def _session(row: Sequence[Any]) -> Session:
     """A ``sessions`` row (its ``_SESSION_COLUMNS``) as a Session."""
