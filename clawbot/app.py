@@ -24,6 +24,7 @@ from clawbot.scheduling import Scheduler
 from clawbot.settings import Settings
 from clawbot.skills import skill_tools
 from clawbot.store import SqliteStore, Store
+from clawbot.subagent_commands import register_subagent_commands
 from clawbot.switchboard import Switchboard
 from clawbot.tools import ToolRegistry
 from clawbot.workspace import Workspace
@@ -105,7 +106,8 @@ class Clawbot:
         if commands is None:
             commands = builtin_commands()
             register_agent_commands(commands, switchboard, runtime)
-            register_queue_commands(commands, scheduler)
+            register_queue_commands(commands, scheduler, store.sessions)
+            register_subagent_commands(commands, store, scheduler, scheduler.clock)
         router = Router(
             settings=settings,
             store=store,

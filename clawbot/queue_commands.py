@@ -1,4 +1,5 @@
-"""``/queue`` and ``/stop``: see and control a conversation's scheduling from the chat."""
+"""``/queue`` and ``/stop``: see and control a conversation's scheduling from the chat.
+``/stop`` stops the conversation's subagents' turns too (children, grandchildren...)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from clawbot.backlog import shorten
 from clawbot.clock import human_duration
 from clawbot.commands import CommandContext, CommandRegistry
 from clawbot.scheduling import QueueState, StopReport
+from clawbot.store.interface import Sessions
+from clawbot.subagents.tree import stop_family
 
 
 class QueueControl(Protocol):
@@ -18,14 +21,20 @@ class QueueControl(Protocol):
     async def stop(self, session_key: str) -> StopReport: ...
 
 
-def register_queue_commands(registry: CommandRegistry, queue: QueueControl) -> None:
+def register_queue_commands(
+    registry: CommandRegistry, queue: QueueControl, sessions: Sessions
+) -> None:
     @registry.command("queue", "show the running turn and what waits in this conversation")
     async def _queue(ctx: CommandContext) -> str:
         return render_queue(queue.queue_state(ctx.session.key))
 
-    @registry.command("stop", "stop the running turn now (waiting messages are still answered)")
+    @registry.command(
+        "stop",
+        "stop the running turn and its subagents' turns now (waiting messages are still answered)",
+    )
     async def _stop(ctx: CommandContext) -> str:
-        return render_stop(await queue.stop(ctx.session.key))
+        stopped = await stop_family(queue.stop, sessions, ctx.session.key)
+        return render_stop(stopped.turn, stopped.descendants)
 
 
 def render_queue(state: QueueState) -> str:
@@ -58,8 +67,13 @@ def render_queue(state: QueueState) -> str:
     return "\n".join(lines)
 
 
-def render_stop(report: StopReport) -> str:
-    text = "Stopped the running turn." if report.stopped else "Nothing was running."
+def render_stop(report: StopReport, subagents: int = 0) -> str:
+    """What ``/stop`` did; ``subagents`` is how many subagent turns it stopped with it."""
+    also = f" {subagents} subagent turn(s)" if subagents else ""
+    if report.stopped:
+        text = f"Stopped the running turn and{also}." if also else "Stopped the running turn."
+    else:
+        text = f"Nothing was running here; stopped{also}." if also else "Nothing was running."
     if report.dropped:
         text += f" Dropped {report.dropped} interrupted task(s) waiting to resume."
     if report.waiting:

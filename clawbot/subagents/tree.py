@@ -1,0 +1,142 @@
+"""A session's family, read from the stored owner keys: its children and everything below
+them, each with its latest turn, and stopping a turn together with its descendants' turns.
+
+Stored sessions, not this process's memory: ``clawbot sessions tree`` beside a running bot
+sees the same family that ``/subagents`` in the chat does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from clawbot.scheduling.records import StopReport
+from clawbot.sessions import Session
+from clawbot.store import SessionActivity, Store
+from clawbot.store.interface import Sessions
+from clawbot.subagents.chains import MAX_CHAIN
+from clawbot.subagents.keys import child_id_of
+
+
+@dataclass(frozen=True)
+class SessionNode:
+    """One session of a family, ``depth`` below the one asked about, with its turns."""
+
+    session: Session
+    depth: int
+    activity: SessionActivity | None
+
+    @property
+    def child_id(self) -> str:
+        """What a person types to name it: the child id, or the whole key of a root."""
+        return child_id_of(self.session.key) or self.session.key
+
+    @property
+    def status(self) -> str:
+        """Its latest turn's status; ``idle`` before its first turn."""
+        return self.activity.latest.status if self.activity is not None else "idle"
+
+    @property
+    def label(self) -> str | None:
+        """The label it was spawned with (session meta ``label``), if any."""
+        label = self.session.meta.get("label")
+        return label if isinstance(label, str) and label.strip() else None
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens its turns used (session meta ``tokens``), if recorded."""
+        tokens = self.session.meta.get("tokens")
+        return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+
+    def age(self, now: datetime) -> str:
+        """How long ago its first turn began (``"-"`` before any), compactly: ``3m``."""
+        if self.activity is None:
+            return "-"
+        return compact_age((now - self.activity.first_at).total_seconds())
+
+
+@dataclass(frozen=True)
+class FamilyStop:
+    """What stopping a session and its descendants did: the session's own stop, and how
+    many descendants' running turns were cancelled with it."""
+
+    turn: StopReport
+    descendants: int
+
+
+async def descendants(sessions: Sessions, key: str) -> list[Session]:
+    """Every session below ``key``, depth first: each after its parent, siblings oldest
+    first. A malformed owner chain (a loop) cannot make it endless."""
+    return [node.session for node in await _walk(sessions, key, depth=1, seen={key})]
+
+
+async def family(store: Store, root: Session) -> list[SessionNode]:
+    """``root`` (depth 0) and every session below it, depth first, with their turns."""
+    below = await _walk(store.sessions, root.key, depth=1, seen={root.key})
+    nodes = [SessionNode(root, 0, None), *below]
+    activity = {a.session_key: a for a in await store.jobs.activity([n.session.key for n in nodes])}
+    return [SessionNode(n.session, n.depth, activity.get(n.session.key)) for n in nodes]
+
+
+async def children(store: Store, key: str) -> list[SessionNode]:
+    """The sessions ``key`` owns, oldest first, with their turns."""
+    owned = await store.sessions.children(key)
+    activity = {a.session_key: a for a in await store.jobs.activity([s.key for s in owned])}
+    return [SessionNode(s, 1, activity.get(s.key)) for s in owned]
+
+
+async def stop_family(
+    stop: Callable[[str], Awaitable[StopReport]], sessions: Sessions, key: str
+) -> FamilyStop:
+    """Stop ``key``'s running turn, then every descendant's (children, grandchildren...):
+    a stopped parent leaves no child working on its behalf."""
+    report = await stop(key)
+    stopped = 0
+    for session in await descendants(sessions, key):
+        if (await stop(session.key)).stopped is not None:
+            stopped += 1
+    return FamilyStop(turn=report, descendants=stopped)
+
+
+async def _walk(sessions: Sessions, key: str, *, depth: int, seen: set[str]) -> list[SessionNode]:
+    if depth > MAX_CHAIN:
+        return []
+    found: list[SessionNode] = []
+    for child in await sessions.children(key):
+        if child.key in seen:
+            continue
+        seen.add(child.key)
+        found.append(SessionNode(child, depth, None))
+        found += await _walk(sessions, child.key, depth=depth + 1, seen=seen)
+    return found
+
+
+def render_tree(nodes: Sequence[SessionNode], now: datetime) -> str:
+    """A family as an indented tree, one session a line: its id, agent, latest status,
+    label, age and tokens. ``nodes`` come from :func:`family` (depth first)."""
+    lines = []
+    for node in nodes:
+        indent = "  " * node.depth + ("└ " if node.depth else "")
+        lines.append(f"{indent}{node.child_id}  {_summary(node, now)}")
+    return "\n".join(lines)
+
+
+def _summary(node: SessionNode, now: datetime) -> str:
+    parts = [node.session.agent_id, node.status]
+    if node.activity is not None:
+        parts.append(f"{node.activity.turns} turn(s), first {node.age(now)} ago")
+    if node.tokens is not None:
+        parts.append(f"{node.tokens:,} tokens")
+    if node.label is not None:
+        parts.append(repr(node.label))
+    return " · ".join(parts)
+
+
+def compact_age(seconds: float) -> str:
+    """``42`` -> ``42s``, ``300`` -> ``5m``, ``7200`` -> ``2h``, ``172800`` -> ``2d``."""
+    seconds = max(0.0, seconds)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
