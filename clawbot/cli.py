@@ -425,6 +425,47 @@ def _decide(channel: str, code: str, *, approve: bool, home: Path | None) -> Pai
         fail(str(exc), code=1)
 
 
+sessions_app = typer.Typer(help="Look at the stored sessions.", no_args_is_help=True)
+app.add_typer(sessions_app, name="sessions")
+
+
+@sessions_app.command("tree")
+def sessions_tree(
+    key: Annotated[
+        str | None,
+        typer.Argument(help="a session's key; without it, every session that has subagents"),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """Show sessions and their subagents as a tree: agent, latest turn's status, turns.
+    Read-only, so it works beside a running bot."""
+    import asyncio
+
+    from clawbot.messages import utcnow
+    from clawbot.subagents.tree import family, render_tree, roots
+
+    async def trees() -> list[str] | None:
+        store = await _open_store(settings)
+        try:
+            if key is None:
+                tops = await roots(store.sessions)
+            else:
+                top = await store.sessions.get(key)
+                if top is None:
+                    return None
+                tops = [top]
+            now = utcnow()
+            return [render_tree(await family(store, top), now) for top in tops]
+        finally:
+            await store.close()
+
+    settings = load(home=home)
+    rendered = asyncio.run(trees())
+    if rendered is None:
+        fail(f"no session has the key {key!r} (`clawbot sessions tree` lists the trees)", 1)
+    print("\n\n".join(rendered) if rendered else "No session has subagents.")
+
+
 async def _open_store(settings: Settings) -> Store:
     from clawbot.errors import ClawbotError
     from clawbot.store import SqliteStore

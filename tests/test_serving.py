@@ -92,8 +92,10 @@ def test_operator_commands_work_beside_a_serving_bot(
     pairing = run(["pairing", "list"], b"", env, tmp_path)
     agents = run(["agents", "list"], b"", env, tmp_path)
     doctor = run(["doctor"], b"", env, tmp_path)
+    tree = run(["sessions", "tree"], b"", env, tmp_path)
 
     assert (pairing.returncode, pairing.stdout) == (0, b"No pairing codes are waiting.\n")
+    assert (tree.returncode, tree.stdout) == (0, b"No session has subagents.\n")
     assert agents.returncode == 0 and b"main" in agents.stdout
     assert b"already serving" not in doctor.stdout + doctor.stderr
     assert b"database" in doctor.stdout

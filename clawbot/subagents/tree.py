@@ -79,6 +79,21 @@ async def family(store: Store, root: Session) -> list[SessionNode]:
     return [SessionNode(n.session, n.depth, activity.get(n.session.key)) for n in nodes]
 
 
+async def roots(sessions: Sessions) -> list[Session]:
+    """The sessions at the top of a family (no owner, at least one child), in the order of
+    their first child."""
+    found: dict[str, Session] = {}
+    for key in await sessions.owners():
+        session = await sessions.get(key)
+        for _ in range(MAX_CHAIN):
+            if session is None or session.owner_key is None:
+                break
+            session = await sessions.get(session.owner_key)
+        if session is not None and session.owner_key is None:
+            found.setdefault(session.key, session)
+    return list(found.values())
+
+
 async def children(store: Store, key: str) -> list[SessionNode]:
     """The sessions ``key`` owns, oldest first, with their turns."""
     owned = await store.sessions.children(key)
@@ -118,7 +133,8 @@ def render_tree(nodes: Sequence[SessionNode], now: datetime) -> str:
     lines = []
     for node in nodes:
         indent = "  " * node.depth + ("└ " if node.depth else "")
-        lines.append(f"{indent}{node.child_id}  {_summary(node, now)}")
+        name = node.child_id if node.depth else node.session.key
+        lines.append(f"{indent}{name}  {_summary(node, now)}")
     return "\n".join(lines)
 
 
