@@ -300,3 +300,17 @@ async def test_stop_leaves_another_conversations_subagents_running(
     assert result.reply == "Nothing was running."
     assert not digging.future.done()
     await bot.scheduler.stop(digging.session_key)
+
+
+async def test_the_label_is_also_read_from_the_spawn_record_and_bad_meta_is_shown_as_unknown(
+    bot: Clawbot, chat: Chat, parent: Session
+) -> None:
+    await spawn(bot, parent, "r1", subagent={"label": "summarize", "depth": 1})
+    await spawn(bot, parent, "r2", label=["not", "text"], tokens="many", subagent="garbled")
+
+    result = await chat.say("/subagents")
+
+    assert (result.reply or "").splitlines()[1:3] == [
+        "• r1 · researcher · summarize · idle · - · -",
+        "• r2 · researcher · - · idle · - · -",
+    ]

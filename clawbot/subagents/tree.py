@@ -18,6 +18,9 @@ from clawbot.store.interface import Sessions
 from clawbot.subagents.chains import MAX_CHAIN
 from clawbot.subagents.keys import child_id_of
 
+# The session meta key under which spawning keeps a child's record (its label among others).
+_SPAWN_RECORD = "subagent"
+
 
 @dataclass(frozen=True)
 class SessionNode:
@@ -39,15 +42,24 @@ class SessionNode:
 
     @property
     def label(self) -> str | None:
-        """The label it was spawned with (session meta ``label``), if any."""
-        label = self.session.meta.get("label")
+        """The label it was spawned with, if any: session meta ``label``, or the ``label``
+        of the spawn's record (meta ``subagent``). Whatever an old row holds, never an error."""
+        label = self._meta("label")
         return label if isinstance(label, str) and label.strip() else None
 
     @property
     def tokens(self) -> int | None:
-        """Tokens its turns used (session meta ``tokens``), if recorded."""
-        tokens = self.session.meta.get("tokens")
+        """Tokens its turns used, if recorded: session meta ``tokens`` (or the spawn
+        record's)."""
+        tokens = self._meta("tokens")
         return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+
+    def _meta(self, name: str) -> object:
+        meta = self.session.meta
+        if name in meta:
+            return meta[name]
+        record = meta.get(_SPAWN_RECORD)
+        return record.get(name) if isinstance(record, dict) else None
 
     def age(self, now: datetime) -> str:
         """How long ago its first turn began (``"-"`` before any), compactly: ``3m``."""
