@@ -38,6 +38,15 @@ def _matches(pattern: str, labels: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(label, pattern) for label in labels)
 
 
+class SubagentPolicy(BaseModel):
+    """Which agents an agent may spawn as subagents: ids or ``*`` wildcards. ``None`` (the
+    default) means any agent for ``main`` and only itself for every other agent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allow: tuple[str, ...] | None = None
+
+
 class ContextPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -59,6 +68,7 @@ class AgentSpec(BaseModel):
     tools: ToolPolicy = ToolPolicy()
     skills: ToolPolicy = ToolPolicy()
     context: ContextPolicy = ContextPolicy()
+    subagents: SubagentPolicy = SubagentPolicy()
     workspace_overlay: bool = True
     risk_profile: str = "default"
 
@@ -82,6 +92,13 @@ class AgentSpec(BaseModel):
         if self.agent_id != DEFAULT_AGENT_ID and HIGH_RISK_GROUPS.intersection(groups):
             return name in self.tools.allow
         return True
+
+    def may_spawn(self, agent_id: str) -> bool:
+        """Whether this agent may spawn ``agent_id`` as a subagent (``subagents.allow``)."""
+        allow = self.subagents.allow
+        if allow is None:
+            return self.agent_id == DEFAULT_AGENT_ID or agent_id == self.agent_id
+        return any(fnmatch.fnmatchcase(agent_id, pattern) for pattern in allow)
 
     def allows_skill(self, name: str) -> bool:
         return self.skills.permits(name)

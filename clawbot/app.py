@@ -25,6 +25,8 @@ from clawbot.settings import Settings
 from clawbot.skills import skill_tools
 from clawbot.store import SqliteStore, Store
 from clawbot.subagent_commands import register_subagent_commands
+from clawbot.subagents.control import SubagentControl
+from clawbot.subagents.session_tools import session_tools
 from clawbot.switchboard import Switchboard
 from clawbot.tools import ToolRegistry
 from clawbot.workspace import Workspace
@@ -46,6 +48,7 @@ class Clawbot:
     agents: AgentRegistry
     switchboard: Switchboard
     scheduler: Scheduler
+    subagents: SubagentControl
 
     @classmethod
     async def open(
@@ -103,6 +106,17 @@ class Clawbot:
         scheduler = Scheduler(
             settings=settings, store=store, runtime=runtime, outbox=outbox, clock=clock
         )
+        subagents = SubagentControl(
+            settings=settings,
+            store=store,
+            scheduler=scheduler,
+            runtime=runtime,
+            agents=agent_registry,
+        )
+        scheduler.bind_turn_ends(subagents.announcer)
+        if tools is None:
+            for tool in session_tools(subagents):
+                registry.add(tool)
         if commands is None:
             commands = builtin_commands()
             register_agent_commands(commands, switchboard, runtime)
@@ -129,6 +143,7 @@ class Clawbot:
             agent_registry,
             switchboard,
             scheduler,
+            subagents,
         )
 
     def connect(self, adapter: Adapter) -> None:

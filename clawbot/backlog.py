@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -16,6 +16,8 @@ from clawbot.jobs import Lane
 from clawbot.messages import Frozen, Provenance, TextBlock, ToolResultBlock, TranscriptEntry
 
 BACKLOG_HEADER = "[Backlog]"
+MERGED_META = "merged_meta"
+"""The meta key under which a ``[Backlog]`` entry keeps the meta of the messages it merged."""
 MAX_TASK_CHARS = 600
 MAX_STEP_CHARS = 200
 MAX_STEPS = 20
@@ -124,11 +126,21 @@ def merge_backlog(items: Sequence[BacklogItem], turn_id: str) -> TranscriptEntry
         if last is not None
         else Provenance(source="system")
     )
+    meta: dict[str, Any] = {"backlog": [item.job_id for item in items]}
+    # What rides in merged internal messages' meta (an announce's payload, an injection's
+    # hop and trace) stays readable for the turn that answers them.
+    carried = [
+        m.entry.meta
+        for m in messages
+        if m.entry is not None and m.entry.provenance.source == "internal" and m.entry.meta
+    ]
+    if carried:
+        meta[MERGED_META] = carried
     return TranscriptEntry(
         role="user",
         content=(TextBlock(text="\n".join(lines)),),
         provenance=provenance,
-        meta={"backlog": [item.job_id for item in items]},
+        meta=meta,
         turn_id=turn_id,
     )
 

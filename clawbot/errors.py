@@ -86,3 +86,14 @@ class ShuttingDownError(ClawbotError):
     """A message arrived after shutdown began; it was not accepted."""
 
     hint = "send it again in a minute, once clawbot is back"
+
+
+class SubagentError(ClawbotError):
+    """A spawn, message or stop between agents was refused: a limit, an unknown agent or
+    session, a loop. The message says which; the tool call gets it as its result."""
+
+
+class MalformedMetaError(ClawbotError):
+    """A stored payload (an announce, an injection header, a child's record) is unreadable."""
+
+    hint = "it was written by another version or damaged; the message itself is kept"

@@ -11,11 +11,11 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from clawbot.agents import AgentSpec, ModelSource, effective_model
-from clawbot.errors import ClawbotError, ProviderError
+from clawbot.errors import ClawbotError, MalformedMetaError, ProviderError
 from clawbot.jobs import TurnJob
 from clawbot.llm import ModelClient, ModelReply
 from clawbot.logs import agent_scope
@@ -31,6 +31,8 @@ from clawbot.settings import Settings
 from clawbot.skills import Skill, SkillLibrary, skills_prompt
 from clawbot.store import Store, new_id
 from clawbot.subagents.chains import AgentChains
+from clawbot.subagents.context import announce_context
+from clawbot.subagents.records import ChildInfo
 from clawbot.tools import Tool, ToolContext, ToolRegistry
 from clawbot.transcripts import TranscriptCache
 from clawbot.workspace import BootstrapFile, Workspace
@@ -171,6 +173,35 @@ class Runtime:
         self._resolved[key] = (agent, files, generation, resolved)
         return resolved
 
+    def within_ceiling(self, session: Session, resolved: ResolvedTurn) -> ResolvedTurn:
+        """A child session's tools: its agent's, within the ceiling set when it was spawned
+        (what its parent held then). Offered and executable: nothing else."""
+        if session.owner_key is None:
+            return resolved
+        try:
+            child = ChildInfo.of(session)
+            if child is None:
+                return resolved
+            allowed = frozenset(child.tools)
+        except MalformedMetaError as exc:  # deny by default: no tools rather than all
+            log.warning("session %s: %s", session.key, exc)
+            allowed = frozenset()
+        tools = tuple(t for t in resolved.tools if t.name in allowed)
+        return replace(
+            resolved,
+            tools=tools,
+            tool_specs=tuple(t.spec() for t in tools),
+            tool_names=frozenset(t.name for t in tools),
+        )
+
+    def effective_tools(self, session: Session) -> frozenset[str]:
+        """The tools a session's turns may use: what a child it spawns is held within."""
+        return self.within_ceiling(session, self.resolve(session)).tool_names
+
+    def agent_tools(self, agent: AgentSpec) -> frozenset[str]:
+        """The tools an agent's own policy allows."""
+        return frozenset(t.name for t in self.tools if agent.allows_tool(t.name, t.groups))
+
     def _build_parts(self, agent: AgentSpec, files: tuple[BootstrapFile, ...]) -> _AgentParts:
         tools = tuple(t for t in self.tools if agent.allows_tool(t.name, t.groups))
         skills = self.skills.for_agent(agent, {t.name for t in tools})
@@ -210,18 +241,24 @@ class Runtime:
         *,
         ephemeral: Sequence[str] = (),
         control: TurnControl = NEVER_YIELD,
+        inputs: Sequence[TranscriptEntry] = (),
     ) -> TurnResult:
         """Run the tool loop for an accepted turn and persist what it produced.
 
         ``ephemeral`` blocks (memory recall, announce payloads) are shown to the model for
         this turn only and never written to the transcript. When ``control`` asks to yield
         at a tool boundary, the turn stops there with status "yielded"; its ``entries`` are
-        every round it made (already persisted), for the resume token.
+        every round it made (already persisted), for the resume token. ``inputs`` are the
+        messages the turn answers: the announces among them are rendered as ephemeral
+        blocks, and tools read the hop and trace of injected ones.
         """
-        resolved = self.resolve(session)
+        resolved = self.within_ceiling(session, self.resolve(session))
+        announces = announce_context(inputs)
+        if announces:
+            ephemeral = (*ephemeral, *announces)
         ancestors = await self.chains.ancestors(session)
         with agent_scope(*ancestors, resolved.agent.agent_id):
-            return await self._loop(session, resolved, turn_id, ephemeral, control)
+            return await self._loop(session, resolved, turn_id, ephemeral, control, inputs)
 
     async def _loop(
         self,
@@ -230,6 +267,7 @@ class Runtime:
         turn_id: str,
         ephemeral: Sequence[str],
         control: TurnControl,
+        inputs: Sequence[TranscriptEntry] = (),
     ) -> TurnResult:
         transcript = await self.transcripts.get(session)
         specs = resolved.tool_specs
@@ -273,6 +311,8 @@ class Runtime:
                     agent_id=resolved.agent.agent_id,
                     skills=resolved.skills,
                     switchboard=self.switchboard,
+                    turn_id=turn_id,
+                    inputs=tuple(inputs),
                 )
             rounds += 1
             results: list[ToolResultBlock] = []

@@ -120,6 +120,31 @@ class Settings(BaseSettings):
     job_max_attempts: int = Field(default=3, ge=1, description="starts before a job is failed")
     turn_watchdog: float = Field(default=300.0, gt=0, description="log turns held this long")
 
+    max_spawn_depth: int = Field(
+        default=1,
+        ge=1,
+        le=5,
+        description="how deep subagents may nest: 1 lets a conversation's agent spawn children "
+        "that cannot spawn their own",
+    )
+    max_children: int = Field(
+        default=5, ge=1, le=100, description="children of one session running at once"
+    )
+    max_hops: int = Field(
+        default=8,
+        ge=1,
+        le=100,
+        description="messages one chain of agents may pass on (spawn, send) before the next "
+        "is refused; stops agents that keep messaging each other",
+    )
+    subagent_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="seconds a child's run may take unless its spawn says otherwise; then it "
+        "is stopped and reports status timeout",
+    )
+
     @field_validator("home", "workspace", mode="after")
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from clawbot.agents import HIGH_RISK_GROUPS
 from clawbot.errors import ClawbotError, ToolArgumentsError
-from clawbot.messages import ToolCallBlock, ToolResultBlock
+from clawbot.messages import ToolCallBlock, ToolResultBlock, TranscriptEntry
 
 if TYPE_CHECKING:
     from clawbot.sessions import Session
@@ -58,6 +58,9 @@ class ToolContext:
     """The skills listed to the active agent this turn (what ``skill_read`` may open)."""
     switchboard: Switchboard | None = None
     """How session and agent tools change the session or the agent registry."""
+    turn_id: str | None = None
+    inputs: tuple[TranscriptEntry, ...] = ()
+    """The messages the turn answers (what an injected one carries: its hop and trace)."""
 
 
 ToolFunction = Callable[..., Awaitable[Any]]

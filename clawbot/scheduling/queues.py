@@ -13,7 +13,7 @@ from clawbot.backlog import ResumeStep, merge_backlog, task_of
 from clawbot.clock import Clock
 from clawbot.jobs import LANES, Lane, TurnJob
 from clawbot.messages import TranscriptEntry
-from clawbot.scheduling.records import RunKind
+from clawbot.scheduling.records import ActiveTurn, QueueState, RunKind
 from clawbot.scheduling.session_state import Run, RunMode, SessionQueue, runner_item
 from clawbot.sessions import Session
 from clawbot.settings import Settings
@@ -71,6 +71,30 @@ class SessionQueues:
         else:
             queue.session = session
         return queue
+
+    def state(self, session_key: str) -> QueueState:
+        """A session's scheduling state, for ``/queue``."""
+        queue = self._sessions.get(session_key)
+        if queue is None:
+            return QueueState(session_key, None, (), 0, None)
+        run = queue.run
+        active = (
+            ActiveTurn(
+                job_id=run.job.id,
+                lane=run.slot,
+                kind=run.kind,
+                seconds=self.clock.monotonic() - run.started,
+            )
+            if run is not None
+            else None
+        )
+        return QueueState(
+            session_key=session_key,
+            active=active,
+            backlog=tuple(queue.backlog),
+            queued=len(queue.direct),
+            waiting_lane=queue.ready_lane,
+        )
 
     def queues(self) -> list[SessionQueue]:
         """A snapshot: settling a queue may forget it."""

@@ -40,11 +40,11 @@ from clawbot.outbox import Outbox
 from clawbot.runtime import Runtime
 from clawbot.scheduling.context import ContextMessages
 from clawbot.scheduling.delivery import Replies, ReplyMarks
+from clawbot.scheduling.hooks import TurnEnds
 from clawbot.scheduling.housekeeping import Housekeeping
 from clawbot.scheduling.outcomes import Outcomes
 from clawbot.scheduling.queues import SessionQueues
 from clawbot.scheduling.records import (
-    ActiveTurn,
     QueueState,
     StopReport,
     TurnHandle,
@@ -56,8 +56,10 @@ from clawbot.scheduling.turns import TurnRunner
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
+from clawbot.subagents.records import InjectionWrite
 
 log = logging.getLogger("clawbot.scheduler")
+_Keys = tuple[str | None, InjectionWrite | None]  # (platform message id, injection)
 
 
 class Scheduler:
@@ -135,6 +137,8 @@ class Scheduler:
             await self._recovery.redeliver()
             self._housekeeping.start()
             self._started = True
+            if self._turns.ends is not None:
+                await self._turns.ends.recover()
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Stop intake, give running turns ``timeout`` seconds (default: the
@@ -173,8 +177,10 @@ class Scheduler:
         lane: Lane = "main",
         reply_to: str | None = None,
         dedup_id: str | None = None,
+        injection: InjectionWrite | None = None,
     ) -> TurnHandle | None:
-        """Store a message with its TurnJob and queue it; None for a redelivered message.
+        """Store a message with its TurnJob and queue it; None for a redelivered message
+        (or an ``injection`` whose idempotency key was stored before).
 
         Returns once the message is durable: an adapter acknowledges the platform after
         this. An idle session's message enters the transcript and runs (or waits for a lane
@@ -189,9 +195,10 @@ class Scheduler:
         if job_id is None:
             job_id = new_id("turn")
             entry = entry.model_copy(update={"turn_id": job_id})
+        keys = (dedup_id, injection)
         if queue.idle():
-            return await self._submit_direct(queue, entry, job_id, lane, reply_to, dedup_id)
-        return await self._submit_backlog(queue, entry, job_id, lane, reply_to, dedup_id)
+            return await self._submit_direct(queue, entry, job_id, lane, reply_to, keys)
+        return await self._submit_backlog(queue, entry, job_id, lane, reply_to, keys)
 
     async def _submit_direct(
         self,
@@ -200,7 +207,7 @@ class Scheduler:
         job_id: str,
         lane: Lane,
         reply_to: str | None,
-        dedup_id: str | None,
+        keys: _Keys,
     ) -> TurnHandle | None:
         queues = self._queues
         start_now = queues.has_room(lane) and not queues.waiting(lane)
@@ -218,7 +225,7 @@ class Scheduler:
         if start_now:
             # Claim the session and the slot before the first await: a message arriving
             # meanwhile sees a busy session and goes to the backlog.
-            run = queues.new_run(queue, job, "message", slot=lane, mode="started")
+            run = queues.new_run(queue, job, "message", slot=lane, mode="started", entries=[entry])
             queue.run = run
             queues.reserve(lane)
         else:
@@ -227,9 +234,7 @@ class Scheduler:
         queue.submitting += 1
         try:
             transcript = await self.runtime.transcripts.get(queue.session)
-            fresh = await self.store.jobs.submit(
-                queue.session, job, entry=entry, dedup_id=dedup_id, replied=replied
-            )
+            fresh = await self._write(queue.session, job, keys, entry=entry, replied=replied)
         except BaseException:
             self._marks.give_back(replied)
             fresh = False
@@ -265,7 +270,7 @@ class Scheduler:
         job_id: str,
         lane: Lane,
         reply_to: str | None,
-        dedup_id: str | None,
+        keys: _Keys,
     ) -> TurnHandle | None:
         steers = lane == "main" and queue.session.channel != INTERNAL_CHANNEL
         item = BacklogItem(
@@ -275,9 +280,7 @@ class Scheduler:
         replied = self._marks.take()
         queue.submitting += 1
         try:
-            fresh = await self.store.jobs.submit(
-                queue.session, job, item=item, dedup_id=dedup_id, replied=replied
-            )
+            fresh = await self._write(queue.session, job, keys, item=item, replied=replied)
         except BaseException:
             self._marks.give_back(replied)
             raise
@@ -292,6 +295,27 @@ class Scheduler:
         self._queues.settle(queue)
         return self._outcomes.handle_for(job) if fresh else None
 
+    async def _write(
+        self,
+        session: Session,
+        job: TurnJob,
+        keys: _Keys,
+        *,
+        entry: TranscriptEntry | None = None,
+        item: BacklogItem | None = None,
+        replied: list[str],
+    ) -> bool:
+        """An injected message is stored with its injection row; any other with its dedup
+        ledger row (a platform message id)."""
+        dedup_id, injection = keys
+        if injection is not None:
+            return await self.store.injections.submit(
+                session, job, injection=injection, entry=entry, item=item, replied=replied
+            )
+        return await self.store.jobs.submit(
+            session, job, entry=entry, item=item, dedup_id=dedup_id, replied=replied
+        )
+
     async def add_context(
         self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
     ) -> bool:
@@ -299,6 +323,10 @@ class Scheduler:
         with the session's turns: at once when no turn runs, else held back (durably) until
         the running turn ends. False for a redelivered message."""
         return await self._context.add(session, entry, dedup_id=dedup_id)
+
+    def bind_turn_ends(self, ends: TurnEnds) -> None:
+        """Call ``ends`` when a child session's turn ends (its announce), and at start-up."""
+        self._turns.ends = ends
 
     def refresh(self, session: Session) -> None:
         """The router changed a session (agent, model, /new): later turns use the change."""
@@ -309,27 +337,7 @@ class Scheduler:
     # control ---------------------------------------------------------------------------
 
     def queue_state(self, session_key: str) -> QueueState:
-        queue = self._queues.get(session_key)
-        if queue is None:
-            return QueueState(session_key, None, (), 0, None)
-        run = queue.run
-        active = (
-            ActiveTurn(
-                job_id=run.job.id,
-                lane=run.slot,
-                kind=run.kind,
-                seconds=self.clock.monotonic() - run.started,
-            )
-            if run is not None
-            else None
-        )
-        return QueueState(
-            session_key=session_key,
-            active=active,
-            backlog=tuple(queue.backlog),
-            queued=len(queue.direct),
-            waiting_lane=queue.ready_lane,
-        )
+        return self._queues.state(session_key)
 
     async def stop(self, session_key: str) -> StopReport:
         """Cancel the session's active turn at once and drop the interrupted work waiting in

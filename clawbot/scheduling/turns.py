@@ -8,19 +8,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from clawbot.backlog import BacklogItem, resume_token
 from clawbot.clock import human_duration
-from clawbot.errors import LeaseLostError, StoreError
+from clawbot.errors import LeaseLostError, MalformedMetaError, StoreError
+from clawbot.messages import TranscriptEntry
 from clawbot.runtime import Runtime, TurnResult
 from clawbot.scheduling.delivery import Replies, ReplyMarks
+from clawbot.scheduling.hooks import TurnEnds
 from clawbot.scheduling.records import TurnOutcome
 from clawbot.scheduling.session_state import Run, SessionQueue
+from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store
+from clawbot.subagents.records import ChildInfo
 
 log = logging.getLogger("clawbot.scheduler")
+DEADLINE_ERROR = "turn deadline of "
+"""How the error of a job stopped at its deadline (or a child's run timeout) begins."""
 
 
 class TurnRunner:
@@ -52,6 +58,8 @@ class TurnRunner:
         self._record_context = record_context
         self._tasks: set[asyncio.Task[None]] = set()
         self._unclosed: list[list[str]] = []  # failed jobs the store could not close yet
+        self.ends: TurnEnds | None = None
+        """Told when a child session's turn ended (bound by the subagents package)."""
 
     def launch(self, run: Run) -> None:
         task = self._loop().create_task(self._execute(run), name=f"turn {run.job.id}")
@@ -101,6 +109,8 @@ class TurnRunner:
                     await self._record_context(queue)
                 except Exception:
                     log.exception("session %s: could not record context messages", queue.key)
+            if outcome is not None and outcome.status != "deferred":
+                await self._ended(run)
         finally:
             if outcome is not None:
                 self._resolve(run.job.id, outcome)
@@ -131,14 +141,17 @@ class TurnRunner:
             if not await self.store.jobs.claim(job, run.lease_until):
                 return TurnOutcome(job_id=job.id, status="deferred")
             log.info("session %s: resuming job %s after a crash", session.key, job.id)
+        inputs = await self._inputs(run)
         loop = self._loop()
-        deadline = loop.call_at(loop.time() + self.settings.turn_deadline, self._expire, run)
+        deadline = loop.call_at(loop.time() + self._deadline(session), self._expire, run)
         try:
             if self.replies.shows_typing(session):
                 async with self.replies.typing(session):
-                    result = await self.runtime.run_turn(session, job.id, control=run)
+                    result = await self.runtime.run_turn(
+                        session, job.id, control=run, inputs=inputs
+                    )
             else:
-                result = await self.runtime.run_turn(session, job.id, control=run)
+                result = await self.runtime.run_turn(session, job.id, control=run, inputs=inputs)
         finally:
             deadline.cancel()
         if result.status == "yielded":
@@ -155,6 +168,40 @@ class TurnRunner:
             delivery=delivery,
             result=result,
         )
+
+    async def _inputs(self, run: Run) -> Sequence[TranscriptEntry]:
+        """The messages this turn answers, for what their meta carries (an announce's
+        payload, an injection's hop and trace). A person's message stored before its turn
+        carries none, so only injected and recovered turns read theirs back."""
+        if run.entries:
+            return run.entries
+        if run.mode == "claim" or run.job.lane != "main":
+            entries = await self.store.injections.turn(run.queue.key, run.job.id)
+            return [entry for entry in entries if entry.role == "user"]
+        return ()
+
+    def _deadline(self, session: Session) -> float:
+        """A child's own run timeout (set when it was spawned), else the turn deadline."""
+        if session.owner_key is not None:
+            try:
+                child = ChildInfo.of(session)
+            except MalformedMetaError as exc:
+                log.warning("session %s: %s", session.key, exc)
+                child = None
+            if child is not None:
+                return child.timeout
+        return self.settings.turn_deadline
+
+    async def _ended(self, run: Run) -> None:
+        """A child's turn ended: its announce goes to its parent. A failure here is logged;
+        the next start announces what was not."""
+        session = run.queue.session
+        if self.ends is None or session.owner_key is None:
+            return
+        try:
+            await self.ends.turn_ended(session, run.job.id)
+        except Exception:
+            log.exception("session %s: could not announce turn %s", session.key, run.job.id)
 
     async def _yielded(self, run: Run, result: TurnResult) -> None:
         queue = run.queue
@@ -204,14 +251,14 @@ class TurnRunner:
 
     async def _over_deadline(self, run: Run) -> TurnOutcome:
         self.runtime.transcripts.forget(run.queue.key)
-        limit = human_duration(self.settings.turn_deadline)
+        limit = human_duration(self._deadline(run.queue.session))
         log.warning("session %s: turn %s passed its %s deadline", run.queue.key, run.job.id, limit)
         text = (
             f"Sorry, this took longer than {limit} (the turn deadline) and was stopped. "
             "Ask again, perhaps in smaller steps."
         )
         await self.store.jobs.close(
-            [run.job.id, *run.carried], "failed", f"turn deadline of {limit} exceeded"
+            [run.job.id, *run.carried], "failed", f"{DEADLINE_ERROR}{limit} exceeded"
         )
         delivery = await self.replies.send(run.queue.session, text, run.job.reply_to, kind="error")
         return TurnOutcome(job_id=run.job.id, status="failed", reply=text, delivery=delivery)

@@ -24,6 +24,7 @@ from clawbot.store.records import (
     SessionActivity,
     StoredBacklogItem,
 )
+from clawbot.subagents.records import ChildRun, InjectionWrite
 
 
 class Sessions(Protocol):
@@ -252,6 +253,41 @@ class Agents(Protocol):
         ...
 
 
+class Injections(Protocol):
+    """Messages sessions put into each other, stored once by idempotency key, and the
+    announces child turns owe their parents (marked in the transaction that writes them)."""
+
+    async def submit(
+        self,
+        session: Session,
+        job: TurnJob,
+        *,
+        injection: InjectionWrite,
+        entry: TranscriptEntry | None = None,
+        item: BacklogItem | None = None,
+        replied: Sequence[str] = (),
+    ) -> bool:
+        """Like ``Jobs.submit`` for an injected message, with its injection row; False,
+        writing nothing, for a key stored before or a child job announced before."""
+        ...
+
+    async def child_run(self, job_id: str) -> ChildRun | None:
+        """A child turn as its announce needs it; None when it owes no announce."""
+        ...
+
+    async def unannounced(self) -> builtins.list[ChildRun]:
+        """Finished child turns not yet announced, oldest first."""
+        ...
+
+    async def drop_announce(self, job_id: str) -> bool:
+        """Mark a child turn announced without an announce; False when it was already."""
+        ...
+
+    async def turn(self, session_key: str, turn_id: str) -> builtins.list[TranscriptEntry]:
+        """Every entry of one turn of a session, in order."""
+        ...
+
+
 class Store(Protocol):
     """Everything that must survive a restart, by repository, and the store's lifecycle."""
 
@@ -271,6 +307,8 @@ class Store(Protocol):
     def pairing(self) -> Pairing: ...
     @property
     def agents(self) -> Agents: ...
+    @property
+    def injections(self) -> Injections: ...
 
     @property
     def owner(self) -> str:

@@ -15,6 +15,7 @@ from clawbot.store.access import SqliteAccess, SqlitePairing
 from clawbot.store.agents import SqliteAgents
 from clawbot.store.backlog import SqliteBacklog
 from clawbot.store.database import Database, describe
+from clawbot.store.injections import SqliteInjections
 from clawbot.store.intake import PendingIntakes
 from clawbot.store.jobs import SqliteJobs
 from clawbot.store.ledger import SqliteLedger
@@ -42,6 +43,7 @@ class SqliteStore:
         self.access = SqliteAccess(database)
         self.pairing = SqlitePairing(database)
         self.agents = SqliteAgents(database)
+        self.injections = SqliteInjections(database)
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> SqliteStore:

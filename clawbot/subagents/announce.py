@@ -1,0 +1,209 @@
+"""The announce: when a child's turn ends (done, failed, timed out, stopped), its result is
+reported to its parent, exactly once.
+
+The report is built from what the store holds of the turn (its last answer, or its last
+meaningful tool result; the files it wrote; its tokens and duration) and injected into the
+parent: persisted text only ``[@agent:<name>#<agent_id>] finish``, the payload in the
+entry's meta, channel ``internal``, never delivered, lane ``announce``, through the parent's
+backlog when it is busy (it never steers).
+
+Exactly once: the store marks the child turn announced in the same transaction that writes
+the announce into the parent (and refuses a second one). A crash before that transaction
+leaves a finished, unannounced child turn, which :meth:`Announcer.recover` reports at the
+next start; a crash after it leaves the parent's announce job, which the scheduler's own
+recovery runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+
+from clawbot.agent_registry import AgentRegistry
+from clawbot.errors import MalformedMetaError, SubagentError
+from clawbot.messages import INTERNAL_CHANNEL, Provenance, ToolResultBlock, TranscriptEntry
+from clawbot.scheduling.turns import DEADLINE_ERROR
+from clawbot.sessions import Session
+from clawbot.store import Store
+from clawbot.subagents.injection import Injector, TurnOrigin
+from clawbot.subagents.records import (
+    ANNOUNCE_META,
+    AnnouncePayload,
+    AnnounceResult,
+    AnnounceStats,
+    AnnounceStatus,
+    AnnounceTask,
+    Artifact,
+    ChildInfo,
+    ChildRun,
+    Injection,
+    summarize,
+)
+
+log = logging.getLogger("clawbot.subagents")
+
+WRITING_TOOLS = frozenset({"file_write", "file_edit"})
+"""Tools whose ``path`` argument names a file the child wrote: an artifact."""
+
+
+def announce_key(run: ChildRun) -> str:
+    """Deterministic, from (parent, child, child run): the same report is stored once."""
+    return f"announce:{run.parent_key}:{run.child_key}:{run.job_id}"
+
+
+def status_of(run: ChildRun) -> AnnounceStatus:
+    if run.status == "done":
+        return "ok"
+    if run.status == "cancelled":
+        return "cancelled"
+    if run.error and run.error.startswith(DEADLINE_ERROR):
+        return "timeout"
+    return "error"
+
+
+def outcome_text(entries: Sequence[TranscriptEntry]) -> str:
+    """The turn's last assistant answer, else its last tool result that is not an error."""
+    for entry in reversed(entries):
+        if entry.role == "assistant" and entry.text.strip():
+            return entry.text
+    for entry in reversed(entries):
+        for block in reversed(entry.content):
+            if isinstance(block, ToolResultBlock) and not block.is_error and block.content:
+                return block.content
+    return ""
+
+
+def artifacts_of(entries: Sequence[TranscriptEntry]) -> tuple[Artifact, ...]:
+    """The files the turn wrote (calls to the writing tools that did not fail)."""
+    paths: dict[str, str] = {}
+    failed: set[str] = set()
+    for entry in entries:
+        for call in entry.tool_calls:
+            path = call.arguments.get("path")
+            if call.name in WRITING_TOOLS and isinstance(path, str):
+                paths[call.id] = path
+        for block in entry.content:
+            if isinstance(block, ToolResultBlock) and block.is_error:
+                failed.add(block.tool_call_id)
+    seen: dict[str, Artifact] = {}
+    for call_id, path in paths.items():
+        if call_id not in failed:
+            seen.setdefault(path, Artifact(kind="file", path=path))
+    return tuple(seen.values())
+
+
+def tokens_of(entries: Sequence[TranscriptEntry]) -> int | None:
+    """Tokens the turn's model calls used, from litellm's usage; None when none said."""
+    total = 0
+    known = False
+    for entry in entries:
+        usage = entry.meta.get("usage")
+        if isinstance(usage, dict):
+            known = True
+            total += sum(int(v) for v in usage.values() if isinstance(v, int | float))
+    return total if known else None
+
+
+class Announcer:
+    """Reports child turns to their parents; bound to the scheduler as its ``TurnEnds``."""
+
+    def __init__(self, *, store: Store, injector: Injector, agents: AgentRegistry) -> None:
+        self.store = store
+        self.injector = injector
+        self.agents = agents
+
+    async def turn_ended(self, session: Session, job_id: str) -> None:
+        run = await self.store.injections.child_run(job_id)
+        if run is None or run.announced or not run.finished or run.merged_into is not None:
+            return
+        await self.announce(run)
+
+    async def recover(self) -> None:
+        runs = await self.store.injections.unannounced()
+        if runs:
+            log.info("announcing %d child turn(s) a crash left unreported", len(runs))
+        for run in runs:
+            try:
+                await self.announce(run)
+            except Exception:
+                log.exception(
+                    "could not announce child turn %s (retried at next start)", run.job_id
+                )
+
+    async def announce(self, run: ChildRun) -> None:
+        """Build the report of one finished child turn and inject it into the parent."""
+        child = await self.store.sessions.get(run.child_key)
+        if child is None:
+            log.warning(
+                "child session %s is gone: turn %s not announced", run.child_key, run.job_id
+            )
+            await self.store.injections.drop_announce(run.job_id)
+            return
+        entries = await self.store.injections.turn(child.key, run.job_id)
+        origin = TurnOrigin.of(child, run.job_id, [e for e in entries if e.role == "user"])
+        payload = self._payload(run, child, entries, origin)
+        injection = Injection(
+            kind="announce",
+            target_key=run.parent_key,
+            source_key=child.key,
+            text=payload.text,
+            provenance=Provenance(
+                channel=INTERNAL_CHANNEL,
+                sender_id=child.key,
+                sender_name=payload.source_agent_name,
+                message_id=payload.idempotency_key,
+                source="internal",
+            ),
+            idempotency_key=payload.idempotency_key,
+            hop=origin.hop,  # a report answers the message that started the turn
+            trace=origin.trace.back(),
+            meta_json=json.dumps({ANNOUNCE_META: payload.model_dump(mode="json")}),
+            announces=run.job_id,
+        )
+        try:
+            await self.injector.inject(injection)
+        except SubagentError as exc:
+            # Refused for good (past the hop limit): recorded, so no restart tries again.
+            log.warning("announce of %s to %s dropped: %s", child.key, run.parent_key, exc)
+            await self.store.injections.drop_announce(run.job_id)
+
+    def _payload(
+        self,
+        run: ChildRun,
+        child: Session,
+        entries: Sequence[TranscriptEntry],
+        origin: TurnOrigin,
+    ) -> AnnouncePayload:
+        try:
+            info = ChildInfo.of(child)
+        except MalformedMetaError as exc:
+            log.warning("%s", exc)
+            info = None
+        task = next((e.text for e in entries if e.role == "user"), "")
+        status = status_of(run)
+        summary = outcome_text(entries)
+        if status != "ok":
+            why = run.error or status
+            summary = f"{why}. {summary}" if summary else why
+        duration = None
+        if run.started_at is not None and run.finished_at is not None:
+            duration = int((run.finished_at - run.started_at).total_seconds() * 1000)
+        spec = self.agents.find(child.agent_id)
+        return AnnouncePayload(
+            trace_id=origin.trace.trace_id,
+            hop=origin.hop,
+            idempotency_key=announce_key(run),
+            source_agent_id=child.agent_id,
+            source_agent_name=spec.name if spec is not None else child.agent_id,
+            source_session_key=child.key,
+            source_run_id=run.job_id,
+            task=AnnounceTask(
+                label=info.label if info is not None else summarize(task)[:60],
+                prompt=summarize(task),
+            ),
+            result=AnnounceResult(
+                status=status, summary=summarize(summary), artifacts=artifacts_of(entries)
+            ),
+            stats=AnnounceStats(duration_ms=duration, tokens=tokens_of(entries)),
+        )

@@ -1,0 +1,39 @@
+"""The ``[Context: subagent_announce]`` blocks a parent's turn shows the model: rendered
+from the payloads of the announces the turn answers, for that turn's requests only (the
+runtime's ephemeral context), never written to the transcript."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from clawbot.errors import MalformedMetaError
+from clawbot.messages import TranscriptEntry
+from clawbot.subagents.records import (
+    ANNOUNCE_META,
+    AnnouncePayload,
+    headers_of,
+    parse_meta,
+)
+
+log = logging.getLogger("clawbot.subagents")
+
+
+def announce_context(inputs: Sequence[TranscriptEntry]) -> list[str]:
+    """One block per announce among a turn's input messages (merged ones included). An
+    unreadable payload becomes a block saying so, never a failed turn."""
+    blocks: list[str] = []
+    for meta in headers_of(inputs):
+        value = meta.get(ANNOUNCE_META)
+        if value is None:
+            continue
+        try:
+            blocks.append(parse_meta(AnnouncePayload, value, "announce payload").render())
+        except MalformedMetaError as exc:
+            log.warning("%s", exc)
+            blocks.append(
+                "[Context: subagent_announce]\n"
+                f"A subagent finished, but its report cannot be read: {exc.message}.\n"
+                "[/Context]"
+            )
+    return blocks

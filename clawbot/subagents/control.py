@@ -1,0 +1,162 @@
+"""What an agent can do with its subagents (the ``sessions_*`` tools call these): spawn one,
+continue one of its own children, list them, read one's history, stop them. Every call
+names a child of the calling session, or is refused with a clear error listing its
+children. Assembles the injector, spawner and announcer of one bot."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+from clawbot.agent_registry import AgentRegistry
+from clawbot.errors import MalformedMetaError, SubagentError
+from clawbot.messages import INTERNAL_CHANNEL, Provenance, TranscriptEntry
+from clawbot.runtime import Runtime
+from clawbot.scheduling import Scheduler, StopReport
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.store import Store
+from clawbot.subagents.announce import Announcer
+from clawbot.subagents.injection import Injector, TurnOrigin
+from clawbot.subagents.keys import child_id_of
+from clawbot.subagents.records import ChildInfo, Injection
+from clawbot.subagents.spawning import Spawned, Spawner
+
+ChildState = Literal["running", "waiting", "idle"]
+
+
+@dataclass(frozen=True)
+class ChildView:
+    """One child as its parent's agent sees it in ``sessions_list``."""
+
+    child_id: str
+    key: str
+    agent_id: str
+    label: str
+    state: ChildState
+
+
+@dataclass(frozen=True)
+class ChildStopped:
+    child_id: str
+    report: StopReport
+
+
+class SubagentControl:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        scheduler: Scheduler,
+        runtime: Runtime,
+        agents: AgentRegistry,
+    ) -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self.agents = agents
+        self.injector = Injector(settings=settings, store=store, scheduler=scheduler)
+        self.spawner = Spawner(
+            settings=settings,
+            store=store,
+            scheduler=scheduler,
+            runtime=runtime,
+            agents=agents,
+            injector=self.injector,
+        )
+        self.announcer = Announcer(store=store, injector=self.injector, agents=agents)
+
+    async def spawn(
+        self,
+        parent: Session,
+        task: str,
+        origin: TurnOrigin,
+        *,
+        agent: str | None = None,
+        label: str | None = None,
+        timeout: float | None = None,
+    ) -> Spawned:
+        return await self.spawner.spawn(
+            parent, task, origin, agent=agent, label=label, timeout=timeout
+        )
+
+    async def child(self, parent: Session, ref: str) -> Session:
+        """The child of ``parent`` that ``ref`` (its id or key) names."""
+        ref = ref.strip()
+        children = await self.store.sessions.children(parent.key)
+        for child in children:
+            if ref in (child.key, child_id_of(child.key)):
+                return child
+        ids = ", ".join(child_id_of(c.key) or c.key for c in children) or "none"
+        raise SubagentError(
+            f"{ref!r} is not a child of this session", hint=f"your children are: {ids}"
+        )
+
+    async def send(
+        self, parent: Session, ref: str, message: str, origin: TurnOrigin, turn_id: str | None
+    ) -> Session:
+        """Continue a child: ``message`` becomes its next turn (lane ``subagent``); its
+        answer comes back as another announce. The same message sent twice by one turn is
+        stored once."""
+        if not message.strip():
+            raise SubagentError("the message is empty")
+        child = await self.child(parent, ref)
+        hop, trace = origin.onward(child.key, child.agent_id)
+        digest = hashlib.sha256(message.encode()).hexdigest()[:16]
+        key = f"message:{child.key}:{turn_id or '-'}:{digest}"
+        await self.injector.inject(
+            Injection(
+                kind="message",
+                target_key=child.key,
+                source_key=parent.key,
+                text=message,
+                provenance=Provenance(
+                    channel=INTERNAL_CHANNEL,
+                    sender_id=parent.key,
+                    sender_name=self.agents.get(parent.agent_id).name,
+                    message_id=key,
+                    source="internal",
+                ),
+                idempotency_key=key,
+                hop=hop,
+                trace=trace,
+            )
+        )
+        return child
+
+    async def children(self, parent: Session) -> list[ChildView]:
+        views = []
+        for child in await self.store.sessions.children(parent.key):
+            state = self.scheduler.queue_state(child.key)
+            status: ChildState = (
+                "running"
+                if state.active is not None
+                else "waiting"
+                if state.backlog or state.queued or state.waiting_lane
+                else "idle"
+            )
+            try:
+                info = ChildInfo.of(child)
+            except MalformedMetaError:
+                info = None
+            label = info.label if info is not None else ""
+            child_id = child_id_of(child.key) or child.key
+            views.append(ChildView(child_id, child.key, child.agent_id, label, status))
+        return views
+
+    async def history(self, parent: Session, ref: str, limit: int) -> list[TranscriptEntry]:
+        child = await self.child(parent, ref)
+        return await self.store.transcripts.load(child.key, child.epoch, limit)
+
+    async def stop(self, parent: Session, ref: str) -> list[ChildStopped]:
+        """Stop one child's turn, or every child's for ``all``."""
+        if ref.strip().lower() == "all":
+            targets = await self.store.sessions.children(parent.key)
+        else:
+            targets = [await self.child(parent, ref)]
+        reports = []
+        for child in targets:
+            report = await self.scheduler.stop(child.key)
+            reports.append(ChildStopped(child_id_of(child.key) or child.key, report))
+        return reports

@@ -1,0 +1,147 @@
+"""Injection, the only way agents talk to each other: a message persisted in another
+session with its provenance, hop count, trace and idempotency key, and that session's turn
+scheduled (lane ``subagent`` for a child's input, ``announce`` for a report), like a
+person's message through the router.
+
+The loop rules are checked here, for every injection: no session sends to itself; a chain
+of agents passes on at most ``max_hops`` messages; a message that would reach a session
+already on its chain (A>B>C>A) is refused. A refusal is logged and raised as a
+:class:`~clawbot.errors.SubagentError`, so the sender (a tool call) is told.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from clawbot.errors import MalformedMetaError, SubagentError
+from clawbot.jobs import Lane
+from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.scheduling import Scheduler, TurnHandle
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.store import Store, new_id
+from clawbot.subagents.records import (
+    INJECTION_META,
+    Injection,
+    InjectionHeader,
+    InjectionWrite,
+    Trace,
+    TraceStep,
+    headers_of,
+    parse_meta,
+)
+
+log = logging.getLogger("clawbot.subagents")
+
+
+@dataclass(frozen=True)
+class TurnOrigin:
+    """Where a turn stands on its chain of agents: the hop and trace of the injected message
+    it answers (the farthest travelled, when it answers several), or hop 0 and a new trace
+    rooted in its own session for a turn that answers a person."""
+
+    hop: int
+    trace: Trace
+
+    @classmethod
+    def of(
+        cls, session: Session, turn_id: str | None, inputs: Sequence[TranscriptEntry]
+    ) -> TurnOrigin:
+        best: InjectionHeader | None = None
+        for meta in headers_of(inputs):
+            value = meta.get(INJECTION_META)
+            if value is None:
+                continue
+            try:
+                header = parse_meta(InjectionHeader, value, "injection header")
+            except MalformedMetaError as exc:
+                log.warning("session %s: %s", session.key, exc)
+                continue
+            if best is None or header.hop > best.hop:
+                best = header
+        here = TraceStep(session_key=session.key, agent_id=session.agent_id)
+        if best is None:
+            return cls(hop=0, trace=Trace(trace_id=turn_id or new_id("trace"), path=(here,)))
+        trace = best.trace
+        if not trace.path or trace.path[-1].session_key != session.key:
+            trace = trace.then(here)
+        return cls(hop=best.hop, trace=trace)
+
+    def onward(self, target_key: str, agent_id: str) -> tuple[int, Trace]:
+        """The hop and trace of a message this turn sends on to a session (``target_key``,
+        run by ``agent_id``)."""
+        step = TraceStep(session_key=target_key, agent_id=agent_id)
+        return self.hop + 1, self.trace.then(step)
+
+
+class Injector:
+    def __init__(self, *, settings: Settings, store: Store, scheduler: Scheduler) -> None:
+        self.settings = settings
+        self.store = store
+        self.scheduler = scheduler
+
+    def check(self, injection: Injection) -> None:
+        """Raise SubagentError (and log) when the loop rules refuse ``injection``."""
+        chain = injection.trace.agents or injection.source_key
+        if injection.source_key == injection.target_key:
+            log.warning("refused a message from %s to itself", injection.source_key)
+            raise SubagentError("a session cannot send a message to itself")
+        if injection.hop > self.settings.max_hops:
+            log.warning(
+                "dropped a %s to %s at hop %d (max_hops %d), chain %s",
+                injection.kind,
+                injection.target_key,
+                injection.hop,
+                self.settings.max_hops,
+                chain,
+            )
+            raise SubagentError(
+                f"dropped: this chain of agents ({chain}) has passed on "
+                f"{injection.hop - 1} messages, the limit (max_hops) is {self.settings.max_hops}",
+                hint="stop messaging other agents and answer with what you have",
+            )
+        if injection.kind != "announce" and injection.trace.loops_back():
+            log.warning("refused a loop: %s", chain)
+            raise SubagentError(
+                f"refused: this message would go round in a loop ({chain})",
+                hint="answer with what you have instead",
+            )
+
+    async def inject(self, injection: Injection) -> TurnHandle | None:
+        """Check, persist and schedule ``injection``; None when its idempotency key was
+        stored before (or, for an announce, its child turn was reported already)."""
+        self.check(injection)
+        target = await self.store.sessions.get(injection.target_key)
+        if target is None:
+            raise SubagentError(f"there is no session {injection.target_key!r}")
+        entry = TranscriptEntry(
+            role="user",
+            content=(TextBlock(text=injection.text),),
+            provenance=injection.provenance,
+            meta=injection.meta(),
+            turn_id=new_id("turn"),
+        )
+        write = InjectionWrite(
+            key=injection.idempotency_key,
+            kind=injection.kind,
+            source_key=injection.source_key,
+            hop=injection.hop,
+            parent_key=target.owner_key,
+            announces=injection.announces,
+        )
+        lane: Lane = "announce" if injection.kind == "announce" else "subagent"
+        handle = await self.scheduler.submit(target, entry, lane=lane, injection=write)
+        if handle is None:
+            log.info("%s %s was stored before", injection.kind, injection.idempotency_key)
+        else:
+            log.info(
+                "%s from %s to %s (hop %d, chain %s)",
+                injection.kind,
+                injection.source_key,
+                target.key,
+                injection.hop,
+                injection.trace.agents,
+            )
+        return handle

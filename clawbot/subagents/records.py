@@ -1,0 +1,307 @@
+"""The records agents talk through: an injection (a message one session puts into another),
+the trace that travels with it, the announce payload a child's finished turn sends its
+parent (seed section 6.2), and what a child session keeps about itself.
+
+All frozen. Payloads travel as JSON in a transcript entry's meta; reading one back that an
+older version wrote, or that is damaged, raises :class:`MalformedMetaError` (a clear
+message), never a bare validation error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from clawbot.backlog import MERGED_META
+from clawbot.errors import MalformedMetaError
+from clawbot.jobs import JobStatus
+from clawbot.messages import Frozen, Provenance, TranscriptEntry
+from clawbot.sessions import Session
+
+INJECTION_META = "injection"
+"""The meta key of an injected entry's header (kind, key, hop, trace, source)."""
+ANNOUNCE_META = "subagent_announce"
+"""The meta key of an announce's payload."""
+CHILD_META = "subagent"
+"""The session meta key of what a child session keeps about itself."""
+
+SUMMARY_MAX_CHARS = 800
+InjectionKind = Literal["task", "message", "announce"]
+AnnounceStatus = Literal["ok", "error", "timeout", "cancelled"]
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_meta(model: type[M], value: Any, what: str) -> M:
+    """``value`` (a dict or its JSON text) as ``model``, or a clear MalformedMetaError."""
+    try:
+        if isinstance(value, str | bytes):
+            return model.model_validate_json(value)
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "payload"
+        raise MalformedMetaError(f"the {what} is malformed ({where}: {first['msg']})") from None
+
+
+# traces ---------------------------------------------------------------------------------
+
+
+class TraceStep(Frozen):
+    """One session on a chain of injections, and the agent that ran it."""
+
+    session_key: str
+    agent_id: str
+
+
+class Trace(Frozen):
+    """The chain an injection travelled: a trace id (the root turn's) and the sessions it
+    passed, root first, the target last. Sessions rather than bare agent ids: a parent may
+    spawn a copy of its own agent, which is no loop, while reaching a session already on
+    the path is one."""
+
+    trace_id: str
+    path: tuple[TraceStep, ...] = ()
+
+    @property
+    def agents(self) -> str:
+        """The chain as log lines show it: ``main>researcher``."""
+        return ">".join(step.agent_id for step in self.path)
+
+    def then(self, step: TraceStep) -> Trace:
+        return self.model_copy(update={"path": (*self.path, step)})
+
+    def back(self) -> Trace:
+        """The chain an answer travels back along: the last session left off."""
+        return self.model_copy(update={"path": self.path[:-1]})
+
+    def loops_back(self) -> bool:
+        """The target (the last step) was already on the path: a cycle such as A>B>C>A."""
+        if not self.path:
+            return False
+        *before, target = self.path
+        return any(step.session_key == target.session_key for step in before)
+
+
+class InjectionHeader(Frozen):
+    """What every injected entry carries in its meta (under ``injection``)."""
+
+    kind: InjectionKind
+    key: str
+    hop: int = Field(ge=0)
+    trace: Trace
+    source_key: str
+
+
+class Injection(Frozen):
+    """A message for another session: persisted there with its provenance and scheduled
+    as that session's turn. The only way agents talk to each other.
+
+    ``meta_json`` holds what rides along (an announce's payload); ``announces`` names the
+    child job an announce reports, so it is written at most once."""
+
+    kind: InjectionKind
+    target_key: str
+    source_key: str
+    text: str = Field(min_length=1)
+    provenance: Provenance
+    channel: Literal["internal"] = "internal"
+    deliver: Literal[False] = False
+    idempotency_key: str = Field(min_length=1)
+    hop: int = Field(ge=0)
+    trace: Trace
+    meta_json: str = "{}"
+    announces: str | None = None
+
+    @field_validator("meta_json")
+    @classmethod
+    def _object(cls, value: str) -> str:
+        try:
+            parsed = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise ValueError("not a JSON object")
+        return value
+
+    @property
+    def header(self) -> InjectionHeader:
+        return InjectionHeader(
+            kind=self.kind,
+            key=self.idempotency_key,
+            hop=self.hop,
+            trace=self.trace,
+            source_key=self.source_key,
+        )
+
+    def meta(self) -> dict[str, Any]:
+        """The entry's meta: what rides along, plus the header."""
+        meta: dict[str, Any] = json.loads(self.meta_json)
+        meta[INJECTION_META] = self.header.model_dump(mode="json")
+        return meta
+
+
+@dataclass(frozen=True)
+class InjectionWrite:
+    """What the store writes with an injected message, in the same transaction: its
+    idempotency key (stored once), and for an announce the child job it reports (marked
+    announced then, so it is reported once). ``parent_key``: the target is a child session,
+    and the turn this starts owes that session an announce."""
+
+    key: str
+    kind: InjectionKind
+    source_key: str
+    hop: int
+    parent_key: str | None = None
+    announces: str | None = None
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """One turn of a child session as the announce needs it: how its job ended, and
+    whether it was announced to ``parent_key`` yet."""
+
+    job_id: str
+    child_key: str
+    parent_key: str
+    status: JobStatus
+    error: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    announced: bool
+    merged_into: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "failed", "cancelled")
+
+
+# announces ------------------------------------------------------------------------------
+
+
+class AnnounceTask(Frozen):
+    label: str
+    prompt: str
+    tags: tuple[str, ...] = ()
+
+
+class Artifact(Frozen):
+    """A stable anchor the child left: a file it wrote (``path``) or a commit (``sha``)."""
+
+    kind: Literal["file", "commit"]
+    path: str | None = None
+    sha: str | None = None
+
+    @property
+    def ref(self) -> str:
+        return self.path or self.sha or ""
+
+
+class AnnounceResult(Frozen):
+    status: AnnounceStatus
+    summary: str = Field(max_length=SUMMARY_MAX_CHARS)
+    artifacts: tuple[Artifact, ...] = ()
+
+
+class AnnounceStats(Frozen):
+    """Null where unknown: litellm's usage gives tokens for most providers, cost rarely."""
+
+    duration_ms: int | None = None
+    tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class AnnouncePayload(Frozen):
+    """A child's report to its parent (seed section 6.2), kept in the announce entry's
+    meta; the persisted text is only ``[@agent:<name>#<agent_id>] finish``."""
+
+    internal: Literal[True] = True
+    kind: Literal["subagent_announce"] = "subagent_announce"
+    trace_id: str
+    hop: int = Field(ge=0)
+    idempotency_key: str
+    source_agent_id: str
+    source_agent_name: str
+    source_session_key: str
+    source_run_id: str
+    task: AnnounceTask
+    result: AnnounceResult
+    stats: AnnounceStats = AnnounceStats()
+
+    @property
+    def text(self) -> str:
+        """What is persisted in the parent's transcript."""
+        return f"[@agent:{self.source_agent_name}#{self.source_agent_id}] finish"
+
+    def render(self) -> str:
+        """The compact block (seed section 6.3) the parent's next turn shows the model,
+        for that turn only: never written to the transcript."""
+        lines = [
+            "[Context: subagent_announce]",
+            f"From: {self.source_agent_name}#{self.source_agent_id} "
+            f"(session {self.source_session_key})",
+            f"Task: {self.task.label}",
+            f"Status: {self.result.status}",
+            f"Result: {self.result.summary or '(no answer)'}",
+        ]
+        if self.result.artifacts:
+            lines.append("Artifacts: " + ", ".join(a.ref for a in self.result.artifacts))
+        stats = self.stats
+        if stats.duration_ms is not None or stats.tokens is not None:
+            parts = []
+            if stats.duration_ms is not None:
+                parts.append(f"{stats.duration_ms} ms")
+            if stats.tokens is not None:
+                parts.append(f"{stats.tokens} tokens")
+            lines.append("Stats: " + ", ".join(parts))
+        lines.append("[/Context]")
+        return "\n".join(lines)
+
+
+def summarize(text: str) -> str:
+    """A reply shortened to the payload's summary (at most 800 characters)."""
+    flat = " ".join(text.split())
+    if len(flat) <= SUMMARY_MAX_CHARS:
+        return flat
+    return flat[: SUMMARY_MAX_CHARS - 1] + "…"
+
+
+# child sessions -------------------------------------------------------------------------
+
+
+class ChildInfo(Frozen):
+    """What a child session keeps about itself (in its session meta): who spawned it for
+    what, how deep it is, how long a run may take, and the tools it may ever use (its own
+    agent's, within its parent's)."""
+
+    child_id: str
+    parent_key: str
+    label: str
+    task: str
+    depth: int = Field(ge=1)
+    timeout: float = Field(gt=0)
+    tools: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, session: Session) -> ChildInfo | None:
+        """The session's record, None for a session that is not a child; a clear
+        MalformedMetaError when it is unreadable."""
+        value = session.meta.get(CHILD_META)
+        if value is None:
+            return None
+        return parse_meta(cls, value, f"subagent record of session {session.key}")
+
+
+def headers_of(entries: Sequence[TranscriptEntry]) -> list[dict[str, Any]]:
+    """The metas of these entries and of the messages merged into them, in order."""
+    metas: list[dict[str, Any]] = []
+    for entry in entries:
+        metas.append(entry.meta)
+        merged = entry.meta.get(MERGED_META)
+        if isinstance(merged, list):
+            metas.extend(item for item in merged if isinstance(item, dict))
+    return metas

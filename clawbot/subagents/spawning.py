@@ -1,0 +1,178 @@
+"""Spawning a subagent: a child session (channel ``internal``, never delivered, owned by its
+parent, with its own transcript and agent) whose first message, the task, is injected on
+lane ``subagent``. It returns at once; the child's result comes back as an announce.
+
+Every limit is enforced here, where the child is created: the spawn depth (the length of
+the owner chain, ``max_spawn_depth``), the children running at once (``max_children``), the
+agents an agent may spawn (``subagents.allow``), and the child's tools, which are its own
+agent's within its parent's (what the parent lacks is refused, and named).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clawbot.agent_registry import AgentRegistry
+from clawbot.errors import SubagentError
+from clawbot.messages import INTERNAL_CHANNEL, Provenance
+from clawbot.runtime import Runtime
+from clawbot.scheduling import Scheduler
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.store import Store, new_id
+from clawbot.subagents.injection import Injector, TurnOrigin
+from clawbot.subagents.keys import child_key
+from clawbot.subagents.records import CHILD_META, ChildInfo, Injection
+
+MAX_CHAIN = 16
+LABEL_CHARS = 60
+
+
+@dataclass(frozen=True)
+class Spawned:
+    """A child just created: its id and key, its agent and label, and the tools its agent
+    would have had that its parent lacks (refused to it)."""
+
+    child_id: str
+    key: str
+    agent_id: str
+    label: str
+    timeout: float
+    refused_tools: tuple[str, ...] = ()
+
+
+class Spawner:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        scheduler: Scheduler,
+        runtime: Runtime,
+        agents: AgentRegistry,
+        injector: Injector,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.scheduler = scheduler
+        self.runtime = runtime
+        self.agents = agents
+        self.injector = injector
+
+    async def spawn(
+        self,
+        parent: Session,
+        task: str,
+        origin: TurnOrigin,
+        *,
+        agent: str | None = None,
+        label: str | None = None,
+        timeout: float | None = None,
+    ) -> Spawned:
+        """Create the child and inject its task; a SubagentError says what was refused."""
+        if not task.strip():
+            raise SubagentError("the task is empty", hint="say what the subagent should do")
+        parent_agent = self.agents.get(parent.agent_id)
+        spec = self.agents.exact(agent) if agent else parent_agent
+        if spec is None:
+            known = ", ".join(s.agent_id for s in self.agents.all())
+            raise SubagentError(f"there is no agent {agent!r}", hint=f"the agents are: {known}")
+        if not parent_agent.may_spawn(spec.agent_id):
+            allowed = parent_agent.subagents.allow
+            may = ", ".join(allowed) if allowed else parent_agent.agent_id
+            raise SubagentError(
+                f"agent {parent_agent.agent_id} may not spawn agent {spec.agent_id}",
+                hint=f"it may spawn: {may or 'no agent'} (subagents.allow in its profile)",
+            )
+        depth = await self._depth(parent) + 1
+        if depth > self.settings.max_spawn_depth:
+            raise SubagentError(
+                f"spawn depth limit reached: a child here would be at depth {depth}, "
+                f"and max_spawn_depth is {self.settings.max_spawn_depth}",
+                hint="do the work yourself, or report back to your parent",
+            )
+        running = await self._running_children(parent)
+        if running >= self.settings.max_children:
+            raise SubagentError(
+                f"children limit reached: {running} children of this session are running, "
+                f"and max_children is {self.settings.max_children}",
+                hint="wait for one to report back, or stop one with sessions_stop",
+            )
+        if timeout is not None and not 0 < timeout <= 86_400:
+            raise SubagentError(f"timeout {timeout} is not between 0 and 86400 seconds")
+        run_timeout = timeout or self.settings.subagent_timeout
+        within = self.runtime.effective_tools(parent)
+        own = self.runtime.agent_tools(spec)
+        child_id = new_id("sub")
+        name = (label or task).strip().splitlines()[0][:LABEL_CHARS]
+        info = ChildInfo(
+            child_id=child_id,
+            parent_key=parent.key,
+            label=name,
+            task=task,
+            depth=depth,
+            timeout=run_timeout,
+            tools=tuple(sorted(own & within)),
+        )
+        key = child_key(parent.key, child_id)
+        hop, trace = origin.onward(key, spec.agent_id)
+        injection = Injection(
+            kind="task",
+            target_key=key,
+            source_key=parent.key,
+            text=task,
+            provenance=Provenance(
+                channel=INTERNAL_CHANNEL,
+                sender_id=parent.key,
+                sender_name=parent_agent.name,
+                message_id=f"task:{key}",
+                source="internal",
+            ),
+            idempotency_key=f"task:{key}",
+            hop=hop,
+            trace=trace,
+        )
+        self.injector.check(injection)  # before the child exists: a refusal leaves nothing
+        await self.store.sessions.create(
+            Session(
+                key=key,
+                channel=INTERNAL_CHANNEL,
+                chat_id=child_id,
+                agent_id=spec.agent_id,
+                deliver=False,
+                owner_key=parent.key,
+                meta={CHILD_META: info.model_dump(mode="json")},
+            )
+        )
+        await self.injector.inject(injection)
+        return Spawned(
+            child_id=child_id,
+            key=key,
+            agent_id=spec.agent_id,
+            label=name,
+            timeout=run_timeout,
+            refused_tools=tuple(sorted(own - within)),
+        )
+
+    async def _depth(self, session: Session) -> int:
+        """The length of the session's owner chain (0 for a conversation with a person)."""
+        depth = 0
+        seen = {session.key}
+        key = session.owner_key
+        while key is not None and depth < MAX_CHAIN:
+            depth += 1
+            owner = await self.store.sessions.get(key)
+            if owner is None or owner.key in seen:
+                break
+            seen.add(owner.key)
+            key = owner.owner_key
+        return depth
+
+    async def _running_children(self, parent: Session) -> int:
+        """Children with a turn running or waiting to run."""
+        running = 0
+        for child in await self.store.sessions.children(parent.key):
+            state = self.scheduler.queue_state(child.key)
+            if state.active or state.backlog or state.queued or state.waiting_lane:
+                running += 1
+        return running

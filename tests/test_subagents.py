@@ -1,0 +1,511 @@
+"""Subagents as child sessions: spawning one, its report (the announce) reaching the parent
+exactly once and shown to the parent's model for one turn only, the limits enforced where a
+child is created, the loop rules of every injection, and the gate that keeps internal
+traffic off every platform."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.app import Clawbot
+from clawbot.errors import MalformedMetaError, SubagentError
+from clawbot.messages import INTERNAL_CHANNEL, Provenance, TranscriptEntry
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.subagents.context import announce_context
+from clawbot.subagents.injection import TurnOrigin
+from clawbot.subagents.records import (
+    ANNOUNCE_META,
+    AnnouncePayload,
+    AnnounceResult,
+    AnnounceTask,
+    ChildInfo,
+    Injection,
+    Trace,
+    TraceStep,
+    parse_meta,
+)
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
+
+from .conftest import Chat
+
+BLOCK = "[Context: subagent_announce]"
+
+
+@pytest.fixture
+def worker() -> Iterator[ScriptedModel]:
+    """The model of the ``worker`` agent: children's turns have a script of their own."""
+    model = ScriptedModel(name="worker")
+    with model.installed():
+        yield model
+
+
+async def add_agent(bot: Clawbot, agent_id: str, **fields: object) -> AgentSpec:
+    spec = AgentSpec(agent_id=agent_id, name=agent_id, **fields)  # type: ignore[arg-type]
+    return await bot.agents.create(spec)
+
+
+@pytest.fixture
+async def workers(bot: Clawbot, worker: ScriptedModel) -> AsyncIterator[Clawbot]:
+    await add_agent(bot, "worker", model=worker.model_string)
+    yield bot
+
+
+def parent_key(channel: MemoryChannel) -> str:
+    return f"{channel.name}:chat1"
+
+
+async def children_of(bot: Clawbot, key: str) -> list[Session]:
+    return await bot.store.sessions.children(key)
+
+
+async def test_a_child_reports_once_and_the_report_is_shown_for_the_next_turn_only(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    scripted.add(
+        call("sessions_spawn", task="find the answer", agent="worker", label="research"),
+        "I asked a worker.",
+        "The worker says 42.",
+        "Anything else?",
+    )
+    worker.add("The answer is 42.")
+
+    await chat.say("please research")
+    await bot.scheduler.wait_idle()
+
+    assert channel.texts == ["I asked a worker.", "The worker says 42."]
+    assert "Spawned 'research' as sub_" in scripted.requests[1].tool_results[0]
+    assert worker.requests[0].last_user_text == "find the answer"
+    announce_request = scripted.requests[2]
+    assert BLOCK in announce_request.system
+    assert "Result: The answer is 42." in announce_request.system
+    assert "Task: research" in announce_request.system
+    assert "Status: ok" in announce_request.system
+    # Stored: the short line and the payload in meta, never the rendered block.
+    stored = await bot.store.transcripts.load(parent_key(channel), 0)
+    announces = [e for e in stored if ANNOUNCE_META in e.meta]
+    assert [e.text for e in announces] == ["[@agent:worker#worker] finish"]
+    assert all(BLOCK not in e.text for e in stored)
+    payload = AnnouncePayload.model_validate(announces[0].meta[ANNOUNCE_META])
+    assert payload.result.status == "ok"
+    assert payload.task.prompt == "find the answer"
+    assert payload.source_agent_id == "worker"
+    # The next turn sees no block: it was for the announce's turn only.
+    await chat.say("thanks")
+    assert BLOCK not in scripted.requests[3].system
+
+
+async def test_the_child_session_is_internal_undelivered_and_owned_by_its_parent(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    scripted.add(call("sessions_spawn", task="write it", agent="worker"), "Started.", "Done.")
+    worker.add("Written.")
+
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+
+    (child,) = await children_of(bot, parent_key(channel))
+    assert child.channel == INTERNAL_CHANNEL
+    assert child.deliver is False
+    assert child.owner_key == parent_key(channel)
+    assert child.key.startswith(f"internal:{parent_key(channel)}/sub_")
+    assert child.agent_id == "worker"
+    info = ChildInfo.of(child)
+    assert info is not None and info.depth == 1 and info.task == "write it"
+    child_entries = await bot.store.transcripts.load(child.key, 0)
+    assert [e.text for e in child_entries] == ["write it", "Written."]
+    assert child_entries[0].provenance.source == "internal"
+
+
+async def test_internal_session_traffic_never_reaches_an_adapter(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    other = MemoryChannel("other")
+    bot.connect(other)
+    scripted.add(
+        call("sessions_spawn", task="one", agent="worker"),
+        call("sessions_spawn", task="two", agent="worker"),
+        "Started two.",
+    )
+    worker.add("child one answer", "child two answer")
+
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+
+    sent = channel.sent + other.sent
+    assert all(m.session_key == parent_key(channel) for m in sent)
+    assert not any("child" in m.text and "answer" in m.text for m in sent)
+    assert other.sent == []
+    assert len(await children_of(bot, parent_key(channel))) == 2
+
+
+async def test_a_second_level_spawn_is_refused_at_the_default_depth(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    # main spawns a copy of itself; the copy tries to spawn again.
+    requests: list[str] = []
+
+    def reply(request: ModelRequest) -> Step:
+        requests.append(request.last_user_text)
+        if request.messages[-1]["role"] == "tool":
+            return "done: " + request.tool_results[-1]
+        if request.last_user_text == "go":
+            return call("sessions_spawn", task="nested")
+        if request.last_user_text == "nested":
+            return call("sessions_spawn", task="deeper")
+        return "ok"
+
+    scripted.function = reply
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+
+    (child,) = await children_of(bot, parent_key(channel))
+    child_entries = await bot.store.transcripts.load(child.key, 0)
+    refusal = next(e for e in child_entries if e.role == "tool").content[0]
+    assert "spawn depth limit reached: a child here would be at depth 2" in str(refusal)
+    assert "max_spawn_depth is 1" in str(refusal)
+    assert await children_of(bot, child.key) == []
+
+
+async def test_the_children_limit_refuses_a_spawn_while_that_many_run(
+    settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    import asyncio
+
+    release = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> Step:
+        await release.wait()
+        return "finished"
+
+    worker.function = slow
+    limited = settings.model_copy(update={"max_children": 2})
+    async with await Clawbot.open(limited) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await add_agent(bot, "worker", model=worker.model_string)
+        scripted.add(
+            [call("sessions_spawn", task=f"task {n}", agent="worker") for n in range(3)],
+            "Spawned what I could.",
+        )
+        handled = await bot.router.handle(channel.message("go"))
+        results = scripted.requests[1].tool_results
+        release.set()
+        await bot.scheduler.wait_idle()
+
+    assert handled.reply == "Spawned what I could."
+    assert "Spawned" in results[0] and "Spawned" in results[1]
+    assert results[2].startswith("error: children limit reached: 2 children of this session")
+    assert "max_children is 2" in results[2]
+
+
+async def test_an_unknown_agent_is_refused_listing_the_valid_ones(
+    workers: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    scripted.add(call("sessions_spawn", task="x", agent="nobody"), "Sorry.")
+
+    await chat.say("go")
+
+    result = scripted.requests[1].tool_results[0]
+    assert result.startswith("error: there is no agent 'nobody'")
+    assert "the agents are: main, " in result and ", worker" in result
+
+
+async def test_an_agent_may_spawn_only_what_its_profile_allows(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    await add_agent(bot, "helper", model=worker.model_string)
+    await add_agent(
+        bot,
+        "lead",
+        model=scripted.model_string,
+        tools=ToolPolicy(allow=("sessions_spawn", "file_read")),
+        subagents=SubagentPolicy(allow=("worker",)),
+    )
+    await bot.router.update_session(
+        await bot.router.session_for(channel.message("x")), agent_id="lead"
+    )
+    scripted.add(
+        [
+            call("sessions_spawn", task="a", agent="helper"),
+            call("sessions_spawn", task="b", agent="worker"),
+        ],
+        "Spawned one.",
+    )
+    worker.add("b done")
+
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+
+    refused, spawned = scripted.requests[1].tool_results
+    assert refused.startswith("error: agent lead may not spawn agent helper")
+    assert "it may spawn: worker" in refused
+    assert spawned.startswith("Spawned")
+    # Without an explicit list, a non-main agent may spawn only itself.
+    assert AgentSpec(agent_id="x", name="x").may_spawn("x")
+    assert not AgentSpec(agent_id="x", name="x").may_spawn("main")
+    assert AgentSpec(agent_id="main", name="main").may_spawn("anyone")
+
+
+async def test_a_child_never_holds_a_tool_its_parent_lacks(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    await add_agent(
+        bot,
+        "lead",
+        model=scripted.model_string,
+        tools=ToolPolicy(allow=("sessions_spawn", "file_read", "list_dir")),
+        subagents=SubagentPolicy(allow=("worker",)),
+    )
+    await bot.router.update_session(
+        await bot.router.session_for(channel.message("x")), agent_id="lead"
+    )
+    scripted.add(call("sessions_spawn", task="write a file", agent="worker"), "Started.", "Ok.")
+    worker.add(call("file_write", path="out.md", content="x"), "I could not write it.")
+
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+
+    spawned = scripted.requests[1].tool_results[0]
+    refused = "agents_list, file_edit, file_write, models_list, skill_read"
+    assert f"Refused to it, because you lack them: {refused}." in spawned
+    assert set(worker.requests[0].tool_names) == {"file_read", "list_dir"}
+    assert worker.requests[1].tool_results == [
+        "error: tool 'file_write' is not available to this agent"
+    ]
+    assert not (bot.workspace.root / "out.md").exists()
+
+
+async def test_a_child_timeout_stops_its_run_and_reports_timeout(
+    workers: Clawbot, chat: Chat, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    import asyncio
+
+    bot = workers
+    never = asyncio.Event()
+
+    async def hang(request: ModelRequest) -> Step:
+        await never.wait()
+        return "too late"
+
+    worker.function = hang
+    scripted.add(
+        call("sessions_spawn", task="slow work", agent="worker", timeout=0.05),
+        "Started.",
+        "It timed out.",
+    )
+
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+
+    announce_request = scripted.requests[2]
+    assert "Status: timeout" in announce_request.system
+    assert "turn deadline of" in announce_request.system
+
+
+async def test_sessions_send_continues_a_child_and_each_turn_reports_once(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    scripted.add(call("sessions_spawn", task="count to one", agent="worker"), "Started.")
+    worker.add("one", "two")
+
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+    (child,) = await children_of(bot, parent_key(channel))
+    child_id = child.key.rsplit("/", 1)[1]
+    scripted.add(call("sessions_send", session=child_id, message="now two"), "Sent.", "Got two.")
+    # the parent's announce turn answered "ok" (script ran out); now continue the child
+    await chat.say("continue it")
+    await bot.scheduler.wait_idle()
+
+    stored = await bot.store.transcripts.load(parent_key(channel), 0)
+    reports = [
+        AnnouncePayload.model_validate(e.meta[ANNOUNCE_META]).result.summary
+        for e in stored
+        if ANNOUNCE_META in e.meta
+    ]
+    assert reports == ["one", "two"]
+
+
+async def test_a_session_that_is_not_your_child_is_refused(
+    workers: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    scripted.add(
+        [
+            call("sessions_send", session="memory:chat2", message="hi"),
+            call("sessions_history", session="sub_nope"),
+            call("sessions_stop", session="sub_nope"),
+        ],
+        "No.",
+    )
+
+    await chat.say("go")
+
+    for result in scripted.requests[1].tool_results:
+        assert "is not a child of this session" in result
+        assert "your children are: none" in result
+
+
+async def test_ping_pong_between_parent_and_child_stops_at_max_hops(
+    settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    # The parent answers every report by sending the child more work; the child always
+    # answers. Without the hop limit this never ends.
+    def parent(request: ModelRequest) -> Step:
+        if request.messages[-1]["role"] == "tool":
+            return "stopping: " + request.tool_results[-1]
+        if request.last_user_text == "start":
+            return call("sessions_spawn", task="ping", agent="worker")
+        spawned = re.search(r"as (sub_\w+)", " ".join(request.tool_results))
+        assert spawned is not None
+        return call("sessions_send", session=spawned[1], message="ping again")
+
+    scripted.function = parent
+    worker.default_text = "pong"
+    limited = settings.model_copy(update={"max_hops": 5})
+    async with await Clawbot.open(limited) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await add_agent(bot, "worker", model=worker.model_string)
+        await bot.router.handle(channel.message("start"))
+        await bot.scheduler.wait_idle()
+
+    # spawn (hop 1), then sends at hops 2..5 each answered; the send at hop 6 is dropped
+    assert len(worker.requests) == 5
+    assert channel.texts[-1].startswith("stopping: error: dropped: this chain of agents")
+    assert "max_hops) is 5" in channel.texts[-1]
+
+
+async def test_a_cycle_a_b_c_a_is_refused_and_so_is_a_self_send(bot: Clawbot) -> None:
+    for key in ("a", "b", "c"):
+        await bot.store.sessions.create(
+            Session(key=f"internal:{key}", channel=INTERNAL_CHANNEL, chat_id=key, agent_id="main")
+        )
+
+    def hop(source: str, target: str, path: tuple[str, ...], n: int) -> Injection:
+        return Injection(
+            kind="message",
+            target_key=f"internal:{target}",
+            source_key=f"internal:{source}",
+            text="hello",
+            provenance=Provenance(channel=INTERNAL_CHANNEL, source="internal"),
+            idempotency_key=f"{source}>{target}",
+            hop=n,
+            trace=Trace(
+                trace_id="t1",
+                path=tuple(TraceStep(session_key=f"internal:{p}", agent_id=p) for p in path),
+            ),
+        )
+
+    injector = bot.subagents.injector
+    injector.check(hop("a", "b", ("a", "b"), 1))
+    injector.check(hop("b", "c", ("a", "b", "c"), 2))
+    with pytest.raises(SubagentError, match=r"loop \(a>b>c>a\)"):
+        await injector.inject(hop("c", "a", ("a", "b", "c", "a"), 3))
+    with pytest.raises(SubagentError, match="cannot send a message to itself"):
+        await injector.inject(hop("a", "a", ("a", "a"), 1))
+    assert await bot.store.transcripts.count("internal:a") == 0
+
+
+async def test_a_repeated_injection_is_stored_once(bot: Clawbot) -> None:
+    await bot.store.sessions.create(
+        Session(key="internal:x", channel=INTERNAL_CHANNEL, chat_id="x", agent_id="main")
+    )
+    injection = Injection(
+        kind="message",
+        target_key="internal:x",
+        source_key="memory:chat1",
+        text="do it",
+        provenance=Provenance(channel=INTERNAL_CHANNEL, source="internal"),
+        idempotency_key="k1",
+        hop=1,
+        trace=Trace(trace_id="t", path=(TraceStep(session_key="internal:x", agent_id="main"),)),
+    )
+
+    first = await bot.subagents.injector.inject(injection)
+    again = await bot.subagents.injector.inject(injection)
+    await bot.scheduler.wait_idle()
+
+    assert first is not None and again is None
+    entries = await bot.store.transcripts.load("internal:x", 0)
+    assert [e.text for e in entries if e.role == "user"] == ["do it"]
+
+
+def test_payloads_round_trip_and_a_malformed_one_is_a_clear_error() -> None:
+    payload = AnnouncePayload(
+        trace_id="t",
+        hop=1,
+        idempotency_key="announce:p:c:j",
+        source_agent_id="worker",
+        source_agent_name="Worker",
+        source_session_key="internal:p/c",
+        source_run_id="j",
+        task=AnnounceTask(label="research", prompt="find it"),
+        result=AnnounceResult(status="ok", summary="found"),
+    )
+    injection = Injection(
+        kind="announce",
+        target_key="p",
+        source_key="internal:p/c",
+        text=payload.text,
+        provenance=Provenance(channel=INTERNAL_CHANNEL, source="internal"),
+        idempotency_key=payload.idempotency_key,
+        hop=1,
+        trace=Trace(trace_id="t"),
+        meta_json=f'{{"{ANNOUNCE_META}": {payload.model_dump_json()}}}',
+    )
+
+    assert Injection.model_validate_json(injection.model_dump_json()) == injection
+    assert parse_meta(AnnouncePayload, injection.meta()[ANNOUNCE_META], "p") == payload
+    with pytest.raises(MalformedMetaError, match=r"announce payload is malformed \(result"):
+        parse_meta(AnnouncePayload, {**payload.model_dump(), "result": "??"}, "announce payload")
+    with pytest.raises(ValueError, match="not a JSON object"):
+        injection.model_copy(update={}).model_validate(
+            {**injection.model_dump(), "meta_json": "[]"}
+        )
+    # An old row with an unreadable payload renders as a note, not a crash.
+    old = TranscriptEntry(role="user", content=(), meta={ANNOUNCE_META: {"kind": "old"}})
+    (block,) = announce_context([old])
+    assert block.startswith(BLOCK) and "cannot be read" in block
+
+
+def test_a_persons_turn_starts_a_trace_and_an_injected_one_continues_it() -> None:
+    session = Session(key="m:1", channel="m", chat_id="1", agent_id="main")
+    root = TurnOrigin.of(session, "turn_1", [])
+    assert root.hop == 0 and root.trace.agents == "main"
+    hop, trace = root.onward("internal:m:1/c", "worker")
+    assert hop == 1 and trace.agents == "main>worker" and trace.trace_id == "turn_1"
