@@ -11,11 +11,20 @@ from pathlib import Path
 import pytest
 
 import clawbot.store.database
+from clawbot.app import Clawbot
 from clawbot.errors import StoreError
+from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.settings import Settings
 from clawbot.store import SqliteStore
+from clawbot.testing import MemoryChannel, ScriptedModel
 
 from .conftest import STORE_SESSION as SESSION
+from .conftest import sqlite_store
+
+
+def answer(text: str, turn_id: str) -> TranscriptEntry:
+    return TranscriptEntry(role="assistant", content=(TextBlock(text=text),), turn_id=turn_id)
 
 
 def entry(text: str) -> TranscriptEntry:
@@ -74,7 +83,7 @@ async def test_a_lock_held_too_long_gets_a_clear_error_and_writes_nothing(
 async def test_the_wal_stays_small_because_it_is_checkpointed_in_the_background(
     store: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(clawbot.store.database, "CHECKPOINT_EVERY", 10)
+    monkeypatch.setattr(clawbot.store.database, "CHECKPOINT_EVERY_ROWS", 10)
     wal = tmp_path / "clawbot.db-wal"
     sizes = []
     for n in range(300):
@@ -90,12 +99,60 @@ async def test_the_wal_stays_small_because_it_is_checkpointed_in_the_background(
     assert sizes[-1] == sizes[100]
 
 
+async def test_journalled_turns_a_hundred_to_a_commit_still_keep_the_wal_small(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    wal = tmp_path / "clawbot.db-wal"
+    sizes = []
+    for n in range(3000):
+        job = TurnJob(id=f"job{n}", session_key=SESSION.key, status="running")
+        question = entry(f"question {n} " + "x" * 1000)
+        await store.jobs.submit(SESSION, job, entry=question, dedup_id=f"m{n}")
+        await store.jobs.finish(SESSION, job.id, [answer(f"answer {n} " + "y" * 1000, job.id)])
+        if store.database._checkpointing is not None:
+            await store.database._checkpointing
+        sizes.append(wal.stat().st_size if wal.exists() else 0)
+
+    assert await store.transcripts.count(SESSION.key) == 6000
+    # Each commit carries a hundred journalled turns, so counting commits between
+    # checkpoints let these 30 commits grow the WAL past 12 MB; counting rows keeps it
+    # within about a megabyte per checkpoint interval.
+    assert max(sizes) < 4_000_000
+
+
+async def test_a_bot_under_steady_load_keeps_its_wal_small(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    scripted.function = lambda request: "ok " + "z" * 2000
+    wal = settings.home / "clawbot.db-wal"
+    sizes = []
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        database = sqlite_store(bot).database
+        for round_ in range(12):
+            await asyncio.gather(
+                *(
+                    bot.router.handle(channel.message(f"{round_} " + "x" * 2000, chat_id=f"c{n}"))
+                    for n in range(100)
+                )
+            )
+            if database._checkpointing is not None:
+                await database._checkpointing
+            sizes.append(wal.stat().st_size)
+
+    assert len(channel.sent) == 1200
+    # 1,200 turns of about 4 KB each: a WAL that does not start over passes 35 MB (it did,
+    # checkpointed without the restart); one that does stays near 12 MB.
+    assert max(sizes) < 16_000_000
+
+
 async def test_a_wal_grown_by_a_burst_shrinks_back_once_checkpointed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(clawbot.store.database, "WAL_SIZE_LIMIT", 200_000)
     monkeypatch.setattr(
-        clawbot.store.database, "CHECKPOINT_EVERY", 1_000_000
+        clawbot.store.database, "CHECKPOINT_EVERY_ROWS", 1_000_000
     )  # the burst outruns it
     wal = tmp_path / "clawbot.db-wal"
     store = await SqliteStore.open(tmp_path / "clawbot.db")
@@ -104,7 +161,7 @@ async def test_a_wal_grown_by_a_burst_shrinks_back_once_checkpointed(
         for n in range(300):
             await store.transcripts.append(SESSION, [entry(f"message {n} " + "x" * 2000)])
         grown = wal.stat().st_size
-        monkeypatch.setattr(clawbot.store.database, "CHECKPOINT_EVERY", 1)
+        monkeypatch.setattr(clawbot.store.database, "CHECKPOINT_EVERY_ROWS", 1)
         await store.transcripts.append(SESSION, [entry("the burst is over")])
         assert store.database._checkpointing is not None
         await store.database._checkpointing

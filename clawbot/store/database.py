@@ -27,8 +27,12 @@ from clawbot.migrations import migrations
 log = logging.getLogger(__name__)
 BUSY_WAIT = 5.0
 """Seconds a write waits for another process's write lock before it fails."""
-CHECKPOINT_EVERY = 256
-"""Commits between background WAL checkpoints (about SQLite's default of 1,000 pages)."""
+CHECKPOINT_EVERY_ROWS = 2048
+"""Rows written between background WAL checkpoints: a turn writes about eight, in about
+eleven pages, so this is near SQLite's default of 1,000 pages. Counted in rows, not commits:
+with the intake journal a commit carries up to a hundred turns."""
+RESTART_WAIT = 0.1
+"""Seconds a checkpoint waits for readers to leave the WAL before giving up until the next."""
 WAL_SIZE_LIMIT = 16 * 1024 * 1024
 """Bytes the WAL file is cut back to when it starts over, after a burst made it grow."""
 T = TypeVar("T")
@@ -85,7 +89,7 @@ class Database:
         self._closed = False
         self._wal = False
         self._writable = True  # the last transaction did not fail on the database itself
-        self._commits = 0  # since the last checkpoint
+        self._checkpointed_at = 0  # the connection's total_changes at the last checkpoint
         self._checkpointer: aiosqlite.Connection | None = None
         self._checkpointing: asyncio.Task[None] | None = None
 
@@ -265,23 +269,26 @@ class Database:
     def _committed(self) -> None:
         """Fold the WAL into the database file now and then, off the commit path: SQLite's
         own automatic checkpoint would make an unlucky commit wait for two fsyncs."""
-        self._commits += 1
-        if (
-            self._wal
-            and self._commits >= CHECKPOINT_EVERY
-            and self._checkpointing is None
-            and not self._closed
-        ):
-            self._commits = 0
-            self._checkpointing = asyncio.ensure_future(self._checkpoint())
+        if self._wal and self._checkpointing is None and not self._closed:
+            written = self._conn._conn.total_changes
+            if written - self._checkpointed_at >= CHECKPOINT_EVERY_ROWS:
+                self._checkpointed_at = written
+                self._checkpointing = asyncio.ensure_future(self._checkpoint())
 
     async def _checkpoint(self) -> None:
-        """A passive checkpoint on a connection of its own: it never blocks a writer."""
+        """Checkpoint on a connection of its own. A passive checkpoint copies the WAL into
+        the database without blocking anyone; then a restart checkpoint makes the next write
+        start the WAL over from its beginning. Without it, a busy bot's WAL grew without
+        bound (SQLite starts the WAL over only when the first write after a complete
+        checkpoint finds no reader in it, a chance a steady load rarely gives). The restart
+        waits at most ``RESTART_WAIT`` for readers, holding off writers meanwhile, which
+        retry on their own."""
         try:
             if self._checkpointer is None:
-                self._checkpointer = await aiosqlite.connect(str(self.path))
-            async with self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)") as cursor:
-                await cursor.fetchall()
+                self._checkpointer = await aiosqlite.connect(str(self.path), timeout=RESTART_WAIT)
+            for mode in ("PASSIVE", "RESTART"):
+                async with self._checkpointer.execute(f"PRAGMA wal_checkpoint({mode})") as cursor:
+                    await cursor.fetchall()
         except sqlite3.Error as exc:
             log.warning("could not checkpoint the database (retried later): %s", exc)
         finally:
