@@ -5,6 +5,7 @@ traffic off every platform."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
 
@@ -13,6 +14,7 @@ import pytest
 from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.errors import MalformedMetaError, SubagentError
+from clawbot.jobs import TurnJob
 from clawbot.messages import INTERNAL_CHANNEL, Provenance, TranscriptEntry
 from clawbot.sessions import Session
 from clawbot.settings import Settings
@@ -25,6 +27,7 @@ from clawbot.subagents.records import (
     AnnounceTask,
     ChildInfo,
     Injection,
+    InjectionWrite,
     Trace,
     TraceStep,
     parse_meta,
@@ -189,8 +192,6 @@ async def test_a_second_level_spawn_is_refused_at_the_default_depth(
 async def test_the_children_limit_refuses_a_spawn_while_that_many_run(
     settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
 ) -> None:
-    import asyncio
-
     release = asyncio.Event()
 
     async def slow(request: ModelRequest) -> Step:
@@ -308,8 +309,6 @@ async def test_a_child_never_holds_a_tool_its_parent_lacks(
 async def test_a_child_timeout_stops_its_run_and_reports_timeout(
     workers: Clawbot, chat: Chat, scripted: ScriptedModel, worker: ScriptedModel
 ) -> None:
-    import asyncio
-
     bot = workers
     never = asyncio.Event()
 
@@ -509,3 +508,107 @@ def test_a_persons_turn_starts_a_trace_and_an_injected_one_continues_it() -> Non
     assert root.hop == 0 and root.trace.agents == "main"
     hop, trace = root.onward("internal:m:1/c", "worker")
     assert hop == 1 and trace.agents == "main>worker" and trace.trace_id == "turn_1"
+
+
+class Notifying:
+    """The bot's announcer, and an event set once it has reported a child's turn."""
+
+    def __init__(self, bot: Clawbot) -> None:
+        self.announcer = bot.subagents.announcer
+        self.reported = asyncio.Event()
+
+    async def turn_ended(self, session: Session, job_id: str) -> None:
+        await self.announcer.turn_ended(session, job_id)
+        self.reported.set()
+
+    async def recover(self) -> None:
+        await self.announcer.recover()
+
+
+async def test_a_report_for_a_busy_parent_waits_in_its_backlog_and_is_still_rendered(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    hook = Notifying(bot)
+    bot.scheduler.bind_turn_ends(hook)
+
+    async def parent(request: ModelRequest) -> Step:
+        if request.messages[-1]["role"] == "tool":
+            await hook.reported.wait()  # the report arrives while this turn still runs
+            return "Started."
+        if request.last_user_text == "go":
+            return call("sessions_spawn", task="find it", agent="worker")
+        return "The worker found it."
+
+    scripted.function = parent
+    worker.add("Found it.")
+
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+
+    assert channel.texts == ["Started.", "The worker found it."]
+    last = scripted.requests[-1]
+    assert BLOCK in last.system and "Result: Found it." in last.system
+    assert last.last_user_text.startswith("[Backlog]")
+
+
+async def test_stopping_a_child_ends_its_run_and_reports_cancelled(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    never = asyncio.Event()
+
+    async def hang(request: ModelRequest) -> Step:
+        await never.wait()
+        return "too late"
+
+    worker.function = hang
+    scripted.add(call("sessions_spawn", task="slow", agent="worker"), "Started.")
+    await chat.say("go")
+    scripted.add(call("sessions_stop", session="all"), "Stopped it.", "It reported.")
+
+    await chat.say("stop it")
+    await bot.scheduler.wait_idle()
+
+    assert scripted.requests[3].tool_results[-1].endswith(": stopped")
+    assert "Status: cancelled" in scripted.requests[-1].system
+    assert channel.texts == ["Started.", "Stopped it.", "It reported."]
+
+
+async def test_the_store_writes_one_report_per_child_turn_whatever_the_key(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    scripted.add(call("sessions_spawn", task="find it", agent="worker"), "Started.")
+    worker.add("Found it.")
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+    (child,) = await children_of(bot, parent_key(channel))
+    (run,) = [job for job in await bot.store.jobs.for_session(child.key) if job.status == "done"]
+    reported = await bot.store.injections.child_run(run.id)
+    assert reported is not None and reported.announced
+
+    again = await bot.store.injections.submit(
+        await bot.router.session_for(channel.message("x")),
+        TurnJob(id="turn_again", session_key=parent_key(channel), lane="announce"),
+        injection=InjectionWrite(
+            key="another-key", kind="announce", source_key=child.key, hop=1, announces=run.id
+        ),
+        entry=TranscriptEntry(role="user", content=()),
+    )
+
+    assert again is False
+    assert await bot.store.jobs.get("turn_again") is None
+    assert await bot.store.injections.unannounced() == []

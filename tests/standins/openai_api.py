@@ -27,6 +27,9 @@ Reply = str | dict[str, Any]
 class OpenAIStandin:
     def __init__(self, script: list[Reply] | None = None) -> None:
         self.script = list(script or [])
+        # Replies for conversations that began with a given user message (a subagent's task,
+        # say), taken before the shared script: concurrent conversations stay deterministic.
+        self.routes: dict[str, list[Reply]] = {}
         self.requests: list[dict[str, Any]] = []
         self.base_url = ""
         self._ids = itertools.count(1)
@@ -40,7 +43,10 @@ class OpenAIStandin:
         body = await request.json()
         self.requests.append(body)
         reply: Reply
-        if self.script:
+        first = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
+        if self.routes.get(str(first)):
+            reply = self.routes[str(first)].pop(0)
+        elif self.script:
             reply = self.script.pop(0)
         else:
             last = next(
