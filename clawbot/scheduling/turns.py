@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from clawbot.backlog import BacklogItem, resume_token
 from clawbot.clock import human_duration
-from clawbot.errors import LeaseLostError, MalformedMetaError, StoreError
+from clawbot.errors import LeaseLostError, MalformedMetaError, ShuttingDownError, StoreError
 from clawbot.messages import TranscriptEntry
 from clawbot.runtime import Runtime, TurnResult
 from clawbot.scheduling.delivery import Replies, ReplyMarks
@@ -200,8 +200,10 @@ class TurnRunner:
             return
         try:
             await self.ends.turn_ended(session, run.job.id)
+        except ShuttingDownError:
+            log.info("session %s: turn %s is reported at the next start", session.key, run.job.id)
         except Exception:
-            log.exception("session %s: could not announce turn %s", session.key, run.job.id)
+            log.exception("session %s: could not report turn %s", session.key, run.job.id)
 
     async def _yielded(self, run: Run, result: TurnResult) -> None:
         queue = run.queue
