@@ -612,3 +612,30 @@ async def test_the_store_writes_one_report_per_child_turn_whatever_the_key(
     assert again is False
     assert await bot.store.jobs.get("turn_again") is None
     assert await bot.store.injections.unannounced() == []
+
+
+async def test_the_report_names_the_files_the_child_wrote(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    scripted.add(call("sessions_spawn", task="write notes", agent="worker"), "Started.", "Done.")
+    worker.add(
+        [call("file_write", path="notes.md", content="n"), call("file_read", path="missing.md")],
+        call("file_edit", path="missing.md", old="a", new="b"),
+        "",
+    )
+
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+
+    stored = await bot.store.transcripts.load(parent_key(channel), 0)
+    (entry,) = [e for e in stored if ANNOUNCE_META in e.meta]
+    payload = AnnouncePayload.model_validate(entry.meta[ANNOUNCE_META])
+    assert [a.path for a in payload.result.artifacts] == ["notes.md"]  # the failed edit is not
+    assert payload.result.summary  # no final text: the last useful tool result stands in
+    assert payload.stats.duration_ms is not None and payload.stats.duration_ms >= 0
+    assert "Artifacts: notes.md" in scripted.requests[2].system
