@@ -25,7 +25,7 @@ LOG_LINE_CHARS = 300
 class SubagentControl(Protocol):
     """What ``/subagents`` asks of the scheduler: stopping one session's running turn."""
 
-    async def stop(self, session_key: str) -> StopReport: ...
+    async def stop(self, session_key: str, *, with_parent: bool = False) -> StopReport: ...
 
 
 def register_subagent_commands(

@@ -583,6 +583,53 @@ async def test_stopping_a_child_ends_its_run_and_reports_cancelled(
     assert channel.texts == ["Started.", "Stopped it.", "It reported."]
 
 
+async def test_a_persons_stop_ends_the_childs_run_without_a_report_waking_the_parent(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    never = asyncio.Event()
+    entered = asyncio.Event()
+
+    async def hang(request: ModelRequest) -> Step:
+        entered.set()
+        await never.wait()
+        return "too late"
+
+    worker.function = hang
+    scripted.add(call("sessions_spawn", task="slow", agent="worker"), "Started.")
+    await chat.say("go")
+    [child] = await children_of(bot, parent_key(channel))
+    await bot.scheduler.submit(
+        child,
+        TranscriptEntry.model_validate(
+            {"role": "user", "content": [{"type": "text", "text": "more"}]}
+        ),
+        lane="subagent",
+    )
+    await entered.wait()
+
+    result = await chat.say("/stop")
+    await asyncio.wait_for(bot.scheduler.wait_idle(), 30)  # a child left waiting would hang
+    await bot.close()
+    async with await Clawbot.open(bot.settings) as restarted:
+        restarted.connect(MemoryChannel())
+        await restarted.start()
+        await restarted.scheduler.wait_idle()
+        jobs = await restarted.store.jobs.for_session(child.key)
+
+    assert result.reply == "Nothing was running here; stopped 1 subagent turn(s)."
+    assert len(scripted.requests) == 2  # the spawn and its answer: no turn for a report
+    assert channel.texts == ["Started.", result.reply]
+    assert [(job.status, job.error) for job in jobs] == [
+        ("cancelled", "stopped with its parent"),
+        ("cancelled", "stopped with its parent"),
+    ]
+
+
 async def test_the_store_writes_one_report_per_child_turn_whatever_the_key(
     workers: Clawbot,
     chat: Chat,

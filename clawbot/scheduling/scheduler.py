@@ -52,7 +52,7 @@ from clawbot.scheduling.records import (
 )
 from clawbot.scheduling.recovery import Recovery
 from clawbot.scheduling.session_state import Run, SessionQueue
-from clawbot.scheduling.turns import TurnRunner
+from clawbot.scheduling.turns import STOPPED_WITH_PARENT, TurnRunner
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
@@ -339,30 +339,35 @@ class Scheduler:
     def queue_state(self, session_key: str) -> QueueState:
         return self._queues.state(session_key)
 
-    async def stop(self, session_key: str) -> StopReport:
+    async def stop(self, session_key: str, *, with_parent: bool = False) -> StopReport:
         """Cancel the session's active turn at once and drop the interrupted work waiting in
-        its backlog; messages still waiting are answered as usual."""
+        its backlog; messages still waiting are answered as usual. ``with_parent``: a
+        subagent whose parent was stopped, so everything it has waiting goes too, and its
+        turns end as stopped with the parent (which reports nothing back to it)."""
         queue = self._queues.get(session_key)
         if queue is None:
             return StopReport(stopped=None, dropped=0, waiting=0)
-        resumes = [item for item in queue.backlog if item.kind == "resume"]
-        queue.backlog = [item for item in queue.backlog if item.kind != "resume"]
-        if resumes:
-            dropped = [item.job_id for item in resumes]
-            await self.store.jobs.close(dropped, "cancelled", "dropped by /stop")
+        dropped = [i.job_id for i in queue.backlog if i.kind == "resume" or with_parent]
+        queue.backlog = [i for i in queue.backlog if i.kind != "resume" and not with_parent]
+        if with_parent:
+            dropped += [job.id for job in queue.direct]
+            queue.direct.clear()
+        if dropped:
+            why = STOPPED_WITH_PARENT if with_parent else "dropped by /stop"
+            await self.store.jobs.close(dropped, "cancelled", why)
             for job_id in dropped:
                 self._outcomes.resolve(job_id, TurnOutcome(job_id=job_id, status="cancelled"))
         waiting = len(queue.direct) + sum(1 for item in queue.backlog if item.kind == "message")
         run = queue.run
         if run is not None:
             if run.cancel_reason is None and run.task is not None:
-                run.cancel_reason = "stop"
+                run.cancel_reason = "with-parent" if with_parent else "stop"
                 run.task.cancel()
             if run.task is not None:
                 await asyncio.wait({run.task})
         self._queues.settle(queue)
         return StopReport(
-            stopped=run.job.id if run is not None else None, dropped=len(resumes), waiting=waiting
+            stopped=run.job.id if run is not None else None, dropped=len(dropped), waiting=waiting
         )
 
     async def tick(self) -> None:

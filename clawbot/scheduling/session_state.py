@@ -20,7 +20,7 @@ from clawbot.sessions import Session
 
 NOT_RUN_SHUTDOWN = "not run: clawbot is restarting; resumes from the backlog"
 
-CancelReason = Literal["stop", "shutdown", "deadline"]
+CancelReason = Literal["stop", "with-parent", "shutdown", "deadline"]
 RunMode = Literal["start", "claim", "started"]
 
 

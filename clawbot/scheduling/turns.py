@@ -26,6 +26,9 @@ from clawbot.subagents.records import ChildInfo
 
 log = logging.getLogger("clawbot.scheduler")
 DEADLINE_ERROR = "turn deadline of "
+STOPPED = "stopped by /stop"
+STOPPED_WITH_PARENT = "stopped with its parent"
+"""A subagent's turn ended because its parent's was stopped: nothing to report back."""
 """How the error of a job stopped at its deadline (or a child's run timeout) begins."""
 
 
@@ -247,8 +250,9 @@ class TurnRunner:
         if run.cancel_reason == "shutdown":
             await self.release_on_shutdown(run)
             return TurnOutcome(job_id=run.job.id, status="deferred")
-        await self.store.jobs.close([run.job.id, *run.carried], "cancelled", "stopped by /stop")
-        log.info("session %s: turn %s stopped by /stop", run.queue.key, run.job.id)
+        error = STOPPED_WITH_PARENT if run.cancel_reason == "with-parent" else STOPPED
+        await self.store.jobs.close([run.job.id, *run.carried], "cancelled", error)
+        log.info("session %s: turn %s %s", run.queue.key, run.job.id, error)
         return TurnOutcome(job_id=run.job.id, status="cancelled")
 
     async def _over_deadline(self, run: Run) -> TurnOutcome:

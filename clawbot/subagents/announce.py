@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from clawbot.agent_registry import AgentRegistry
 from clawbot.errors import MalformedMetaError, SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance, ToolResultBlock, TranscriptEntry
-from clawbot.scheduling.turns import DEADLINE_ERROR
+from clawbot.scheduling.turns import DEADLINE_ERROR, STOPPED_WITH_PARENT
 from clawbot.sessions import Session
 from clawbot.store import Store
 from clawbot.subagents.injection import Injector, TurnOrigin
@@ -132,7 +132,12 @@ class Announcer:
                 )
 
     async def announce(self, run: ChildRun) -> None:
-        """Build the report of one finished child turn and inject it into the parent."""
+        """Build the report of one finished child turn and inject it into the parent. A
+        turn stopped with its parent reports nothing: the person stopped them both, and a
+        report would start the parent's turn again."""
+        if run.status == "cancelled" and run.error == STOPPED_WITH_PARENT:
+            await self.store.injections.drop_announce(run.job_id)
+            return
         child = await self.store.sessions.get(run.child_key)
         if child is None:
             log.warning(

@@ -7,9 +7,10 @@ sees the same family that ``/subagents`` in the chat does.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from clawbot.scheduling.records import StopReport
 from clawbot.sessions import Session
@@ -113,15 +114,20 @@ async def children(store: Store, key: str) -> list[SessionNode]:
     return [SessionNode(s, 1, activity.get(s.key)) for s in owned]
 
 
-async def stop_family(
-    stop: Callable[[str], Awaitable[StopReport]], sessions: Sessions, key: str
-) -> FamilyStop:
-    """Stop ``key``'s running turn, then every descendant's (children, grandchildren...):
-    a stopped parent leaves no child working on its behalf."""
+class StopSession(Protocol):
+    """The scheduler's stop, as a family stop uses it."""
+
+    async def __call__(self, session_key: str, *, with_parent: bool = False) -> StopReport: ...
+
+
+async def stop_family(stop: StopSession, sessions: Sessions, key: str) -> FamilyStop:
+    """Stop ``key``'s running turn, then every descendant's (children, grandchildren...)
+    with everything they have waiting: a stopped parent leaves no child working on its
+    behalf, and none of them reports back (which would start the parent's turn again)."""
     report = await stop(key)
     stopped = 0
     for session in await descendants(sessions, key):
-        if (await stop(session.key)).stopped is not None:
+        if (await stop(session.key, with_parent=True)).stopped is not None:
             stopped += 1
     return FamilyStop(turn=report, descendants=stopped)
 
