@@ -147,6 +147,9 @@ def agent_toml(spec: AgentSpec) -> str:
         ]
     context = spec.context.model_dump(exclude_none=True)
     lines += ["", "[context]", *(f"{k} = {_value(v)}" for k, v in context.items())]
+    subagents = spec.subagents.model_dump(exclude_defaults=True)
+    if subagents:
+        lines += ["", "[subagents]", *(f"{k} = {_value(v)}" for k, v in subagents.items())]
     return "\n".join(lines) + "\n"
 
 

@@ -18,6 +18,10 @@ Every agent but ``main`` is denied them unless its allow list names the tool its
 wildcard or a group name is not enough.
 """
 
+MESSAGE_GROUP = "group:message"
+"""The group of the subagent ``message`` tool: an agent holds it only when its profile sets
+``subagents.message`` (its tool allow list does not grant it; its deny list can remove it)."""
+
 
 class ToolPolicy(BaseModel):
     """Allow/deny lists of tool names, ``*`` wildcards and ``group:...`` names; deny wins."""
@@ -29,9 +33,12 @@ class ToolPolicy(BaseModel):
 
     def permits(self, name: str, groups: Iterable[str] = ()) -> bool:
         labels = (name, *groups)
-        if any(_matches(pattern, labels) for pattern in self.deny):
+        if self.denies(name, groups):
             return False
         return any(_matches(pattern, labels) for pattern in self.allow)
+
+    def denies(self, name: str, groups: Iterable[str] = ()) -> bool:
+        return any(_matches(pattern, (name, *groups)) for pattern in self.deny)
 
 
 def _matches(pattern: str, labels: tuple[str, ...]) -> bool:
@@ -40,11 +47,15 @@ def _matches(pattern: str, labels: tuple[str, ...]) -> bool:
 
 class SubagentPolicy(BaseModel):
     """Which agents an agent may spawn as subagents: ids or ``*`` wildcards. ``None`` (the
-    default) means any agent for ``main`` and only itself for every other agent."""
+    default) means any agent for ``main`` and only itself for every other agent.
+
+    ``message``: whether the agent, run as a subagent, may post to the person's chat of its
+    root session (the ``message`` tool). Off by default: a subagent reaches no platform."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     allow: tuple[str, ...] | None = None
+    message: bool = False
 
 
 class ContextPolicy(BaseModel):
@@ -87,6 +98,8 @@ class AgentSpec(BaseModel):
     def allows_tool(self, name: str, groups: Iterable[str] = ()) -> bool:
         """The tool policy, plus the default denial of high-risk tools outside ``main``."""
         groups = tuple(groups)
+        if MESSAGE_GROUP in groups:
+            return self.subagents.message and not self.tools.denies(name, groups)
         if not self.tools.permits(name, groups):
             return False
         if self.agent_id != DEFAULT_AGENT_ID and HIGH_RISK_GROUPS.intersection(groups):

@@ -26,6 +26,7 @@ from clawbot.skills import skill_tools
 from clawbot.store import SqliteStore, Store
 from clawbot.subagent_commands import register_subagent_commands
 from clawbot.subagents.control import SubagentControl
+from clawbot.subagents.messaging import SubagentMessenger, message_tool
 from clawbot.subagents.session_tools import session_tools
 from clawbot.switchboard import Switchboard
 from clawbot.tools import ToolRegistry
@@ -114,8 +115,11 @@ class Clawbot:
             agents=agent_registry,
         )
         scheduler.bind_turn_ends(subagents.announcer)
+        messenger = SubagentMessenger(
+            settings=settings, store=store, agents=agent_registry, outbox=outbox
+        )
         if tools is None:
-            for tool in session_tools(subagents):
+            for tool in [*session_tools(subagents), message_tool(messenger)]:
                 registry.add(tool)
         if commands is None:
             commands = builtin_commands()

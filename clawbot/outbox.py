@@ -2,6 +2,11 @@
 
 Rule: a message reaches a platform only if ``deliver is True`` and its channel is not the
 internal channel. Nothing else in the code base calls ``Adapter.send``.
+
+The one exception to "internal text stays internal" is :meth:`Outbox.deliver_on_behalf`: a
+subagent allowed to (``subagents.message``) posts to its root session's chat, under its
+role's name. It is the only way text written in an internal session reaches a platform, and
+it still passes the same gate (as a message of the root session).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Literal
 from clawbot.channels import Adapter, SentMessage
 from clawbot.errors import DeliveryError
 from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
+from clawbot.sessions import Session
 
 log = logging.getLogger("clawbot.outbox")
 
@@ -68,6 +74,30 @@ class Outbox:
             )
             return Delivery(status="failed", error=f"{type(exc).__name__}: {exc}")
         return Delivery(status="sent", parts=tuple(parts))
+
+    async def deliver_on_behalf(self, root: Session, text: str, *, role: str) -> Delivery:
+        """The only path from an internal session to a platform: ``text`` from a subagent
+        running as ``role``, posted to its ``root`` session's chat as ``[role]: text``.
+
+        The caller (``clawbot.subagents.messaging``) has checked the permission and found
+        the root; this method refuses a root that is itself internal, and the message then
+        passes the normal gate as the root's own (so a root that does not deliver, such as
+        a scheduled job's, withholds it), chunked by its adapter like any reply."""
+        if root.channel == INTERNAL_CHANNEL:
+            log.warning("refused a message on behalf of %s to internal %s", role, root.key)
+            return Delivery(status="withheld", error="the root session is internal")
+        log.info("message on behalf of %s to %s", role, root.key)
+        return await self.deliver(
+            OutboundMessage(
+                channel=root.channel,
+                chat_id=root.chat_id,
+                thread_id=root.thread_id,
+                text=f"[{role}]: {text}",
+                session_key=root.key,
+                deliver=root.deliver,
+                kind="reply",
+            )
+        )
 
     async def typing(self, channel: str, chat_id: str, thread_id: str | None) -> None:
         """Typing indicators obey the same gate: never for internal sessions."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from clawbot.agents import AgentSpec, ModelSource, effective_model
+from clawbot.agents import MESSAGE_GROUP, AgentSpec, ModelSource, effective_model
 from clawbot.errors import ClawbotError, MalformedMetaError, ProviderError
 from clawbot.jobs import TurnJob
 from clawbot.llm import ModelClient, ModelReply
@@ -175,9 +175,18 @@ class Runtime:
 
     def within_ceiling(self, session: Session, resolved: ResolvedTurn) -> ResolvedTurn:
         """A child session's tools: its agent's, within the ceiling set when it was spawned
-        (what its parent held then). Offered and executable: nothing else."""
+        (what its parent held then). Offered and executable: nothing else. A session
+        nobody owns never gets the subagent ``message`` tool (its replies reach the person)."""
         if session.owner_key is None:
-            return resolved
+            if not resolved.agent.subagents.message:
+                return resolved  # without the flag the tool is not among its agent's
+            tools = tuple(t for t in resolved.tools if MESSAGE_GROUP not in t.groups)
+            return replace(
+                resolved,
+                tools=tools,
+                tool_specs=tuple(t.spec() for t in tools),
+                tool_names=frozenset(t.name for t in tools),
+            )
         try:
             child = ChildInfo.of(session)
             if child is None:

@@ -1,0 +1,119 @@
+"""The subagent ``message`` tool: a subagent writing to the person directly, in the chat of
+its root session (the first session up its owner chain that is not internal), prefixed
+``[Role]:`` with its agent's name.
+
+Only where its agent's profile allows it (``subagents.message``), and only within its
+parent's reach: a child of a person's conversation may get the tool, a grandchild only when
+its parent holds it. Without it the tool is neither offered nor executable, and nothing an
+internal session does reaches a platform. With it, the text goes out through
+:meth:`~clawbot.outbox.Outbox.deliver_on_behalf`, the outbox's one path for this.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from pydantic import Field
+
+from clawbot.agent_registry import AgentRegistry
+from clawbot.agents import MESSAGE_GROUP
+from clawbot.errors import SubagentError
+from clawbot.messages import INTERNAL_CHANNEL
+from clawbot.outbox import Outbox
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.store import Store
+from clawbot.subagents.chains import MAX_CHAIN
+from clawbot.tools import Tool, ToolContext, make_tool
+
+log = logging.getLogger("clawbot.subagents")
+
+MESSAGE_TOOL = "message"
+
+
+def reach_of(parent: Session) -> frozenset[str]:
+    """What a child's tool ceiling holds beyond its parent's tools: a person's conversation
+    (a session nobody owns) reaches its person, so its children may be given ``message``;
+    a subagent's children only when it holds ``message`` itself (then it is in its tools)."""
+    return frozenset({MESSAGE_TOOL}) if parent.owner_key is None else frozenset()
+
+
+class SubagentMessenger:
+    """Posts a permitted subagent's text to its root session's chat."""
+
+    def __init__(
+        self, *, settings: Settings, store: Store, agents: AgentRegistry, outbox: Outbox
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.agents = agents
+        self.outbox = outbox
+
+    async def root(self, session: Session) -> Session:
+        """The first session up ``session``'s owner chain that is not internal."""
+        current = session
+        for _ in range(MAX_CHAIN):
+            if current.owner_key is None:
+                break
+            owner = await self.store.sessions.get(current.owner_key)
+            if owner is None:
+                break
+            current = owner
+            if current.channel != INTERNAL_CHANNEL:
+                return current
+        raise SubagentError(
+            "there is no person's conversation above this session",
+            hint="report back to your parent instead",
+        )
+
+    async def post(self, session: Session, text: str) -> int:
+        """Deliver ``text`` from subagent ``session`` to its root's chat; the number of
+        platform messages it took. A SubagentError says why it was refused."""
+        agent = self.agents.get(session.agent_id)
+        if session.owner_key is None or session.channel != INTERNAL_CHANNEL:
+            raise SubagentError(
+                "message is for subagents; this conversation's replies reach the person already",
+                hint="answer in your reply",
+            )
+        if not agent.subagents.message:
+            log.warning("refused a message to the person from %s (%s)", session.key, agent.label)
+            raise SubagentError(
+                f"agent {agent.agent_id} may not message the person: subagents.message is "
+                "off in its profile",
+                hint="report back to your parent instead; it decides what the person sees",
+            )
+        text = text.strip()
+        if not text:
+            raise SubagentError("the message is empty", hint="say what the person should read")
+        limit = self.settings.max_message_chars
+        if len(text) > limit:
+            raise SubagentError(
+                f"the message has {len(text)} characters, more than max_message_chars ({limit})",
+                hint="shorten it, or report the details to your parent",
+            )
+        root = await self.root(session)
+        delivery = await self.outbox.deliver_on_behalf(root, text, role=agent.name)
+        if delivery.status == "withheld":
+            raise SubagentError(
+                f"the conversation {root.key} does not deliver messages",
+                hint="report back to your parent instead",
+            )
+        if delivery.status == "failed":
+            raise SubagentError(f"the message was not delivered: {delivery.error}")
+        return len(delivery.parts)
+
+
+def message_tool(messenger: SubagentMessenger) -> Tool:
+    """The ``message`` tool, bound to one bot's messenger."""
+
+    async def message(
+        text: Annotated[str, Field(description="what the person should read, in full")],
+        ctx: ToolContext,
+    ) -> str:
+        """Write to the person directly, in the chat of the conversation you work for; it
+        appears under your name. Use it sparingly: your result still goes to your parent."""
+        parts = await messenger.post(ctx.session, text)
+        return f"Posted to the person's chat ({parts} message{'s' if parts != 1 else ''})."
+
+    return make_tool(message, risk="guarded", groups=(MESSAGE_GROUP,))

@@ -1,0 +1,223 @@
+"""A subagent writing to the person (the ``message`` tool, only where its profile allows it,
+through the outbox's one path for it), and peer groups (two agents' sessions messaging each
+other only when both are in one group)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.app import Clawbot
+from clawbot.channels import SentMessage
+from clawbot.errors import SubagentError
+from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.subagents.messaging import SubagentMessenger
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
+
+from .conftest import Chat
+
+MAY_MESSAGE = SubagentPolicy(message=True)
+
+
+@pytest.fixture
+def worker() -> Iterator[ScriptedModel]:
+    model = ScriptedModel(name="worker")
+    with model.installed():
+        yield model
+
+
+async def add_agent(bot: Clawbot, agent_id: str, **fields: object) -> AgentSpec:
+    spec = AgentSpec(agent_id=agent_id, name=agent_id, **fields)  # type: ignore[arg-type]
+    return await bot.agents.create(spec)
+
+
+def root_key(channel: MemoryChannel) -> str:
+    return f"{channel.name}:chat1"
+
+
+def messenger_of(bot: Clawbot) -> SubagentMessenger:
+    return SubagentMessenger(
+        settings=bot.settings, store=bot.store, agents=bot.agents, outbox=bot.outbox
+    )
+
+
+async def only_child(bot: Clawbot, key: str) -> Session:
+    (child,) = await bot.store.sessions.children(key)
+    return child
+
+
+# the message tool -------------------------------------------------------------------------
+
+
+async def test_a_permitted_subagent_message_reaches_the_root_chat_under_its_role(
+    bot: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    await add_agent(bot, "researcher", model=worker.model_string, subagents=MAY_MESSAGE)
+    scripted.add(call("sessions_spawn", task="look it up", agent="researcher"), "Started.", "Ok.")
+    worker.add(call("message", text="Halfway there: 3 papers so far."), "Found 5 papers.")
+
+    await chat.say("research this")
+    await bot.scheduler.wait_idle()
+
+    assert "message" in worker.requests[0].tool_names
+    assert worker.requests[1].tool_results == ["Posted to the person's chat (1 message)."]
+    posted = [m for m in channel.sent if m.text.startswith("[researcher]: ")]
+    assert [m.text for m in posted] == ["[researcher]: Halfway there: 3 papers so far."]
+    assert posted[0].chat_id == "chat1" and posted[0].session_key == root_key(channel)
+    # the parent's own tools never include it: its replies reach the person already
+    assert "message" not in scripted.requests[0].tool_names
+
+
+async def test_a_long_message_is_chunked_like_any_reply(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    class Chunking(MemoryChannel):
+        """Splits a message into 100-character parts, as a platform adapter does."""
+
+        async def send(self, message: OutboundMessage) -> list[SentMessage]:
+            sent: list[SentMessage] = []
+            for start in range(0, len(message.text), 100):
+                part = message.model_copy(update={"text": message.text[start : start + 100]})
+                sent.extend(await super().send(part))
+            return sent
+
+    chunking = Chunking()
+    bot.connect(chunking)
+    await add_agent(bot, "researcher", model=worker.model_string, subagents=MAY_MESSAGE)
+    scripted.add(call("sessions_spawn", task="write", agent="researcher"), "Started.", "Ok.")
+    worker.add(call("message", text="x" * 250), "Done.")
+
+    await bot.router.handle(chunking.message("go"))
+    await bot.scheduler.wait_idle()
+
+    assert worker.requests[1].tool_results == ["Posted to the person's chat (3 messages)."]
+    assert "".join(chunking.texts[1:4]) == "[researcher]: " + "x" * 250
+
+
+async def test_a_subagent_without_the_permission_reaches_no_adapter(
+    bot: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    other = MemoryChannel("other")
+    bot.connect(other)
+    await add_agent(bot, "researcher", model=worker.model_string)  # message off (default)
+    scripted.add(call("sessions_spawn", task="look it up", agent="researcher"), "Started.", "Ok.")
+    worker.add(call("message", text="hello person"), "Found nothing.")
+
+    await chat.say("research this")
+    await bot.scheduler.wait_idle()
+
+    # not offered, and refused when called anyway
+    assert "message" not in worker.requests[0].tool_names
+    assert worker.requests[1].tool_results == [
+        "error: tool 'message' is not available to this agent"
+    ]
+    # every send is the parent's own reply; the subagent's text reached no adapter
+    assert channel.texts == ["Started.", "Ok."]
+    assert other.sent == []
+    # even called directly, the messenger refuses it, naming the permission, and sends nothing
+    child = await only_child(bot, root_key(channel))
+    with pytest.raises(SubagentError, match=r"may not message the person: subagents\.message"):
+        await messenger_of(bot).post(child, "hello person")
+    assert channel.texts == ["Started.", "Ok."] and other.sent == []
+
+
+async def test_a_grandchild_message_goes_to_the_root_chat_not_its_parent(
+    settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    def work(request: ModelRequest) -> Step:
+        if request.messages[-1]["role"] == "tool":
+            return "done"
+        if request.last_user_text == "top task":
+            return call("sessions_spawn", task="sub task", agent="researcher")
+        if request.last_user_text == "sub task":
+            return call("message", text="from the grandchild")
+        return "ok"
+
+    worker.function = work
+    deeper = settings.model_copy(update={"max_spawn_depth": 2})
+    async with await Clawbot.open(deeper) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await add_agent(
+            bot,
+            "researcher",
+            model=worker.model_string,
+            subagents=MAY_MESSAGE,
+            tools=ToolPolicy(allow=("*", "sessions_spawn")),
+        )
+        scripted.add(call("sessions_spawn", task="top task", agent="researcher"), "Started.")
+        scripted.default_text = "Noted."
+        await bot.router.handle(channel.message("go"))
+        await bot.scheduler.wait_idle()
+
+        child = await only_child(bot, root_key(channel))
+        grandchild = await only_child(bot, child.key)
+        assert grandchild.channel == INTERNAL_CHANNEL
+        posted = [m for m in channel.sent if m.text.startswith("[researcher]: ")]
+        assert [(m.text, m.session_key) for m in posted] == [
+            ("[researcher]: from the grandchild", root_key(channel))
+        ]
+        child_entries = await bot.store.transcripts.load(child.key, 0)
+        assert not any("from the grandchild" in e.text for e in child_entries)
+
+
+async def test_a_grandchild_holds_message_only_when_its_parent_does(
+    settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    def work(request: ModelRequest) -> Step:
+        if request.messages[-1]["role"] == "tool":
+            return "done"
+        if request.last_user_text == "top task":
+            return call("sessions_spawn", task="sub task", agent="talker")
+        return "ok"
+
+    worker.function = work
+    deeper = settings.model_copy(update={"max_spawn_depth": 2})
+    async with await Clawbot.open(deeper) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await add_agent(
+            bot,
+            "quiet",
+            model=worker.model_string,
+            tools=ToolPolicy(allow=("*", "sessions_spawn")),
+            subagents=SubagentPolicy(allow=("talker",)),
+        )
+        await add_agent(bot, "talker", model=worker.model_string, subagents=MAY_MESSAGE)
+        scripted.add(call("sessions_spawn", task="top task", agent="quiet"), "Started.")
+        scripted.default_text = "Noted."
+        await bot.router.handle(channel.message("go"))
+        await bot.scheduler.wait_idle()
+
+        spawned = worker.requests[1].tool_results[0]
+        assert "Refused to it, because you lack them: message." in spawned
+        talker_request = next(r for r in worker.requests if r.last_user_text == "sub task")
+        assert "message" not in talker_request.tool_names
+
+
+async def test_a_persons_conversation_never_gets_the_message_tool(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    await add_agent(bot, "talker", model=scripted.model_string, subagents=MAY_MESSAGE)
+    session = await bot.router.session_for(chat.channel.message("x"))
+    await bot.router.update_session(session, agent_id="talker")
+    scripted.add(call("message", text="hi"), "Ok.")
+
+    await chat.say("go")
+
+    assert "message" not in scripted.requests[0].tool_names
+    assert scripted.requests[1].tool_results == [
+        "error: tool 'message' is not available to this agent"
+    ]
