@@ -12,7 +12,15 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -28,6 +36,14 @@ DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 
 def _env(*names: str) -> AliasChoices:
     return AliasChoices(*names)
+
+
+class PeerGroup(BaseModel):
+    """A ``[peer_groups.<name>]`` table: agents whose sessions may message each other."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agents: tuple[str, ...] = Field(min_length=1)
 
 
 class Settings(BaseSettings):
@@ -143,6 +159,12 @@ class Settings(BaseSettings):
         le=86_400,
         description="seconds a child's run may take unless its spawn says otherwise; then it "
         "is stopped and reports status timeout",
+    )
+
+    peer_groups: dict[str, PeerGroup] = Field(
+        default_factory=dict,
+        description="[peer_groups.<name>] agents = [...] in clawbot.toml: two agents' sessions "
+        "may message each other (sessions_send) only when one group holds both",
     )
 
     @field_validator("home", "workspace", mode="after")

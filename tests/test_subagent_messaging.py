@@ -4,7 +4,9 @@ other only when both are in one group)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +16,9 @@ from clawbot.channels import SentMessage
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
 from clawbot.sessions import Session
-from clawbot.settings import Settings
+from clawbot.settings import PeerGroup, Settings, load_settings
 from clawbot.subagents.messaging import SubagentMessenger
+from clawbot.subagents.peers import PeerGroups
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
 from .conftest import Chat
@@ -221,3 +224,181 @@ async def test_a_persons_conversation_never_gets_the_message_tool(
     assert scripted.requests[1].tool_results == [
         "error: tool 'message' is not available to this agent"
     ]
+
+
+# peer groups ------------------------------------------------------------------------------
+
+PEER_TOOLS = ToolPolicy(allow=("*", "sessions_send", "sessions_spawn"))
+
+
+async def peers_bot(settings: Settings, model: ScriptedModel, **groups: tuple[str, ...]) -> Clawbot:
+    """A bot with agents alpha, beta and gamma; chat1 talks to alpha, chat2 to beta, chat3
+    to gamma; ``groups`` are its peer groups."""
+    configured = settings.model_copy(
+        update={"peer_groups": {name: PeerGroup(agents=agents) for name, agents in groups.items()}}
+    )
+    bot = await Clawbot.open(configured)
+    bot.connect(MemoryChannel())
+    for n, agent_id in enumerate(("alpha", "beta", "gamma"), start=1):
+        await add_agent(bot, agent_id, model=model.model_string, tools=PEER_TOOLS)
+        session = await bot.router.session_for(MemoryChannel().message("x", chat_id=f"chat{n}"))
+        await bot.router.update_session(session, agent_id=agent_id)
+    return bot
+
+
+def sent_by(bot: Clawbot) -> MemoryChannel:
+    adapter = bot.outbox.adapter("memory")
+    assert isinstance(adapter, MemoryChannel)
+    return adapter
+
+
+async def test_peers_in_a_group_message_each_other_and_others_are_refused(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    def reply(request: ModelRequest) -> Step:
+        if request.messages[-1]["role"] == "tool":
+            return "result: " + request.tool_results[-1]
+        if request.last_user_text == "tell beta":
+            return call("sessions_send", session="memory:chat2", message="the build is green")
+        if request.last_user_text == "tell gamma":
+            return call("sessions_send", session="memory:chat3", message="the build is green")
+        return "heard: " + request.last_user_text
+
+    scripted.function = reply
+    bot = await peers_bot(settings, scripted, team=("alpha", "beta"), ops=("gamma",))
+    async with bot:
+        channel = sent_by(bot)
+        await bot.router.handle(channel.message("tell beta", chat_id="chat1"))
+        await bot.router.handle(channel.message("tell gamma", chat_id="chat1"))
+        await bot.scheduler.wait_idle()
+
+        beta = await bot.store.transcripts.load("memory:chat2", 0)
+        gamma = await bot.store.transcripts.load("memory:chat3", 0)
+
+    assert [e.text for e in beta if e.role == "user"] == [
+        "[@peer:alpha#alpha session memory:chat1] the build is green"
+    ]
+    assert gamma == []
+    to_alpha = [m.text for m in channel.sent if m.chat_id == "chat1"]
+    assert to_alpha[0] == (
+        "result: Sent to peer session memory:chat2. It answers with sessions_send, if at all."
+    )
+    refused = to_alpha[1]
+    assert refused.startswith("result: error: 'memory:chat3' is not a child of this session")
+    assert "agents alpha and gamma are not peers: no peer group holds both" in refused
+    assert "(peer groups of alpha: team; of gamma: ops)" in refused
+    assert "[peer_groups.<name>]" in refused
+    # beta's turn answered the peer message in its own conversation
+    assert [m.text for m in channel.sent if m.chat_id == "chat2"] == [
+        "heard: [@peer:alpha#alpha session memory:chat1] the build is green"
+    ]
+
+
+async def test_a_peer_ping_pong_stops_at_max_hops(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    # Each peer answers every peer message by messaging the sender back: without the hop
+    # limit this never ends.
+    received: list[str] = []
+
+    def reply(request: ModelRequest) -> Step:
+        if request.messages[-1]["role"] == "tool":
+            return "result: " + request.tool_results[-1]
+        text = request.last_user_text
+        if text == "start":
+            return call("sessions_send", session="memory:chat2", message="ping")
+        sender = re.match(r"\[@peer:\w+#\w+ session (\S+)\]", text)
+        assert sender is not None
+        received.append(text)
+        return call("sessions_send", session=sender[1], message="ping")
+
+    scripted.function = reply
+    limited = settings.model_copy(update={"max_hops": 4})
+    bot = await peers_bot(limited, scripted, team=("alpha", "beta"))
+    async with bot:
+        channel = sent_by(bot)
+        await bot.router.handle(channel.message("start", chat_id="chat1"))
+        await bot.scheduler.wait_idle()
+
+    # hops 1..4 delivered (beta, alpha, beta, alpha); the send at hop 5 is dropped
+    assert [m[m.index("session ") + 8 : m.index("]")] for m in received] == [
+        "memory:chat1",
+        "memory:chat2",
+        "memory:chat1",
+        "memory:chat2",
+    ]
+    last = channel.sent[-1].text
+    assert last.startswith("result: error: dropped: this chain of agents")
+    assert "max_hops) is 4" in last
+
+
+async def test_a_peer_cycle_a_b_c_a_is_refused(settings: Settings, scripted: ScriptedModel) -> None:
+    def reply(request: ModelRequest) -> Step:
+        if request.messages[-1]["role"] == "tool":
+            return "result: " + request.tool_results[-1]
+        text = request.last_user_text
+        if text == "start":
+            return call("sessions_send", session="memory:chat2", message="pass it on")
+        if "session memory:chat1]" in text:  # beta, from alpha
+            return call("sessions_send", session="memory:chat3", message="pass it on")
+        if "session memory:chat2]" in text:  # gamma, from beta
+            return call("sessions_send", session="memory:chat1", message="pass it on")
+        return "end"
+
+    scripted.function = reply
+    bot = await peers_bot(settings, scripted, team=("alpha", "beta", "gamma"))
+    async with bot:
+        channel = sent_by(bot)
+        await bot.router.handle(channel.message("start", chat_id="chat1"))
+        await bot.scheduler.wait_idle()
+        alpha = await bot.store.transcripts.load("memory:chat1", 0)
+
+    assert [e.text for e in alpha if e.role == "user"] == ["start"]
+    to_gamma = [m.text for m in channel.sent if m.chat_id == "chat3"]
+    assert to_gamma == [
+        "result: error: refused: this message would go round in a loop (alpha>beta>gamma>alpha)"
+        " — answer with what you have instead"
+    ]
+
+
+async def test_a_subagent_cannot_message_a_persons_conversation_even_a_peers(
+    settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    bot = await peers_bot(settings, scripted, team=("alpha", "beta", "worker"))
+    async with bot:
+        channel = sent_by(bot)
+        await add_agent(bot, "worker", model=worker.model_string, tools=PEER_TOOLS)
+        scripted.add(call("sessions_spawn", task="report to beta", agent="worker"), "Started.")
+        scripted.default_text = "Ok."
+        worker.add(call("sessions_send", session="memory:chat2", message="hi beta"), "Could not.")
+        main = await bot.router.session_for(channel.message("x", chat_id="chat4"))
+        await bot.router.handle(channel.message("go", chat_id="chat4"))
+        await bot.scheduler.wait_idle()
+        beta = await bot.store.transcripts.load("memory:chat2", 0)
+
+    assert main.agent_id == "main"
+    assert (
+        worker.requests[1]
+        .tool_results[0]
+        .startswith("error: a subagent cannot message a person's conversation (memory:chat2)")
+    )
+    assert beta == []
+    assert [m.chat_id for m in channel.sent] == ["chat4", "chat4"]
+
+
+def test_peer_groups_are_read_from_clawbot_toml(tmp_path: Path) -> None:
+    (tmp_path / "clawbot.toml").write_text(
+        '[peer_groups.research]\nagents = ["alpha", "beta"]\n\n'
+        '[peer_groups.ops]\nagents = ["gamma"]\n',
+        encoding="utf-8",
+    )
+    settings = load_settings(home=tmp_path / "home")
+
+    assert settings.peer_groups == {
+        "research": PeerGroup(agents=("alpha", "beta")),
+        "ops": PeerGroup(agents=("gamma",)),
+    }
+    groups = PeerGroups(settings)
+    assert groups.shared("alpha", "beta") == ("research",)
+    assert groups.shared("alpha", "gamma") == ()
+    assert groups.of("delta") == ()

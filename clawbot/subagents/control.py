@@ -20,6 +20,7 @@ from clawbot.store import Store
 from clawbot.subagents.announce import Announcer
 from clawbot.subagents.injection import Injector, TurnOrigin
 from clawbot.subagents.keys import child_id_of
+from clawbot.subagents.peers import PeerMessages
 from clawbot.subagents.records import ChildInfo, Injection
 from clawbot.subagents.spawning import Spawned, Spawner
 
@@ -66,6 +67,9 @@ class SubagentControl:
             injector=self.injector,
         )
         self.announcer = Announcer(store=store, injector=self.injector, agents=agents)
+        self.peers = PeerMessages(
+            settings=settings, store=store, agents=agents, injector=self.injector
+        )
 
     async def spawn(
         self,
@@ -101,7 +105,13 @@ class SubagentControl:
         stored once."""
         if not message.strip():
             raise SubagentError("the message is empty")
-        child = await self.child(parent, ref)
+        try:
+            child = await self.child(parent, ref)
+        except SubagentError:
+            peer = await self.peers.session(ref)
+            if peer is None:
+                raise
+            return await self.peers.send(parent, peer, message, origin, turn_id)
         hop, trace = origin.onward(child.key, child.agent_id)
         digest = hashlib.sha256(message.encode()).hexdigest()[:16]
         key = f"message:{child.key}:{turn_id or '-'}:{digest}"

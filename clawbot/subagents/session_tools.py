@@ -54,12 +54,17 @@ def session_tools(control: SubagentControl) -> list[Tool]:
         return text
 
     async def sessions_send(
-        session: Annotated[str, Field(description="the child's id (from sessions_list)")],
+        session: Annotated[
+            str, Field(description="the child's id (from sessions_list), or a peer's session key")
+        ],
         message: Annotated[str, Field(description="what to tell it")],
         ctx: ToolContext,
     ) -> str:
-        """Continue one of your subagents with a new message; its answer arrives later."""
+        """Continue one of your subagents with a new message; its answer arrives later. Or
+        message a peer agent's session (its key) when a peer group holds you both."""
         child = await control.send(ctx.session, session, message, _origin(ctx), ctx.turn_id)
+        if child.owner_key != ctx.session.key:
+            return f"Sent to peer session {child.key}. It answers with sessions_send, if at all."
         return f"Sent to {child.key}. Its answer arrives as a message when it finishes."
 
     async def sessions_list(ctx: ToolContext) -> str:
