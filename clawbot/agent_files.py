@@ -126,6 +126,7 @@ _TOP_LEVEL = (
     "temperature",
     "workspace_overlay",
     "risk_profile",
+    "as_tool",
     "system_prompt",
 )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,8 @@ class AgentRegistry:
         self.folder = folder
         self.problems: tuple[str, ...] = ()
         self._records = {record.spec.agent_id: record for record in records}
+        self.listeners: list[Callable[[], None]] = []
+        """Called after an agent is saved (agents offered as tools follow the change)."""
 
     @classmethod
     async def open(cls, store: Store, folder: Path | None) -> AgentRegistry:
@@ -246,6 +248,8 @@ class AgentRegistry:
     async def _save(self, record: AgentRecord) -> None:
         await self.store.agents.save(record)
         self._records[record.spec.agent_id] = record
+        for listener in self.listeners:
+            listener()
 
 
 def _given(value: Any) -> bool:

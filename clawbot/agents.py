@@ -82,6 +82,9 @@ class AgentSpec(BaseModel):
     subagents: SubagentPolicy = SubagentPolicy()
     workspace_overlay: bool = True
     risk_profile: str = "default"
+    as_tool: bool = False
+    """Other agents may call this one as the tool ``agent_<agent_id>(task)``, described by
+    ``description``: it runs as their delegate and its answer is the tool result."""
 
     @field_validator("name")
     @classmethod

@@ -26,6 +26,7 @@ from clawbot.skills import skill_tools
 from clawbot.store import SqliteStore, Store
 from clawbot.subagent_commands import register_subagent_commands
 from clawbot.subagents.control import SubagentControl
+from clawbot.subagents.delegate_tools import AgentTools, delegate_tool
 from clawbot.subagents.messaging import SubagentMessenger, message_tool
 from clawbot.subagents.session_tools import session_tools
 from clawbot.switchboard import Switchboard
@@ -115,6 +116,16 @@ class Clawbot:
             agents=agent_registry,
         )
         scheduler.bind_turn_ends(subagents.announcer)
+        if tools is None:
+            registry.add(delegate_tool(subagents.delegation))
+            offered = AgentTools(
+                delegation=subagents.delegation,
+                agents=agent_registry,
+                registry=registry,
+                changed=runtime.tools_changed,
+            )
+            offered.sync()
+            agent_registry.listeners.append(offered.sync)
         messenger = SubagentMessenger(
             settings=settings, store=store, agents=agent_registry, outbox=outbox
         )

@@ -173,6 +173,10 @@ class Runtime:
         self._resolved[key] = (agent, files, generation, resolved)
         return resolved
 
+    def tools_changed(self) -> None:
+        """The tool registry gained or lost a tool: resolve every agent's tools afresh."""
+        self._resolved.clear()
+
     def within_ceiling(self, session: Session, resolved: ResolvedTurn) -> ResolvedTurn:
         """A child session's tools: its agent's, within the ceiling set when it was spawned
         (what its parent held then). Offered and executable: nothing else. A session
@@ -187,17 +191,20 @@ class Runtime:
                 tool_specs=tuple(t.spec() for t in tools),
                 tool_names=frozenset(t.name for t in tools),
             )
+        prompt = resolved.system_prompt
         try:
             child = ChildInfo.of(session)
             if child is None:
                 return resolved
             allowed = frozenset(child.tools)
+            prompt = child.prompt or prompt  # a delegate's role prompt
         except MalformedMetaError as exc:  # deny by default: no tools rather than all
             log.warning("session %s: %s", session.key, exc)
             allowed = frozenset()
         tools = tuple(t for t in resolved.tools if t.name in allowed)
         return replace(
             resolved,
+            system_prompt=prompt,
             tools=tools,
             tool_specs=tuple(t.spec() for t in tools),
             tool_names=frozenset(t.name for t in tools),

@@ -160,6 +160,13 @@ class Settings(BaseSettings):
         description="seconds a child's run may take unless its spawn says otherwise; then it "
         "is stopped and reports status timeout",
     )
+    max_concurrent: int = Field(
+        default=3,
+        ge=1,
+        le=32,
+        description="delegated tasks (delegate, agents as tools) running at once in this bot; "
+        "more wait for a free slot",
+    )
 
     peer_groups: dict[str, PeerGroup] = Field(
         default_factory=dict,

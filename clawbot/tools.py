@@ -167,6 +167,10 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def remove(self, name: str) -> None:
+        """Forget a tool (an agent no longer offered as a tool); unknown names are fine."""
+        self._tools.pop(name, None)
+
     def names(self) -> list[str]:
         return list(self._tools)
 

@@ -72,6 +72,7 @@ async def test_a_tool_calling_turn_with_two_rounds_reaches_a_final_answer(
         "session_set_agent",
         "agent_create",
         "agent_update",
+        "delegate",
         "sessions_spawn",
         "sessions_send",
         "sessions_list",

@@ -18,6 +18,7 @@ from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.subagents.announce import Announcer
+from clawbot.subagents.delegation import Delegation
 from clawbot.subagents.injection import Injector, TurnOrigin
 from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.peers import PeerMessages
@@ -70,6 +71,14 @@ class SubagentControl:
         self.peers = PeerMessages(
             settings=settings, store=store, agents=agents, injector=self.injector
         )
+        self.delegation = Delegation(
+            settings=settings,
+            store=store,
+            scheduler=scheduler,
+            runtime=runtime,
+            agents=agents,
+            injector=self.injector,
+        )
 
     async def spawn(
         self,
@@ -81,6 +90,7 @@ class SubagentControl:
         label: str | None = None,
         timeout: float | None = None,
     ) -> Spawned:
+        self.delegation.refuse_nested(parent)
         return await self.spawner.spawn(
             parent, task, origin, agent=agent, label=label, timeout=timeout
         )
@@ -88,7 +98,7 @@ class SubagentControl:
     async def child(self, parent: Session, ref: str) -> Session:
         """The child of ``parent`` that ``ref`` (its id or key) names."""
         ref = ref.strip()
-        children = await self.store.sessions.children(parent.key)
+        children = await self._children(parent)
         for child in children:
             if ref in (child.key, child_id_of(child.key)):
                 return child
@@ -103,6 +113,7 @@ class SubagentControl:
         """Continue a child: ``message`` becomes its next turn (lane ``subagent``); its
         answer comes back as another announce. The same message sent twice by one turn is
         stored once."""
+        self.delegation.refuse_nested(parent)
         if not message.strip():
             raise SubagentError("the message is empty")
         try:
@@ -137,7 +148,7 @@ class SubagentControl:
 
     async def children(self, parent: Session) -> list[ChildView]:
         views = []
-        for child in await self.store.sessions.children(parent.key):
+        for child in await self._children(parent):
             state = self.scheduler.queue_state(child.key)
             status: ChildState = (
                 "running"
@@ -155,6 +166,12 @@ class SubagentControl:
             views.append(ChildView(child_id, child.key, child.agent_id, label, status))
         return views
 
+    async def _children(self, parent: Session) -> list[Session]:
+        """The children the ``sessions_*`` tools reach: not the delegates, which belong to
+        the tool call that runs them (their answer is its result)."""
+        children = await self.store.sessions.children(parent.key)
+        return [child for child in children if not ChildInfo.is_delegate(child)]
+
     async def history(self, parent: Session, ref: str, limit: int) -> list[TranscriptEntry]:
         child = await self.child(parent, ref)
         return await self.store.transcripts.load(child.key, child.epoch, limit)
@@ -162,7 +179,7 @@ class SubagentControl:
     async def stop(self, parent: Session, ref: str) -> list[ChildStopped]:
         """Stop one child's turn, or every child's for ``all``."""
         if ref.strip().lower() == "all":
-            targets = await self.store.sessions.children(parent.key)
+            targets = await self._children(parent)
         else:
             targets = [await self.child(parent, ref)]
         reports = []

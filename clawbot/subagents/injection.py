@@ -24,6 +24,7 @@ from clawbot.settings import Settings
 from clawbot.store import Store, new_id
 from clawbot.subagents.records import (
     INJECTION_META,
+    ChildInfo,
     Injection,
     InjectionHeader,
     InjectionWrite,
@@ -128,7 +129,8 @@ class Injector:
             kind=injection.kind,
             source_key=injection.source_key,
             hop=injection.hop,
-            parent_key=target.owner_key,
+            # A delegate's answer is its parent's tool result: its turns owe no announce.
+            parent_key=None if ChildInfo.is_delegate(target) else target.owner_key,
             announces=injection.announces,
         )
         lane: Lane = "announce" if injection.kind == "announce" else "subagent"

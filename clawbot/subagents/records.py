@@ -285,6 +285,11 @@ class ChildInfo(Frozen):
     depth: int = Field(ge=1)
     timeout: float = Field(gt=0)
     tools: tuple[str, ...] = ()
+    delegated: bool = False
+    """A delegate (``delegate`` or an agent as tool): its answer is its parent's tool result,
+    so its turns owe no announce, and it can neither delegate nor spawn."""
+    prompt: str | None = None
+    """A role prompt that replaces its agent's system prompt (an ad-hoc delegate role)."""
 
     @classmethod
     def of(cls, session: Session) -> ChildInfo | None:
@@ -294,6 +299,16 @@ class ChildInfo(Frozen):
         if value is None:
             return None
         return parse_meta(cls, value, f"subagent record of session {session.key}")
+
+    @classmethod
+    def is_delegate(cls, session: Session) -> bool:
+        """Whether ``session`` is a delegate; an unreadable record is not one (so its turns
+        still report back, as every child's do)."""
+        try:
+            info = cls.of(session)
+        except MalformedMetaError:
+            return False
+        return info is not None and info.delegated
 
 
 def headers_of(entries: Sequence[TranscriptEntry]) -> list[dict[str, Any]]:
