@@ -78,6 +78,8 @@ class Tool:
     context_param: str | None = None
     risk: Risk = "safe"
     groups: tuple[str, ...] = ()
+    refusal: str = ""
+    """Said when a call from an agent that lacks the tool is refused: how one gets it."""
 
     @property
     def high_risk(self) -> bool:
@@ -103,6 +105,7 @@ def make_tool(
     description: str | None = None,
     risk: Risk = "safe",
     groups: Iterable[str] = (),
+    refusal: str = "",
 ) -> Tool:
     """Build a Tool from an async function's signature, annotations and docstring."""
     if not inspect.iscoroutinefunction(function):
@@ -136,6 +139,7 @@ def make_tool(
         context_param=context_param,
         risk=risk,
         groups=tuple(groups),
+        refusal=refusal,
     )
 
 
@@ -186,7 +190,8 @@ class ToolRegistry:
         """Run one tool call; every failure becomes an error result for the model."""
         item = self._tools.get(call.name)
         if item is None or (allowed is not None and call.name not in allowed):
-            return _error(call, f"tool {call.name!r} is not available to this agent")
+            why = f": {item.refusal}" if item is not None and item.refusal else ""
+            return _error(call, f"tool {call.name!r} is not available to this agent{why}")
         if "__invalid_json__" in call.arguments:
             return _error(
                 call,

@@ -5,19 +5,22 @@ other only when both are in one group)."""
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from clawbot.agent_files import agent_toml
 from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.channels import SentMessage
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
+from clawbot.outbox import Outbox
 from clawbot.sessions import Session
 from clawbot.settings import PeerGroup, Settings, load_settings
-from clawbot.subagents.messaging import SubagentMessenger
+from clawbot.subagents.messaging import REFUSAL, SubagentMessenger
 from clawbot.subagents.peers import PeerGroups
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
@@ -124,7 +127,7 @@ async def test_a_subagent_without_the_permission_reaches_no_adapter(
     # not offered, and refused when called anyway
     assert "message" not in worker.requests[0].tool_names
     assert worker.requests[1].tool_results == [
-        "error: tool 'message' is not available to this agent"
+        "error: tool 'message' is not available to this agent: " + REFUSAL
     ]
     # every send is the parent's own reply; the subagent's text reached no adapter
     assert channel.texts == ["Started.", "Ok."]
@@ -222,7 +225,7 @@ async def test_a_persons_conversation_never_gets_the_message_tool(
 
     assert "message" not in scripted.requests[0].tool_names
     assert scripted.requests[1].tool_results == [
-        "error: tool 'message' is not available to this agent"
+        "error: tool 'message' is not available to this agent: " + REFUSAL
     ]
 
 
@@ -402,3 +405,41 @@ def test_peer_groups_are_read_from_clawbot_toml(tmp_path: Path) -> None:
     assert groups.shared("alpha", "beta") == ("research",)
     assert groups.shared("alpha", "gamma") == ()
     assert groups.of("delta") == ()
+
+
+async def test_deliver_on_behalf_passes_the_gate_as_the_roots_message() -> None:
+    outbox = Outbox()
+    channel = MemoryChannel()
+    outbox.connect(channel)
+    root = Session(key="memory:chat1", channel="memory", chat_id="chat1", agent_id="main")
+    quiet = Session(
+        key="memory:cron", channel="memory", chat_id="cron", agent_id="main", deliver=False
+    )
+    internal = Session(
+        key="internal:memory:chat1/sub_x",
+        channel=INTERNAL_CHANNEL,
+        chat_id="sub_x",
+        agent_id="main",
+        deliver=False,
+        owner_key="memory:chat1",
+    )
+
+    sent = await outbox.deliver_on_behalf(root, "hello", role="Researcher")
+    withheld = await outbox.deliver_on_behalf(quiet, "hello", role="Researcher")
+    refused = await outbox.deliver_on_behalf(internal, "hello", role="Researcher")
+
+    assert (sent.status, withheld.status, refused.status) == ("sent", "withheld", "withheld")
+    assert [(m.text, m.session_key) for m in channel.sent] == [
+        ("[Researcher]: hello", "memory:chat1")
+    ]
+
+
+def test_an_agent_file_keeps_its_subagent_policy() -> None:
+    spec = AgentSpec(
+        agent_id="researcher",
+        name="Researcher",
+        subagents=SubagentPolicy(allow=("writer",), message=True),
+    )
+
+    assert AgentSpec.model_validate(tomllib.loads(agent_toml(spec))) == spec
+    assert "[subagents]" not in agent_toml(AgentSpec(agent_id="plain", name="plain"))

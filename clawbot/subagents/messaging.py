@@ -30,6 +30,10 @@ from clawbot.tools import Tool, ToolContext, make_tool
 log = logging.getLogger("clawbot.subagents")
 
 MESSAGE_TOOL = "message"
+REFUSAL = (
+    "only a subagent whose agent profile sets subagents.message may write to the person; "
+    "report back to your parent instead"
+)
 
 
 def reach_of(parent: Session) -> frozenset[str]:
@@ -116,4 +120,4 @@ def message_tool(messenger: SubagentMessenger) -> Tool:
         parts = await messenger.post(ctx.session, text)
         return f"Posted to the person's chat ({parts} message{'s' if parts != 1 else ''})."
 
-    return make_tool(message, risk="guarded", groups=(MESSAGE_GROUP,))
+    return make_tool(message, risk="guarded", groups=(MESSAGE_GROUP,), refusal=REFUSAL)
