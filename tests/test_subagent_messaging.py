@@ -389,6 +389,18 @@ async def test_a_subagent_cannot_message_a_persons_conversation_even_a_peers(
     assert [m.chat_id for m in channel.sent] == ["chat4", "chat4"]
 
 
+async def test_a_peer_group_naming_an_unknown_agent_is_logged(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    configured = settings.model_copy(
+        update={"peer_groups": {"team": PeerGroup(agents=("main", "ghost"))}}
+    )
+    async with await Clawbot.open(configured):
+        pass
+
+    assert "peer group 'team' names agent 'ghost', which does not exist" in caplog.text
+
+
 def test_peer_groups_are_read_from_clawbot_toml(tmp_path: Path) -> None:
     (tmp_path / "clawbot.toml").write_text(
         '[peer_groups.research]\nagents = ["alpha", "beta"]\n\n'

@@ -13,6 +13,7 @@ an internal session reaches a platform only through the ``message`` tool.
 from __future__ import annotations
 
 import hashlib
+import logging
 
 from clawbot.agent_registry import AgentRegistry
 from clawbot.errors import SubagentError
@@ -22,6 +23,8 @@ from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.subagents.injection import Injector, TurnOrigin
 from clawbot.subagents.records import Injection
+
+log = logging.getLogger("clawbot.subagents")
 
 
 class PeerGroups:
@@ -52,6 +55,12 @@ class PeerMessages:
         self.store = store
         self.agents = agents
         self.injector = injector
+        for name, group in settings.peer_groups.items():
+            for agent_id in group.agents:
+                if agents.find(agent_id) is None:  # may be created later: not an error
+                    log.warning(
+                        "peer group %r names agent %r, which does not exist", name, agent_id
+                    )
 
     async def session(self, ref: str) -> Session | None:
         """The session ``ref`` names by its key, if there is one."""
