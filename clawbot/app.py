@@ -126,6 +126,7 @@ class Clawbot:
             )
             offered.sync()
             agent_registry.listeners.append(offered.sync)
+        await subagents.delegation.recover()  # before anything starts the scheduler
         messenger = SubagentMessenger(
             settings=settings, store=store, agents=agent_registry, outbox=outbox
         )

@@ -433,3 +433,46 @@ async def test_stopping_the_parent_stops_its_delegate(
     assert [j.status for j in await bot.store.jobs.for_session(child.key)] == ["cancelled"]
     assert bot.scheduler.queue_state(child.key).active is None
     assert await announces_in(bot, parent_key(channel)) == 0
+
+
+async def test_a_delegate_left_by_a_shutdown_is_closed_not_resumed(
+    settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    started = asyncio.Event()
+
+    async def stuck(request: ModelRequest) -> Step:
+        started.set()
+        await asyncio.sleep(30)
+        return "too late"
+
+    worker.function = stuck
+    quick = settings.model_copy(update={"shutdown_timeout": 0.1})
+    async with await Clawbot.open(quick) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await add_agent(bot, "worker", model=worker.model_string)
+        scripted.add(call("delegate", role="worker", task="slow"))
+        turn = asyncio.create_task(bot.router.handle(channel.message("go")))
+        await asyncio.wait_for(started.wait(), 5)
+        (child,) = await delegates_of(bot, f"{channel.name}:chat1")
+    await asyncio.gather(turn, return_exceptions=True)
+
+    # The next start: the parent's turn resumes and delegates again; the old delegate's
+    # turn is closed, never run for an answer nobody waits for.
+    worker.function = None
+    worker.add("quick answer")
+    scripted.add(call("delegate", role="worker", task="slow"), "Done again.")
+    async with await Clawbot.open(quick) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await bot.start()
+        await bot.scheduler.wait_idle()
+        old = [j.status for j in await bot.store.jobs.for_session(child.key)]
+        delegates = await delegates_of(bot, f"{channel.name}:chat1")
+        announces = await announces_in(bot, f"{channel.name}:chat1")
+
+    assert old == ["cancelled"]
+    assert len(delegates) == 2
+    assert [r.last_user_text for r in worker.requests] == ["slow", "slow"]
+    assert channel.texts == ["Done again."]
+    assert announces == 0

@@ -28,12 +28,13 @@ from clawbot.errors import MalformedMetaError, SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance
 from clawbot.runtime import Runtime
 from clawbot.scheduling import Scheduler, TurnOutcome
+from clawbot.scheduling.recovery import orphaned
 from clawbot.scheduling.turns import DEADLINE_ERROR
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
 from clawbot.subagents.injection import Injector, TurnOrigin
-from clawbot.subagents.keys import child_key
+from clawbot.subagents.keys import child_id_of, child_key
 from clawbot.subagents.records import CHILD_META, ChildInfo, Injection
 from clawbot.tools import Tool
 
@@ -46,6 +47,8 @@ tools): never given to a delegate."""
 SESSIONS_GROUP = "group:sessions"
 DELEGATING_NAMES = frozenset({DELEGATE_TOOL, "sessions_spawn", "sessions_send"})
 LABEL_CHARS = 60
+ID_PREFIX = "dlg"
+ABANDONED = "abandoned: the tool call that ran this delegate was interrupted"
 
 DelegateStatus = Literal["ok", "error", "timeout", "cancelled"]
 
@@ -116,6 +119,27 @@ class Delegation:
         self.agents = agents
         self.injector = injector
         self._slots = asyncio.Semaphore(settings.max_concurrent)
+
+    async def recover(self) -> list[str]:
+        """Close the delegates' turns a previous process left unfinished (a crash, or a
+        shutdown that deferred them), rather than resume them: the tool call waiting for
+        their answer is gone, and the parent's turn, when it resumes, delegates again.
+        Call it before the scheduler starts. Returns the closed jobs."""
+        now = self.scheduler.clock.now()
+        stale = []
+        for job in await self.store.jobs.open():
+            child_id = child_id_of(job.session_key) or ""
+            if not child_id.startswith(f"{ID_PREFIX}_") or job.merged_into is not None:
+                continue
+            if job.status == "running" and not orphaned(job, now):
+                continue  # another live process runs it
+            session = await self.store.sessions.get(job.session_key)
+            if session is not None and ChildInfo.is_delegate(session):
+                stale.append(job.id)
+        if stale:
+            log.info("closing %d delegate turn(s) a previous process left unfinished", len(stale))
+            await self.store.jobs.close(stale, "cancelled", ABANDONED)
+        return stale
 
     # planning ---------------------------------------------------------------------------
 
@@ -259,7 +283,7 @@ class Delegation:
     async def _run(
         self, parent: Session, origin: TurnOrigin, plan: DelegatePlan, task: str, depth: int
     ) -> DelegateAnswer:
-        child_id = new_id("dlg")
+        child_id = new_id(ID_PREFIX)
         key = child_key(parent.key, child_id)
         info = ChildInfo(
             child_id=child_id,
