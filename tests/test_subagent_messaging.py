@@ -82,6 +82,26 @@ async def test_a_permitted_subagent_message_reaches_the_root_chat_under_its_role
     assert "message" not in scripted.requests[0].tool_names
 
 
+async def test_a_subagent_writes_to_the_person_at_most_three_times_a_turn(
+    bot: Clawbot, channel: MemoryChannel, chat: Chat, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    await add_agent(bot, "researcher", model=worker.model_string, subagents=MAY_MESSAGE)
+    scripted.add(call("sessions_spawn", task="look it up", agent="researcher"), "Started.", "Ok.")
+    worker.add([call("message", text=f"update {n}") for n in range(1, 5)], "Done.")
+
+    await chat.say("research this")
+    await bot.scheduler.wait_idle()
+
+    results = worker.requests[1].tool_results
+    assert results[:3] == ["Posted to the person's chat (1 message)."] * 3
+    assert results[3].startswith("error: you wrote to the person 3 times this turn, the limit is 3")
+    assert [m.text for m in channel.sent if m.text.startswith("[researcher]")] == [
+        "[researcher]: update 1",
+        "[researcher]: update 2",
+        "[researcher]: update 3",
+    ]
+
+
 async def test_a_long_message_is_chunked_like_any_reply(
     bot: Clawbot, chat: Chat, scripted: ScriptedModel, worker: ScriptedModel
 ) -> None:

@@ -19,6 +19,7 @@ from pydantic import Field
 from clawbot.agent_registry import AgentRegistry
 from clawbot.agents import MESSAGE_GROUP
 from clawbot.errors import SubagentError
+from clawbot.lru import LRUCache
 from clawbot.messages import INTERNAL_CHANNEL
 from clawbot.outbox import Outbox
 from clawbot.sessions import Session
@@ -30,6 +31,8 @@ from clawbot.tools import Tool, ToolContext, make_tool
 log = logging.getLogger("clawbot.subagents")
 
 MESSAGE_TOOL = "message"
+MESSAGES_PER_TURN = 3
+"""A subagent writes to the person at most this often per turn: the rest goes in its report."""
 REFUSAL = (
     "only a subagent whose agent profile sets subagents.message may write to the person; "
     "report back to your parent instead"
@@ -53,6 +56,7 @@ class SubagentMessenger:
         self.store = store
         self.agents = agents
         self.outbox = outbox
+        self._posted: LRUCache[str, int] = LRUCache(1024)  # turn id -> messages posted
 
     async def root(self, session: Session) -> Session:
         """The first session up ``session``'s owner chain that is not internal."""
@@ -71,9 +75,10 @@ class SubagentMessenger:
             hint="report back to your parent instead",
         )
 
-    async def post(self, session: Session, text: str) -> int:
-        """Deliver ``text`` from subagent ``session`` to its root's chat; the number of
-        platform messages it took. A SubagentError says why it was refused."""
+    async def post(self, session: Session, text: str, turn_id: str | None = None) -> int:
+        """Deliver ``text`` from subagent ``session`` (in its turn ``turn_id``) to its root's
+        chat; the number of platform messages it took. A SubagentError says why it was
+        refused."""
         agent = self.agents.get(session.agent_id)
         if session.owner_key is None or session.channel != INTERNAL_CHANNEL:
             raise SubagentError(
@@ -96,7 +101,16 @@ class SubagentMessenger:
                 f"the message has {len(text)} characters, more than max_message_chars ({limit})",
                 hint="shorten it, or report the details to your parent",
             )
+        turn = turn_id or session.key
+        posted = self._posted.get(turn) or 0
+        if posted >= MESSAGES_PER_TURN:
+            raise SubagentError(
+                f"you wrote to the person {posted} times this turn, the limit is "
+                f"{MESSAGES_PER_TURN}",
+                hint="put the rest in your answer; it goes to your parent",
+            )
         root = await self.root(session)
+        self._posted.put(turn, posted + 1)
         delivery = await self.outbox.deliver_on_behalf(root, text, role=agent.name)
         if delivery.status == "withheld":
             raise SubagentError(
@@ -117,7 +131,7 @@ def message_tool(messenger: SubagentMessenger) -> Tool:
     ) -> str:
         """Write to the person directly, in the chat of the conversation you work for; it
         appears under your name. Use it sparingly: your result still goes to your parent."""
-        parts = await messenger.post(ctx.session, text)
+        parts = await messenger.post(ctx.session, text, ctx.turn_id)
         return f"Posted to the person's chat ({parts} message{'s' if parts != 1 else ''})."
 
     return make_tool(message, risk="guarded", groups=(MESSAGE_GROUP,), refusal=REFUSAL)
