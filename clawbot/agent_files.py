@@ -127,6 +127,7 @@ _TOP_LEVEL = (
     "workspace_overlay",
     "risk_profile",
     "as_tool",
+    "coordinator",
     "system_prompt",
 )
 

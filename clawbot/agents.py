@@ -18,6 +18,10 @@ Every agent but ``main`` is denied them unless its allow list names the tool its
 wildcard or a group name is not enough.
 """
 
+SCRATCHPAD_GROUP = "group:scratchpad"
+"""The scratchpad tools: an agent holds them only when it is a coordinator (``coordinator =
+true``) and its allow list names them; a scratchpad belongs to a coordinator's session."""
+
 MESSAGE_GROUP = "group:message"
 """The group of the subagent ``message`` tool: an agent holds it only when its profile sets
 ``subagents.message`` (its tool allow list does not grant it; its deny list can remove it)."""
@@ -85,6 +89,10 @@ class AgentSpec(BaseModel):
     as_tool: bool = False
     """Other agents may call this one as the tool ``agent_<agent_id>(task)``, described by
     ``description``: it runs as their delegate and its answer is the tool result."""
+    coordinator: bool = False
+    """Coordinator mode: its workers' reports reach its model as ``<task-notification>``
+    XML, it may hold the scratchpad tools, and the workers it spawns keep their own tools
+    (within what its session may reach) though it holds none of them itself."""
 
     @field_validator("name")
     @classmethod
@@ -103,6 +111,8 @@ class AgentSpec(BaseModel):
         groups = tuple(groups)
         if MESSAGE_GROUP in groups:
             return self.subagents.message and not self.tools.denies(name, groups)
+        if SCRATCHPAD_GROUP in groups and not self.coordinator:
+            return False
         if not self.tools.permits(name, groups):
             return False
         if self.agent_id != DEFAULT_AGENT_ID and HIGH_RISK_GROUPS.intersection(groups):

@@ -28,6 +28,7 @@ from clawbot.subagent_commands import register_subagent_commands
 from clawbot.subagents.control import SubagentControl
 from clawbot.subagents.delegate_tools import AgentTools, delegate_tool
 from clawbot.subagents.messaging import SubagentMessenger, message_tool
+from clawbot.subagents.scratchpad import scratchpad_tools
 from clawbot.subagents.session_tools import session_tools
 from clawbot.switchboard import Switchboard
 from clawbot.tools import ToolRegistry
@@ -35,7 +36,7 @@ from clawbot.workspace import Workspace
 
 
 def default_tools() -> ToolRegistry:
-    return ToolRegistry([*file_tools(), *skill_tools(), *agent_tools()])
+    return ToolRegistry([*file_tools(), *skill_tools(), *agent_tools(), *scratchpad_tools()])
 
 
 @dataclass
@@ -128,7 +129,11 @@ class Clawbot:
             agent_registry.listeners.append(offered.sync)
         await subagents.delegation.recover()  # before anything starts the scheduler
         messenger = SubagentMessenger(
-            settings=settings, store=store, agents=agent_registry, outbox=outbox
+            settings=settings,
+            store=store,
+            agents=agent_registry,
+            outbox=outbox,
+            scheduler=scheduler,
         )
         if tools is None:
             for tool in [*session_tools(subagents), message_tool(messenger)]:

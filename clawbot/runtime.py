@@ -269,7 +269,7 @@ class Runtime:
         blocks, and tools read the hop and trace of injected ones.
         """
         resolved = self.within_ceiling(session, self.resolve(session))
-        announces = announce_context(inputs)
+        announces = announce_context(inputs, notifications=resolved.agent.coordinator)
         if announces:
             ephemeral = (*ephemeral, *announces)
         ancestors = await self.chains.ancestors(session)

@@ -411,7 +411,7 @@ async def test_status_shows_the_agent_model_and_its_source(
 async def test_skills_lists_the_active_agents_skills(chat: Chat, channel: MemoryChannel) -> None:
     await chat.say("/agent researcher")
     await chat.say("/skills")
-    await chat.say("/agent coordinator")
+    await chat.say("/agent writer")
     await chat.say("/skills")
 
     assert channel.texts[1].splitlines() == [
@@ -421,7 +421,7 @@ async def test_skills_lists_the_active_agents_skills(chat: Chat, channel: Memory
         "notes/.",
     ]
     assert channel.texts[3].splitlines() == [
-        "Skills of coordinator:",
+        "Skills of writer:",
         "• plain-writing — Write or edit text so it is clear, short and easy to act on.",
     ]
 

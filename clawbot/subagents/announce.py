@@ -210,5 +210,9 @@ class Announcer:
             result=AnnounceResult(
                 status=status, summary=summarize(summary), artifacts=artifacts_of(entries)
             ),
-            stats=AnnounceStats(duration_ms=duration, tokens=tokens_of(entries)),
+            stats=AnnounceStats(
+                duration_ms=duration,
+                tokens=tokens_of(entries),
+                tool_uses=sum(len(entry.tool_calls) for entry in entries),
+            ),
         )

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from clawbot.errors import MalformedMetaError
 from clawbot.messages import TranscriptEntry
+from clawbot.subagents.notifications import task_notification, unreadable_notification
 from clawbot.subagents.records import (
     ANNOUNCE_META,
     AnnouncePayload,
@@ -19,21 +20,29 @@ from clawbot.subagents.records import (
 log = logging.getLogger("clawbot.subagents")
 
 
-def announce_context(inputs: Sequence[TranscriptEntry]) -> list[str]:
+def announce_context(
+    inputs: Sequence[TranscriptEntry], *, notifications: bool = False
+) -> list[str]:
     """One block per announce among a turn's input messages (merged ones included). An
-    unreadable payload becomes a block saying so, never a failed turn."""
+    unreadable payload becomes a block saying so, never a failed turn. ``notifications``:
+    the turn is a coordinator's, which gets ``<task-notification>`` XML instead."""
     blocks: list[str] = []
     for meta in headers_of(inputs):
         value = meta.get(ANNOUNCE_META)
         if value is None:
             continue
         try:
-            blocks.append(parse_meta(AnnouncePayload, value, "announce payload").render())
+            payload = parse_meta(AnnouncePayload, value, "announce payload")
         except MalformedMetaError as exc:
             log.warning("%s", exc)
+            if notifications:
+                blocks.append(unreadable_notification(exc.message))
+                continue
             blocks.append(
                 "[Context: subagent_announce]\n"
                 f"A subagent finished, but its report cannot be read: {exc.message}.\n"
                 "[/Context]"
             )
+            continue
+        blocks.append(task_notification(payload) if notifications else payload.render())
     return blocks

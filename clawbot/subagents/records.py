@@ -213,6 +213,8 @@ class AnnounceStats(Frozen):
     duration_ms: int | None = None
     tokens: int | None = None
     cost_usd: float | None = None
+    tool_uses: int | None = None
+    """Tool calls the child's turn made; None in a report an older version wrote."""
 
 
 class AnnouncePayload(Frozen):

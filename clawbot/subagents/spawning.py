@@ -20,9 +20,9 @@ from clawbot.scheduling import Scheduler
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
+from clawbot.subagents.coordinator import children_ceiling
 from clawbot.subagents.injection import Injector, TurnOrigin
 from clawbot.subagents.keys import child_key
-from clawbot.subagents.messaging import reach_of
 from clawbot.subagents.records import CHILD_META, ChildInfo, Injection
 
 MAX_CHAIN = 16
@@ -102,7 +102,7 @@ class Spawner:
         if timeout is not None and not 0 < timeout <= 86_400:
             raise SubagentError(f"timeout {timeout} is not between 0 and 86400 seconds")
         run_timeout = timeout or self.settings.subagent_timeout
-        within = self.runtime.effective_tools(parent) | reach_of(parent)
+        within = await children_ceiling(parent, runtime=self.runtime, sessions=self.store.sessions)
         own = self.runtime.agent_tools(spec)
         child_id = new_id("sub")
         name = (label or task).strip().splitlines()[0][:LABEL_CHARS]

@@ -1,0 +1,44 @@
+"""Coordinator mode: asymmetric tools. A coordinator (``coordinator = true``) holds only the
+tools that spawn, message, list and stop workers and its scratchpad, yet the workers it
+spawns keep their own tools: a worker's ceiling is not the coordinator's own tools (that
+would leave it none) but what the coordinator's session may reach, the ceiling it sits
+under itself.
+
+The scratchpad tools pass every ceiling: they reach nothing but the holder's own folder,
+so a coordinator spawned by another agent (which holds none) still gets its scratchpad.
+
+So nothing else escalates: a coordinator in a person's conversation reaches what any agent
+there could (each worker still only what its own profile allows, and only agents its
+``subagents.allow`` names), and a coordinator that is itself a child passes on its
+parent's ceiling, never more.
+"""
+
+from __future__ import annotations
+
+from clawbot.agents import SCRATCHPAD_GROUP
+from clawbot.runtime import Runtime
+from clawbot.sessions import Session
+from clawbot.store.interface import Sessions
+from clawbot.subagents.chains import MAX_CHAIN
+from clawbot.subagents.messaging import reach_of
+
+
+async def children_ceiling(
+    session: Session, *, runtime: Runtime, sessions: Sessions
+) -> frozenset[str]:
+    """The tools a child of ``session`` may at most hold: its parent's effective tools (and
+    reach) and the scratchpad tools, or, for a coordinator, the ceiling of the coordinator's
+    own session. An owner chain that is broken or too long gives no more than the
+    scratchpad (deny by default)."""
+    scratchpad = frozenset(t.name for t in runtime.tools if SCRATCHPAD_GROUP in t.groups)
+    current = session
+    for _ in range(MAX_CHAIN):
+        if not runtime.agents(current.agent_id).coordinator:
+            return runtime.effective_tools(current) | reach_of(current) | scratchpad
+        if current.owner_key is None:
+            return frozenset(runtime.tools.names())
+        owner = await sessions.get(current.owner_key)
+        if owner is None:
+            return scratchpad
+        current = owner
+    return scratchpad
