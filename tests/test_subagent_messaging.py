@@ -47,7 +47,11 @@ def root_key(channel: MemoryChannel) -> str:
 
 def messenger_of(bot: Clawbot) -> SubagentMessenger:
     return SubagentMessenger(
-        settings=bot.settings, store=bot.store, agents=bot.agents, outbox=bot.outbox
+        settings=bot.settings,
+        store=bot.store,
+        agents=bot.agents,
+        outbox=bot.outbox,
+        scheduler=bot.scheduler,
     )
 
 
@@ -80,6 +84,14 @@ async def test_a_permitted_subagent_message_reaches_the_root_chat_under_its_role
     assert posted[0].chat_id == "chat1" and posted[0].session_key == root_key(channel)
     # the parent's own tools never include it: its replies reach the person already
     assert "message" not in scripted.requests[0].tool_names
+    # the parent's agent sees what the person was told, from its next turn on
+    told = "[@agent:researcher#researcher] to the person: Halfway there: 3 papers so far."
+    stored = await bot.store.transcripts.load(root_key(channel), 0)
+    assert [e.text for e in stored if e.text.startswith("[@agent:researcher#researcher] to")] == [
+        told
+    ]
+    announce_turn = scripted.requests[-1].messages
+    assert any(m["role"] == "user" and m["content"] == told for m in announce_turn)
 
 
 async def test_a_subagent_writes_to_the_person_at_most_three_times_a_turn(

@@ -17,11 +17,12 @@ from typing import Annotated
 from pydantic import Field
 
 from clawbot.agent_registry import AgentRegistry
-from clawbot.agents import MESSAGE_GROUP
+from clawbot.agents import MESSAGE_GROUP, AgentSpec
 from clawbot.errors import SubagentError
 from clawbot.lru import LRUCache
-from clawbot.messages import INTERNAL_CHANNEL
+from clawbot.messages import INTERNAL_CHANNEL, Provenance, TextBlock, TranscriptEntry
 from clawbot.outbox import Outbox
+from clawbot.scheduling import Scheduler
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store
@@ -50,12 +51,19 @@ class SubagentMessenger:
     """Posts a permitted subagent's text to its root session's chat."""
 
     def __init__(
-        self, *, settings: Settings, store: Store, agents: AgentRegistry, outbox: Outbox
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        agents: AgentRegistry,
+        outbox: Outbox,
+        scheduler: Scheduler,
     ) -> None:
         self.settings = settings
         self.store = store
         self.agents = agents
         self.outbox = outbox
+        self.scheduler = scheduler
         self._posted: LRUCache[str, int] = LRUCache(1024)  # turn id -> messages posted
 
     async def root(self, session: Session) -> Session:
@@ -119,7 +127,25 @@ class SubagentMessenger:
             )
         if delivery.status == "failed":
             raise SubagentError(f"the message was not delivered: {delivery.error}")
+        # The root's agent sees what the person was told: a message that starts no turn,
+        # written in order with the root's turns.
+        said = TranscriptEntry(
+            role="user",
+            content=(TextBlock(text=f"{said_prefix(agent)} {text}"),),
+            provenance=Provenance(
+                channel=INTERNAL_CHANNEL,
+                sender_id=session.key,
+                sender_name=agent.name,
+                source="internal",
+            ),
+        )
+        await self.scheduler.add_context(root, said, dedup_id=f"{turn}:{MESSAGE_TOOL}:{posted}")
         return len(delivery.parts)
+
+
+def said_prefix(agent: AgentSpec) -> str:
+    """How the root's transcript marks what a subagent told the person."""
+    return f"[@agent:{agent.name}#{agent.agent_id}] to the person:"
 
 
 def message_tool(messenger: SubagentMessenger) -> Tool:
