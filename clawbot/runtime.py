@@ -33,6 +33,7 @@ from clawbot.store import Store, new_id
 from clawbot.subagents.chains import AgentChains
 from clawbot.subagents.context import announce_context
 from clawbot.subagents.records import ChildInfo
+from clawbot.subagents.scratchpad import SCRATCHPAD_WRITE, keep_notifications
 from clawbot.tools import Tool, ToolContext, ToolRegistry
 from clawbot.transcripts import TranscriptCache
 from clawbot.workspace import BootstrapFile, Workspace
@@ -274,6 +275,12 @@ class Runtime:
             ephemeral = (*ephemeral, *announces)
         ancestors = await self.chains.ancestors(session)
         with agent_scope(*ancestors, resolved.agent.agent_id):
+            if announces and resolved.agent.coordinator and SCRATCHPAD_WRITE in resolved.tool_names:
+                # a coordinator keeps its task notifications in its scratchpad
+                scratch = ToolContext(
+                    session=session, workspace=self.workspace.root, settings=self.settings
+                )
+                await keep_notifications(scratch, inputs)
             return await self._loop(session, resolved, turn_id, ephemeral, control, inputs)
 
     async def _loop(

@@ -203,6 +203,10 @@ async def test_a_workers_result_reaches_the_coordinator_as_a_task_notification_n
     assert all("task-notification" not in e.text for e in stored)
     await chat.say("thanks")
     assert notifications(scripted.requests[3]) == []
+    # A copy is kept in the scratchpad, to be read again later.
+    (kept,) = (bot.workspace.root / folder_of(f"{channel.name}:chat1")).iterdir()
+    assert kept.name.startswith(f"notification-{note.findtext('task-id')}-")
+    assert ET.fromstring(kept.read_text()).findtext("result") == "I found <3> files & a folder."
 
 
 async def test_an_agent_that_is_not_a_coordinator_still_gets_the_context_block(
@@ -362,3 +366,23 @@ async def test_each_session_has_its_own_scratchpad(
     assert folder_of(f"{channel.name}:chat1") != folder_of(f"{channel.name}:chat2")
     refused = scripted.requests[3].tool_results[0]
     assert refused.startswith("error: your scratchpad has no file todo.md")
+
+
+async def test_a_notification_that_cannot_be_kept_does_not_fail_the_turn(
+    coordinated: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = coordinated
+    (bot.workspace.root / "scratchpad").write_text("a file where the folder should be")
+    scripted.add(call("sessions_spawn", task="look", agent="researcher"), "Asked.", "It looked.")
+    worker.add("Looked.")
+
+    await chat.say("look")
+    await bot.scheduler.wait_idle()
+
+    assert channel.texts[-2:] == ["Asked.", "It looked."]
+    (note,) = notifications(scripted.requests[2])
+    assert note.findtext("result") == "Looked."

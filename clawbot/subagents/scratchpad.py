@@ -9,6 +9,9 @@ workspace confinement holds (regular, singly linked files only, links that lead 
 refused); a link that leads out of the session's folder is refused too. A file holds at most
 ``MAX_NOTE_CHARS`` characters and a scratchpad at most ``MAX_NOTES`` files.
 
+The task notifications a coordinator's turn answers are also kept there
+(``notification-<task id>-<run id>.xml``), so they can be read again later.
+
 The folder is an ordinary workspace folder: a worker with file tools may read or write it
 when the coordinator tells it the path, which each tool result names.
 """
@@ -17,20 +20,29 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
 
 from clawbot.agents import SCRATCHPAD_GROUP
-from clawbot.errors import ToolError, WorkspaceError
+from clawbot.errors import ClawbotError, MalformedMetaError, ToolError, WorkspaceError
 from clawbot.file_tools import file_read, file_write, list_dir
+from clawbot.messages import TranscriptEntry
+from clawbot.subagents.keys import child_id_of
+from clawbot.subagents.notifications import task_notification
+from clawbot.subagents.records import ANNOUNCE_META, AnnouncePayload, headers_of, parse_meta
 from clawbot.tools import Tool, ToolContext, make_tool
 from clawbot.workspace import Workspace, shown_path
 
+log = logging.getLogger("clawbot.subagents")
+
 SCRATCHPAD_DIR = "scratchpad"
+SCRATCHPAD_WRITE = "scratchpad_write"
 MAX_NOTE_CHARS = 100_000
 MAX_NOTES = 200
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -73,6 +85,11 @@ def _notes(folder: Path) -> list[str]:
         return sorted(entry.name for entry in os.scandir(folder) if entry.is_file())
     except FileNotFoundError:
         return []
+    except OSError as exc:
+        raise ToolError(
+            f"your scratchpad folder cannot be used ({(exc.strerror or 'error').lower()})",
+            hint="tell the user",
+        ) from None
 
 
 async def scratchpad_write(
@@ -124,6 +141,32 @@ async def scratchpad_list(ctx: ToolContext) -> str:
         return f"Your scratchpad ({folder}) is empty."
     listing = await list_dir(ctx, folder)
     return f"Your scratchpad ({folder}):\n{listing}"
+
+
+async def keep_notifications(ctx: ToolContext, inputs: Sequence[TranscriptEntry]) -> int:
+    """Copy the task notifications a coordinator's turn answers into its scratchpad, as
+    ``notification-<task id>-<run id>.xml``, so it can read them again in later turns. A
+    copy that cannot be written (a full scratchpad, a full disk) is logged, never a failed
+    turn; writing one again (a resumed turn) rewrites the same file. Returns how many were
+    written."""
+    written = 0
+    for meta in headers_of(inputs):
+        value = meta.get(ANNOUNCE_META)
+        if value is None:
+            continue
+        try:
+            payload = parse_meta(AnnouncePayload, value, "announce payload")
+        except MalformedMetaError:
+            continue  # the turn shows it as unreadable; there is nothing to keep
+        task_id = child_id_of(payload.source_session_key) or "worker"
+        name = _UNSAFE.sub("_", f"notification-{task_id}-{payload.source_run_id}")[:96]
+        try:
+            await scratchpad_write(f"{name}.xml", task_notification(payload), ctx)
+        except (ClawbotError, OSError) as exc:
+            log.warning("task notification %s not kept in the scratchpad: %s", name, exc)
+            continue
+        written += 1
+    return written
 
 
 def scratchpad_tools() -> list[Tool]:
