@@ -89,10 +89,11 @@ class SubagentControl:
         agent: str | None = None,
         label: str | None = None,
         timeout: float | None = None,
+        turn_id: str | None = None,
     ) -> Spawned:
         self.delegation.refuse_nested(parent)
         return await self.spawner.spawn(
-            parent, task, origin, agent=agent, label=label, timeout=timeout
+            parent, task, origin, agent=agent, label=label, timeout=timeout, turn_id=turn_id
         )
 
     async def child(self, parent: Session, ref: str) -> Session:

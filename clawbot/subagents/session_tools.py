@@ -40,7 +40,13 @@ def session_tools(control: SubagentControl) -> list[Tool]:
         """Start a subagent on a task in its own session. Returns at once; its result
         arrives later as a '[@agent:...] finish' message with a report."""
         spawned = await control.spawn(
-            ctx.session, task, _origin(ctx), agent=agent, label=label, timeout=timeout
+            ctx.session,
+            task,
+            _origin(ctx),
+            agent=agent,
+            label=label,
+            timeout=timeout,
+            turn_id=ctx.turn_id,
         )
         text = (
             f"Spawned {spawned.label!r} as {spawned.child_id} (agent {spawned.agent_id}, "

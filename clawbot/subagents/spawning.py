@@ -10,6 +10,8 @@ agent's within its parent's (what the parent lacks is refused, and named).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 from clawbot.agent_registry import AgentRegistry
@@ -69,8 +71,14 @@ class Spawner:
         agent: str | None = None,
         label: str | None = None,
         timeout: float | None = None,
+        turn_id: str | None = None,
     ) -> Spawned:
-        """Create the child and inject its task; a SubagentError says what was refused."""
+        """Create the child and inject its task; a SubagentError says what was refused.
+
+        Within one turn (``turn_id``) the same spawn names the same child: a turn rerun
+        after a crash, whose spawn ran before its result was stored, finds the child it
+        made then (and stores its task, if the crash came before that) instead of
+        starting a second one that would report twice."""
         if not task.strip():
             raise SubagentError("the task is empty", hint="say what the subagent should do")
         parent_agent = self.agents.get(parent.agent_id)
@@ -85,6 +93,11 @@ class Spawner:
                 f"agent {parent_agent.agent_id} may not spawn agent {spec.agent_id}",
                 hint=f"it may spawn: {may or 'no agent'} (subagents.allow in its profile)",
             )
+        child_id = spawn_id(parent.key, turn_id, spec.agent_id, task, label, timeout)
+        key = child_key(parent.key, child_id)
+        made = await self.store.sessions.get(key)
+        if made is not None and made.owner_key == parent.key:
+            return await self._again(made, parent_agent.name, task, origin)
         depth = await self._depth(parent) + 1
         if depth > self.settings.max_spawn_depth:
             raise SubagentError(
@@ -104,7 +117,6 @@ class Spawner:
         run_timeout = timeout or self.settings.subagent_timeout
         within = await children_ceiling(parent, runtime=self.runtime, sessions=self.store.sessions)
         own = self.runtime.agent_tools(spec)
-        child_id = new_id("sub")
         name = (label or task).strip().splitlines()[0][:LABEL_CHARS]
         info = ChildInfo(
             child_id=child_id,
@@ -115,24 +127,7 @@ class Spawner:
             timeout=run_timeout,
             tools=tuple(sorted(own & within)),
         )
-        key = child_key(parent.key, child_id)
-        hop, trace = origin.onward(key, spec.agent_id)
-        injection = Injection(
-            kind="task",
-            target_key=key,
-            source_key=parent.key,
-            text=task,
-            provenance=Provenance(
-                channel=INTERNAL_CHANNEL,
-                sender_id=parent.key,
-                sender_name=parent_agent.name,
-                message_id=f"task:{key}",
-                source="internal",
-            ),
-            idempotency_key=f"task:{key}",
-            hop=hop,
-            trace=trace,
-        )
+        injection = _task(key, spec.agent_id, parent.key, parent_agent.name, task, origin)
         self.injector.check(injection)  # before the child exists: a refusal leaves nothing
         await self.store.sessions.create(
             Session(
@@ -153,6 +148,25 @@ class Spawner:
             label=name,
             timeout=run_timeout,
             refused_tools=tuple(sorted(own - within)),
+        )
+
+    async def _again(
+        self, child: Session, parent_name: str, task: str, origin: TurnOrigin
+    ) -> Spawned:
+        """The child this spawn made before the turn was rerun: its task is injected (a
+        no-op when it was stored then) and it is reported as spawned, with no new limits."""
+        info = ChildInfo.of(child)
+        assert info is not None and child.owner_key is not None
+        await self.injector.inject(
+            _task(child.key, child.agent_id, child.owner_key, parent_name, task, origin)
+        )
+        return Spawned(
+            child_id=info.child_id,
+            key=child.key,
+            agent_id=child.agent_id,
+            label=info.label,
+            timeout=info.timeout,
+            refused_tools=(),
         )
 
     async def _depth(self, session: Session) -> int:
@@ -177,3 +191,42 @@ class Spawner:
             if state.active or state.backlog or state.queued or state.waiting_lane:
                 running += 1
         return running
+
+
+def spawn_id(
+    parent_key: str,
+    turn_id: str | None,
+    agent_id: str,
+    task: str,
+    label: str | None,
+    timeout: float | None,
+) -> str:
+    """A child's id: the same for the same spawn by the same turn (so a rerun finds the
+    child), a new one when no turn is known."""
+    if turn_id is None:
+        return new_id("sub")
+    spawn = json.dumps([parent_key, turn_id, agent_id, task, label, timeout])
+    return "sub_" + hashlib.sha256(spawn.encode()).hexdigest()[:19]
+
+
+def _task(
+    key: str, agent_id: str, parent_key: str, parent_name: str, task: str, origin: TurnOrigin
+) -> Injection:
+    """The injection of a child's task: stored once under ``task:<child key>``."""
+    hop, trace = origin.onward(key, agent_id)
+    return Injection(
+        kind="task",
+        target_key=key,
+        source_key=parent_key,
+        text=task,
+        provenance=Provenance(
+            channel=INTERNAL_CHANNEL,
+            sender_id=parent_key,
+            sender_name=parent_name,
+            message_id=f"task:{key}",
+            source="internal",
+        ),
+        idempotency_key=f"task:{key}",
+        hop=hop,
+        trace=trace,
+    )
