@@ -36,6 +36,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["model call: litellm", "growth from 2 to 10 sessions"],
         ),
         (
+            "bench_subagents.py",
+            ["--children", "3", "--delay", "0"],
+            ["3 of 3 reported", "spawn->announce overhead", "children completed per second"],
+        ),
+        (
             "bench_parts.py",
             ["no-intake-journal", "--rounds", "3", "--sessions", "3"],
             ["shipped", "no-intake-journal", "round by round: median"],
