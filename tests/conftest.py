@@ -11,6 +11,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from clawbot.agents import AgentSpec
 from clawbot.app import Clawbot
 from clawbot.messages import InboundMessage
 from clawbot.router import Handled
@@ -103,3 +104,28 @@ class Chat:
 @pytest.fixture
 def chat(bot: Clawbot, channel: MemoryChannel) -> Chat:
     return Chat(bot, channel)
+
+
+@pytest.fixture
+def worker() -> Iterator[ScriptedModel]:
+    """The model of the ``worker`` agent: children's turns have a script of their own."""
+    model = ScriptedModel(name="worker")
+    with model.installed():
+        yield model
+
+
+async def add_agent(bot: Clawbot, agent_id: str, **fields: object) -> AgentSpec:
+    spec = AgentSpec(agent_id=agent_id, name=agent_id, **fields)  # type: ignore[arg-type]
+    return await bot.agents.create(spec)
+
+
+@pytest.fixture
+async def workers(bot: Clawbot, worker: ScriptedModel) -> AsyncIterator[Clawbot]:
+    """The bot with a ``worker`` agent that runs on the ``worker`` model."""
+    await add_agent(bot, "worker", model=worker.model_string)
+    yield bot
+
+
+def parent_key(channel: MemoryChannel) -> str:
+    """The session key of the test chat, the parent of the subagents it spawns."""
+    return f"{channel.name}:chat1"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -43,14 +43,6 @@ RESEARCHER_TOOLS = {"file_read", "list_dir", "file_write", "skill_read"}
 NOTIFICATION = re.compile(
     r"^<task-notification>$.*?^</task-notification>$", re.DOTALL | re.MULTILINE
 )
-
-
-@pytest.fixture
-def worker() -> Iterator[ScriptedModel]:
-    """The researcher's model: workers' turns have a script of their own."""
-    model = ScriptedModel(name="worker")
-    with model.installed():
-        yield model
 
 
 @pytest.fixture

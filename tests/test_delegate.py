@@ -7,7 +7,6 @@ timed-out delegate is a clear tool error."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,31 +30,9 @@ from clawbot.testing import (
 )
 from clawbot.tools import ToolContext
 
-from .conftest import Chat
+from .conftest import Chat, add_agent, parent_key
 
 DELEGATING = {"delegate", "sessions_spawn", "sessions_send"}
-
-
-@pytest.fixture
-def worker() -> Iterator[ScriptedModel]:
-    model = ScriptedModel(name="worker")
-    with model.installed():
-        yield model
-
-
-async def add_agent(bot: Clawbot, agent_id: str, **fields: object) -> AgentSpec:
-    spec = AgentSpec(agent_id=agent_id, name=agent_id, **fields)  # type: ignore[arg-type]
-    return await bot.agents.create(spec)
-
-
-@pytest.fixture
-async def workers(bot: Clawbot, worker: ScriptedModel) -> AsyncIterator[Clawbot]:
-    await add_agent(bot, "worker", model=worker.model_string)
-    yield bot
-
-
-def parent_key(channel: MemoryChannel) -> str:
-    return f"{channel.name}:chat1"
 
 
 async def delegates_of(bot: Clawbot, key: str) -> list[Session]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,21 +23,9 @@ from clawbot.subagents.messaging import REFUSAL, SubagentMessenger
 from clawbot.subagents.peers import PeerGroups
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
-from .conftest import Chat
+from .conftest import Chat, add_agent
 
 MAY_MESSAGE = SubagentPolicy(message=True)
-
-
-@pytest.fixture
-def worker() -> Iterator[ScriptedModel]:
-    model = ScriptedModel(name="worker")
-    with model.installed():
-        yield model
-
-
-async def add_agent(bot: Clawbot, agent_id: str, **fields: object) -> AgentSpec:
-    spec = AgentSpec(agent_id=agent_id, name=agent_id, **fields)  # type: ignore[arg-type]
-    return await bot.agents.create(spec)
 
 
 def root_key(channel: MemoryChannel) -> str:

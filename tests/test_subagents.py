@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -34,32 +33,9 @@ from clawbot.subagents.records import (
 )
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
-from .conftest import Chat
+from .conftest import Chat, add_agent, parent_key
 
 BLOCK = "[Context: subagent_announce]"
-
-
-@pytest.fixture
-def worker() -> Iterator[ScriptedModel]:
-    """The model of the ``worker`` agent: children's turns have a script of their own."""
-    model = ScriptedModel(name="worker")
-    with model.installed():
-        yield model
-
-
-async def add_agent(bot: Clawbot, agent_id: str, **fields: object) -> AgentSpec:
-    spec = AgentSpec(agent_id=agent_id, name=agent_id, **fields)  # type: ignore[arg-type]
-    return await bot.agents.create(spec)
-
-
-@pytest.fixture
-async def workers(bot: Clawbot, worker: ScriptedModel) -> AsyncIterator[Clawbot]:
-    await add_agent(bot, "worker", model=worker.model_string)
-    yield bot
-
-
-def parent_key(channel: MemoryChannel) -> str:
-    return f"{channel.name}:chat1"
 
 
 async def children_of(bot: Clawbot, key: str) -> list[Session]:

@@ -19,9 +19,10 @@ from clawbot.settings import Settings
 from clawbot.subagents.records import ANNOUNCE_META
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
+from .conftest import add_agent
 from .standins.openai_api import OpenAIStandin
 from .test_cli import CLAWBOT, environment, run
-from .test_subagents import BLOCK, add_agent
+from .test_subagents import BLOCK
 
 PARENT = "memory:chat1"
 
