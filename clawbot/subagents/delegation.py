@@ -243,7 +243,7 @@ class Delegation:
         """Run one delegate to completion (waiting for a slot first)."""
         if not task.strip():
             raise SubagentError("the task is empty", hint="say what the delegate should do")
-        depth = self._depth(parent) + 1
+        depth = ChildInfo.depth_of(parent) + 1
         if depth > self.settings.max_spawn_depth:
             raise SubagentError(
                 f"spawn depth limit reached: a delegate here would be at depth {depth}, "
@@ -272,13 +272,6 @@ class Delegation:
             else:
                 answers.append(result)
         return answers
-
-    def _depth(self, parent: Session) -> int:
-        try:
-            info = ChildInfo.of(parent)
-        except MalformedMetaError as exc:
-            raise SubagentError(f"this session cannot delegate: {exc.message}") from None
-        return info.depth if info is not None else 0
 
     async def _run(
         self, parent: Session, origin: TurnOrigin, plan: DelegatePlan, task: str, depth: int

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from clawbot.backlog import MERGED_META
-from clawbot.errors import MalformedMetaError
+from clawbot.errors import MalformedMetaError, SubagentError
 from clawbot.jobs import JobStatus
 from clawbot.messages import Frozen, Provenance, TranscriptEntry
 from clawbot.sessions import Session
@@ -301,6 +301,16 @@ class ChildInfo(Frozen):
         if value is None:
             return None
         return parse_meta(cls, value, f"subagent record of session {session.key}")
+
+    @classmethod
+    def depth_of(cls, session: Session) -> int:
+        """How deep ``session`` sits below a person's conversation (0 there), from its
+        record; a clear SubagentError when the record is unreadable."""
+        try:
+            info = cls.of(session)
+        except MalformedMetaError as exc:
+            raise SubagentError(f"this session cannot start a subagent: {exc.message}") from None
+        return info.depth if info is not None else 0
 
     @classmethod
     def is_delegate(cls, session: Session) -> bool:

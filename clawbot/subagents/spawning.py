@@ -98,7 +98,7 @@ class Spawner:
         made = await self.store.sessions.get(key)
         if made is not None and made.owner_key == parent.key:
             return await self._again(made, parent_agent.name, task, origin)
-        depth = await self._depth(parent) + 1
+        depth = ChildInfo.depth_of(parent) + 1
         if depth > self.settings.max_spawn_depth:
             raise SubagentError(
                 f"spawn depth limit reached: a child here would be at depth {depth}, "
@@ -168,20 +168,6 @@ class Spawner:
             timeout=info.timeout,
             refused_tools=(),
         )
-
-    async def _depth(self, session: Session) -> int:
-        """The length of the session's owner chain (0 for a conversation with a person)."""
-        depth = 0
-        seen = {session.key}
-        key = session.owner_key
-        while key is not None and depth < MAX_CHAIN:
-            depth += 1
-            owner = await self.store.sessions.get(key)
-            if owner is None or owner.key in seen:
-                break
-            seen.add(owner.key)
-            key = owner.owner_key
-        return depth
 
     async def _running_children(self, parent: Session) -> int:
         """Children with a turn running or waiting to run."""
