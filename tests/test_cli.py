@@ -4,6 +4,7 @@ OpenAI-compatible stand-in (the real litellm OpenAI path over HTTP)."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +37,35 @@ def run(
     return subprocess.run(
         CLAWBOT + args, input=stdin, env=env, cwd=cwd, capture_output=True, timeout=120
     )
+
+
+def chat_killed_when_the_model_hangs(
+    standin: OpenAIStandin, env: dict[str, str], cwd: Path, lines: bytes, waiting_for: str
+) -> str:
+    """Start ``clawbot chat``, type ``lines``, SIGKILL it once a model call hangs (the
+    stand-in's ``{"hang": True}`` reply); what it printed before the kill."""
+    process = subprocess.Popen(
+        [*CLAWBOT, "chat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(lines)
+    process.stdin.flush()
+    try:
+        assert standin.hung.wait(60), f"{waiting_for} never reached the model"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+    printed = process.stdout.read().decode()
+    process.stdin.close()
+    process.stdout.close()
+    assert process.stderr is not None
+    process.stderr.close()
+    return printed
 
 
 def test_piped_chat_answers_each_line_on_stdout_with_logs_on_stderr(

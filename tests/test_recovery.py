@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
-import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, call
 
 from .standins.openai_api import OpenAIStandin
-from .test_cli import CLAWBOT, environment, run
+from .test_cli import chat_killed_when_the_model_hangs, environment, run
 from .test_scheduler import Steps
 
 
@@ -334,27 +332,9 @@ def test_a_process_killed_mid_turn_resumes_the_turn_after_a_restart(
 ) -> None:
     standin.script = ["Noted.", {"hang": True}]
     env = environment(tmp_path / "home", standin)
-    process = subprocess.Popen(
-        [*CLAWBOT, "chat"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=tmp_path,
+    before = chat_killed_when_the_model_hangs(
+        standin, env, tmp_path, b"remember the milk\nnow write the report\n", "the second turn"
     )
-    assert process.stdin is not None and process.stdout is not None
-    process.stdin.write(b"remember the milk\nnow write the report\n")
-    process.stdin.flush()
-    try:
-        assert standin.hung.wait(60), "the second turn never reached the model"
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(30)
-    before = process.stdout.read().decode()
-    process.stdin.close()
-    process.stdout.close()
-    assert process.stderr is not None
-    process.stderr.close()
 
     restarted = run(["chat"], b"", env, tmp_path)
 

@@ -5,8 +5,6 @@ times (in process here; a SIGKILLed ``clawbot chat`` in the subprocess test)."""
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, ca
 
 from .conftest import add_agent
 from .standins.openai_api import OpenAIStandin
-from .test_cli import CLAWBOT, environment, run
+from .test_cli import chat_killed_when_the_model_hangs, environment, run
 from .test_subagents import BLOCK
 
 PARENT = "memory:chat1"
@@ -139,27 +137,9 @@ def test_a_process_killed_between_a_childs_end_and_its_report_reports_once_after
     ]
     standin.routes["find the answer"] = ["The answer is 42."]
     env = environment(tmp_path / "home", standin)
-    process = subprocess.Popen(
-        [*CLAWBOT, "chat"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=tmp_path,
+    before = chat_killed_when_the_model_hangs(
+        standin, env, tmp_path, b"research this\n", "the parent's turn for the report"
     )
-    assert process.stdin is not None and process.stdout is not None
-    process.stdin.write(b"research this\n")
-    process.stdin.flush()
-    try:
-        assert standin.hung.wait(60), "the parent's turn for the report never reached the model"
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(30)
-    before = process.stdout.read().decode()
-    process.stdin.close()
-    process.stdout.close()
-    assert process.stderr is not None
-    process.stderr.close()
     standin.script = ["The subagent says 42."]
 
     restarted = run(["chat"], b"", env, tmp_path)
