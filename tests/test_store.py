@@ -22,6 +22,7 @@ from clawbot.migrations import migrations
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import JobSummary, SqliteStore, new_id
+from clawbot.store.database import Database
 from clawbot.testing import MemoryChannel, ScriptedModel
 
 from .conftest import Chat, sqlite_store
@@ -72,6 +73,28 @@ async def test_reopening_applies_no_migration_twice(tmp_path: Path) -> None:
         assert await store.sessions.keys() == ["k"]
     finally:
         await store.close()
+
+
+async def test_migrations_another_process_applied_meanwhile_are_not_applied_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes opening a new home at once (a bot starting while an operator runs
+    `clawbot pairing list`): the one that read the version before the other migrated
+    finds each migration done once it holds the write lock, and opens cleanly."""
+    _database_at_schema(tmp_path / "db.sqlite", migrations()[-1][0]).close()
+
+    async def read_before_the_other_migrated(_database: Database) -> int:
+        return 0
+
+    monkeypatch.setattr(Database, "schema_version", read_before_the_other_migrated)
+    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    await store.close()
+
+    raw = sqlite3.connect(tmp_path / "db.sqlite")
+    try:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == migrations()[-1][0]
+    finally:
+        raw.close()
 
 
 async def test_a_database_from_a_newer_clawbot_is_refused(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ SQL stays portable where it costs little (a PostgreSQL store is planned).
 
 from __future__ import annotations
 
+import sqlite3
 from importlib import resources
 
 
@@ -22,3 +23,24 @@ def migrations() -> list[tuple[int, str, str]]:
     if len(set(numbers)) != len(numbers):
         raise RuntimeError(f"two migrations share a number: {numbers}")
     return found
+
+
+def statements(script: str) -> list[str]:
+    """The statements of a migration script, one by one, so they can run inside a
+    transaction the caller holds (``executescript`` would commit it first). SQLite's own
+    ``complete_statement`` decides where one ends, so a trigger body stays whole."""
+    found: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            if current.strip().strip(";").strip():
+                found.append(current.strip())
+            current = ""
+    if current.strip() and not _only_comments(current):
+        raise RuntimeError(f"a migration ends inside a statement: {current.strip()[:80]!r}")
+    return found
+
+
+def _only_comments(text: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("--") for line in text.splitlines())

@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 import aiosqlite
 
 from clawbot.errors import StoreError
-from clawbot.migrations import migrations
+from clawbot.migrations import migrations, statements
 
 log = logging.getLogger(__name__)
 BUSY_WAIT = 5.0
@@ -476,15 +476,36 @@ async def _migrate(database: Database) -> None:
     for number, _name, script in known:
         if number <= version:
             continue
-        await database._conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={number};")
-        if await database.fetchall("PRAGMA foreign_key_check"):
-            await database.fetchall("ROLLBACK")
+        applied = await database._on_thread(functools.partial(_apply, number, script))
+        if not applied:
             raise StoreError(
                 f"migration {number} of {database.path} would leave rows that refer to"
                 " missing ones, so it was not applied",
                 hint="restore the database from a backup and report this as a bug",
             )
-        await database.fetchall("COMMIT")
+
+
+def _apply(number: int, script: str, db: sqlite3.Connection) -> bool:
+    """Apply migration ``number`` unless another process already has; False when it would
+    leave dangling references (then nothing of it is kept). The write lock is taken first
+    and the version read again under it, so two processes opening a new home at once
+    apply each migration once (the other waits for the lock, then finds it done)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        (current,) = db.execute("PRAGMA user_version").fetchone()
+        if current < number:
+            for statement in statements(script):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version={number}")
+            if db.execute("PRAGMA foreign_key_check").fetchall():
+                db.execute("ROLLBACK")
+                return False
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return True
 
 
 def is_busy(exc: BaseException) -> bool:
