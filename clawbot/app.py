@@ -7,12 +7,10 @@ from types import TracebackType
 
 from clawbot.agent_commands import register_agent_commands
 from clawbot.agent_registry import AgentRegistry
-from clawbot.agent_tools import agent_tools
 from clawbot.channels import Adapter
 from clawbot.clock import Clock
 from clawbot.commands import CommandRegistry, builtin_commands
 from clawbot.errors import ConfigError
-from clawbot.file_tools import file_tools
 from clawbot.home import prepare_home
 from clawbot.llm import ModelClient
 from clawbot.model_catalog import ModelCatalog
@@ -32,6 +30,8 @@ from clawbot.subagents.scratchpad import scratchpad_tools
 from clawbot.subagents.session_tools import session_tools
 from clawbot.switchboard import Switchboard
 from clawbot.tools import ToolRegistry
+from clawbot.tools.agents import agent_tools
+from clawbot.tools.files import file_tools
 from clawbot.workspace import Workspace
 
 

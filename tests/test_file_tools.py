@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from clawbot.errors import WorkspaceError
-from clawbot.file_tools import MAX_READ_CHARS, file_tools
 from clawbot.messages import ToolCallBlock
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.tools import ToolContext, ToolRegistry
+from clawbot.tools.files import MAX_READ_CHARS, file_tools
 from clawbot.workspace import Workspace
 
 

@@ -11,11 +11,11 @@ import pytest
 
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
-from clawbot.file_tools import file_tools
 from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, call
 from clawbot.tools import ToolRegistry, make_tool
+from clawbot.tools.files import file_tools
 
 
 class Steps:

@@ -31,12 +31,12 @@ from pydantic import Field
 
 from clawbot.agents import SCRATCHPAD_GROUP
 from clawbot.errors import ClawbotError, MalformedMetaError, ToolError, WorkspaceError
-from clawbot.file_tools import file_read, file_write, list_dir
 from clawbot.messages import TranscriptEntry
 from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.notifications import task_notification
 from clawbot.subagents.records import ANNOUNCE_META, AnnouncePayload, headers_of, parse_meta
 from clawbot.tools import Tool, ToolContext, make_tool
+from clawbot.tools.files import file_read, file_write, list_dir
 from clawbot.workspace import Workspace, shown_path
 
 log = logging.getLogger("clawbot.subagents")
