@@ -48,6 +48,10 @@ class Sessions(Protocol):
         """The sessions ``key`` owns (their ``owner_key`` is ``key``), oldest first."""
         ...
 
+    async def child_keys(self, key: str) -> list[str]:
+        """The keys of the sessions ``key`` owns, oldest first."""
+        ...
+
     async def owners(self) -> list[str]:
         """The keys of the sessions that own at least one session, in the order of their
         first child."""

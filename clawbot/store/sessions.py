@@ -93,6 +93,14 @@ class SqliteSessions:
         )
         return [_session(row) for row in rows]
 
+    async def child_keys(self, key: str) -> list[str]:
+        """The keys of the sessions ``key`` owns, oldest first: for counting and checks that
+        need no more of them (a spawn counts its running siblings by key)."""
+        rows = await self._database.fetchall(
+            "SELECT key FROM sessions WHERE owner_key = ? ORDER BY created_at, key", (key,)
+        )
+        return [child for (child,) in rows]
+
     async def owners(self) -> list[str]:
         """The keys of the sessions that own at least one session, in the order of their
         first child."""

@@ -172,8 +172,8 @@ class Spawner:
     async def _running_children(self, parent: Session) -> int:
         """Children with a turn running or waiting to run."""
         running = 0
-        for child in await self.store.sessions.children(parent.key):
-            state = self.scheduler.queue_state(child.key)
+        for key in await self.store.sessions.child_keys(parent.key):
+            state = self.scheduler.queue_state(key)
             if state.active or state.backlog or state.queued or state.waiting_lane:
                 running += 1
         return running
