@@ -67,6 +67,15 @@ class ContextPolicy(BaseModel):
 
     memory_recall: bool = False
     max_history_messages: int | None = Field(default=None, ge=2)
+    recall_from: tuple[str, ...] = ()
+    """Other agents whose memories this one recalls and searches, besides its own (``*``:
+    every agent's)."""
+    recall_items: int = Field(default=5, ge=1, le=50)
+    """At most this many memories in a turn's ``[Context: memory]`` block."""
+    recall_chars: int = Field(default=2000, ge=100, le=50_000)
+    """At most this many characters of memory text in that block."""
+    recall_tags: tuple[str, ...] = ()
+    """When set, only memories with one of these tags are recalled into the block."""
 
 
 class AgentSpec(BaseModel):

@@ -93,6 +93,11 @@ class SubagentError(ClawbotError):
     session, a loop. The message says which; the tool call gets it as its result."""
 
 
+class MemoryInputError(ClawbotError):
+    """A memory or a memory query was refused: too large, empty, an invalid key or tag.
+    Nothing was stored; the message says what to change."""
+
+
 class MalformedMetaError(ClawbotError):
     """A stored payload (an announce, an injection header, a child's record) is unreadable."""
 
