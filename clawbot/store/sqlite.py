@@ -19,6 +19,7 @@ from clawbot.store.injections import SqliteInjections
 from clawbot.store.intake import PendingIntakes
 from clawbot.store.jobs import SqliteJobs
 from clawbot.store.ledger import SqliteLedger
+from clawbot.store.memories import SqliteMemories
 from clawbot.store.sessions import SqliteSessions, SqliteTranscripts
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ class SqliteStore:
         self.pairing = SqlitePairing(database)
         self.agents = SqliteAgents(database)
         self.injections = SqliteInjections(database)
+        self.memories = SqliteMemories(database)
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> SqliteStore:

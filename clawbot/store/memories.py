@@ -1,0 +1,202 @@
+"""Memories (``memories``, ``memories_fts``): texts agents keep under a namespaced key,
+searched with SQLite FTS5 and ranked with bm25, the asking session's and agent's first.
+
+A query is never handed to FTS5 as written: its words are taken out one by one and each is
+quoted, so ``"``, ``*``, ``NEAR``, ``AND``/``OR``/``NOT``, ``-``, ``:`` and parentheses are
+only ever words to look for, never syntax that could fail. The words are joined with OR
+(bm25 ranks the memories that hold more of them, and rarer ones, first), common English
+words are left out while others remain, and at most ``MAX_TERMS`` are used, which bounds
+what one search costs."""
+
+from __future__ import annotations
+
+import builtins
+import re
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from clawbot.memory import Memory, MemoryHit, MemoryQuery
+from clawbot.store.database import Database
+from clawbot.store.rows import now
+
+MAX_TERMS = 16
+SESSION_BOOST = 0.5
+"""A memory written in the asking session ranks as if this much more relevant (x1.5)."""
+AGENT_BOOST = 0.25
+"""A memory written by the asking agent: x1.25."""
+# bm25 weights of the columns key, text, tags: a word in the key or a tag says more.
+_BM25 = "bm25(memories_fts, 3.0, 1.0, 2.0)"
+_COLUMNS = (
+    "m.namespace, m.key, m.text, m.tags, m.session_key, m.agent_id, m.created_at, m.updated_at"
+)
+_WORD = re.compile(r"\w+")
+_COMMON_WORDS = (
+    "a an and are as at be been but by can could did do does for from had has have he her "
+    "him his how i if in into is it its me my no not of on or our she so than that the "
+    "their them then there these they this to too us was we were what when where which "
+    "who why will with would you your"
+)
+_STOPWORDS = frozenset(_COMMON_WORDS.split())
+_UPSERT = (
+    "INSERT INTO memories (namespace, key, text, tags, session_key, agent_id, created_at,"
+    " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (namespace, key) DO UPDATE SET text = excluded.text, tags = excluded.tags,"
+    " session_key = excluded.session_key, agent_id = excluded.agent_id,"
+    " updated_at = excluded.updated_at"
+)
+_RESTORE = _UPSERT + ", created_at = excluded.created_at"
+
+
+def match_expression(text: str) -> str | None:
+    """The FTS5 query for ``text``: its distinct words, each quoted, joined with OR;
+    common words dropped unless nothing else is left. None when it has no words."""
+    words = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))
+    kept = [word for word in words if word not in _STOPWORDS] or words
+    if not kept:
+        return None
+    return " OR ".join(f'"{word}"' for word in kept[:MAX_TERMS])
+
+
+def _memory(row: Sequence[Any]) -> Memory:
+    namespace, key, text, tags, session_key, agent_id, created, updated = row[:8]
+    return Memory(
+        namespace=namespace,
+        key=key,
+        text=text,
+        tags=tuple(tags.split()),
+        session_key=session_key,
+        agent_id=agent_id,
+        created_at=datetime.fromisoformat(created),
+        updated_at=datetime.fromisoformat(updated),
+    )
+
+
+def _row(memory: Memory) -> tuple[str, ...]:
+    return (
+        memory.namespace,
+        memory.key,
+        memory.text,
+        " ".join(memory.tags),
+        memory.session_key,
+        memory.agent_id,
+        memory.created_at.astimezone(UTC).isoformat(),
+        memory.updated_at.astimezone(UTC).isoformat(),
+    )
+
+
+def _within(namespaces: Sequence[str] | None, tags: Sequence[str]) -> tuple[str, list[str]]:
+    """The SQL conditions (and their parameters) for a namespace and tag filter."""
+    sql = ""
+    params: list[str] = []
+    if namespaces is not None:
+        sql += f" AND m.namespace IN ({', '.join('?' * len(namespaces))})"
+        params += namespaces
+    if tags:
+        sql += " AND (" + " OR ".join("(' ' || m.tags || ' ') LIKE ?" for _ in tags) + ")"
+        params += [f"% {tag} %" for tag in tags]
+    return sql, params
+
+
+class SqliteMemories:
+    """The memories of every agent, and their full-text index."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def put(
+        self,
+        *,
+        namespace: str,
+        key: str,
+        text: str,
+        tags: Sequence[str],
+        session_key: str,
+        agent_id: str,
+    ) -> Memory:
+        """Store a memory under ``namespace:key``, replacing the text and tags of one stored
+        there before (it keeps its creation time); what is stored now."""
+        stamp = now()
+        params = (namespace, key, text, " ".join(tags), session_key, agent_id, stamp, stamp)
+
+        def upsert(db: sqlite3.Connection) -> Memory:
+            db.execute(_UPSERT, params)
+            row = db.execute(
+                f"SELECT {_COLUMNS} FROM memories m WHERE m.namespace = ? AND m.key = ?",
+                (namespace, key),
+            ).fetchone()
+            return _memory(row)
+
+        return await self._database.grouped(upsert)
+
+    async def restore(self, memories: Sequence[Memory]) -> int:
+        """Write memories exactly as given (times, session and agent included), replacing
+        any under the same keys, in one transaction: what an import does. How many."""
+        rows = [_row(memory) for memory in memories]
+
+        def write(db: sqlite3.Connection) -> int:
+            db.executemany(_RESTORE, rows)
+            return len(rows)
+
+        return await self._database.transaction(write, background=True)
+
+    async def get(self, namespace: str, key: str) -> Memory | None:
+        row = await self._database.fetchone(
+            f"SELECT {_COLUMNS} FROM memories m WHERE m.namespace = ? AND m.key = ?",
+            (namespace, key),
+            small=True,
+            flush=False,
+        )
+        return _memory(row) if row is not None else None
+
+    async def forget(self, namespace: str, key: str) -> bool:
+        """Delete one memory; False when there was none."""
+        deleted = await self._database.write(
+            "DELETE FROM memories WHERE namespace = ? AND key = ?", (namespace, key)
+        )
+        return deleted > 0
+
+    async def search(self, query: MemoryQuery) -> builtins.list[MemoryHit]:
+        """The memories that best match the query's words, best first; none for a query
+        without words."""
+        expression = match_expression(query.text)
+        if expression is None or query.limit < 1:
+            return []
+        where, params = _within(query.namespaces, query.tags)
+        rows = await self._database.fetchall(
+            f"SELECT {_COLUMNS}, {_BM25} * (1.0 + {SESSION_BOOST} * (m.session_key = ?)"
+            f" + {AGENT_BOOST} * (m.agent_id = ?)) AS score"
+            " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ?{where} ORDER BY score LIMIT ?",
+            (query.session_key, query.agent_id, expression, *params, query.limit),
+            flush=False,
+        )
+        return [MemoryHit(memory=_memory(row), score=-float(row[8])) for row in rows]
+
+    async def written_in(
+        self, session_key: str, namespaces: Sequence[str] | None, limit: int
+    ) -> builtins.list[Memory]:
+        """The memories last written in one session, newest first."""
+        where, params = _within(namespaces, ())
+        rows = await self._database.fetchall(
+            f"SELECT {_COLUMNS} FROM memories m WHERE m.session_key = ?{where}"
+            " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?",
+            (session_key, *params, limit),
+            flush=False,
+        )
+        return [_memory(row) for row in rows]
+
+    async def list(self, namespace: str | None = None) -> builtins.list[Memory]:
+        """Every memory (of one namespace when given), by namespace and key."""
+        where, params = _within((namespace,) if namespace is not None else None, ())
+        rows = await self._database.fetchall(
+            f"SELECT {_COLUMNS} FROM memories m WHERE 1 = 1{where} ORDER BY m.namespace, m.key",
+            params,
+            flush=False,
+        )
+        return [_memory(row) for row in rows]
+
+    async def count(self) -> int:
+        (total,) = await self._database.fetchone("SELECT count(*) FROM memories", flush=False)
+        return int(total)
