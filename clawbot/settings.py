@@ -168,6 +168,14 @@ class Settings(BaseSettings):
         "more wait for a free slot",
     )
 
+    memory_max_chars: int = Field(
+        default=4000,
+        ge=100,
+        le=1_000_000,
+        description="the longest text one memory may hold (memory_store, clawbot memory "
+        "import); a longer one is refused with a clear error",
+    )
+
     peer_groups: dict[str, PeerGroup] = Field(
         default_factory=dict,
         description="[peer_groups.<name>] agents = [...] in clawbot.toml: two agents' sessions "
