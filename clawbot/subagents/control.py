@@ -24,6 +24,7 @@ from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.peers import PeerMessages
 from clawbot.subagents.records import ChildInfo, Injection
 from clawbot.subagents.spawning import Spawned, Spawner
+from clawbot.subagents.tree import stop_family
 
 ChildState = Literal["running", "waiting", "idle"]
 
@@ -41,8 +42,12 @@ class ChildView:
 
 @dataclass(frozen=True)
 class ChildStopped:
+    """One child stopped: its own stop, and how many running turns below it (its children,
+    grandchildren...) were stopped with it."""
+
     child_id: str
     report: StopReport
+    descendants: int = 0
 
 
 class SubagentControl:
@@ -178,13 +183,16 @@ class SubagentControl:
         return await self.store.transcripts.load(child.key, child.epoch, limit)
 
     async def stop(self, parent: Session, ref: str) -> list[ChildStopped]:
-        """Stop one child's turn, or every child's for ``all``."""
+        """Stop one child's turn, or every child's for ``all``, each with its whole family
+        below (as ``/subagents stop`` does): no grandchild keeps working for a stopped child."""
         if ref.strip().lower() == "all":
             targets = await self._children(parent)
         else:
             targets = [await self.child(parent, ref)]
         reports = []
         for child in targets:
-            report = await self.scheduler.stop(child.key)
-            reports.append(ChildStopped(child_id_of(child.key) or child.key, report))
+            stopped = await stop_family(self.scheduler.stop, self.store.sessions, child.key)
+            reports.append(
+                ChildStopped(child_id_of(child.key) or child.key, stopped.turn, stopped.descendants)
+            )
         return reports

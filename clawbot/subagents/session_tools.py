@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import Field
 
 from clawbot.messages import ToolResultBlock
-from clawbot.subagents.control import SubagentControl
+from clawbot.subagents.control import ChildStopped, SubagentControl
 from clawbot.subagents.injection import TurnOrigin
 from clawbot.tools import Tool, ToolContext, make_tool
 
@@ -21,6 +21,13 @@ HISTORY_CHARS = 400
 
 def _origin(ctx: ToolContext) -> TurnOrigin:
     return TurnOrigin.of(ctx.session, ctx.turn_id, ctx.inputs)
+
+
+def _stopped(item: ChildStopped) -> str:
+    line = f"{item.child_id}: " + ("stopped" if item.report.stopped else "was not running")
+    if item.descendants:
+        line += f"; stopped {item.descendants} turn(s) of the subagents it started"
+    return line
 
 
 def session_tools(control: SubagentControl) -> list[Tool]:
@@ -110,14 +117,12 @@ def session_tools(control: SubagentControl) -> list[Tool]:
         session: Annotated[str, Field(description="the child's id, or 'all'")],
         ctx: ToolContext,
     ) -> str:
-        """Stop one of your subagents' running turn, or all of them."""
+        """Stop one of your subagents' running turn, or all of them, with every subagent
+        they started in turn."""
         stopped = await control.stop(ctx.session, session)
         if not stopped:
             return "You have no subagents."
-        return "\n".join(
-            f"{item.child_id}: " + ("stopped" if item.report.stopped else "was not running")
-            for item in stopped
-        )
+        return "\n".join(_stopped(item) for item in stopped)
 
     return [
         make_tool(sessions_spawn, risk="guarded", groups=GROUPS),
