@@ -16,6 +16,7 @@ from clawbot.llm import ModelClient
 from clawbot.model_catalog import ModelCatalog
 from clawbot.outbox import Outbox
 from clawbot.queue_commands import register_queue_commands
+from clawbot.redaction import redactor
 from clawbot.router import AccessCheck, Router, allow_everyone
 from clawbot.runtime import AgentResolver, Runtime
 from clawbot.scheduling import Scheduler
@@ -69,6 +70,7 @@ class Clawbot:
         the pipeline. A ``commands`` or ``tools`` registry passed in is used as given (the
         agent commands and tools are added only to the default ones)."""
         prepare_home(settings)
+        redactor.add(*settings.secret_values())  # masked in transcripts and replies too
         workspace = Workspace(settings.workspace_dir, clock=clock)
         store: Store = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
         try:

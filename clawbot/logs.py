@@ -11,51 +11,17 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import os
-import re
 import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from clawbot.redaction import REDACTED, SecretRedactor, redactor
+
+__all__ = ["REDACTED", "SecretRedactor", "agent_scope", "redactor", "setup_logging"]
+
 current_agent: contextvars.ContextVar[str] = contextvars.ContextVar(
     "clawbot_agent", default="system"
 )
-
-_SECRET_ENV_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-# Shapes of common credentials, redacted even when we were never told the value.
-_SECRET_SHAPES = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{16,}|xox[abposr]-[A-Za-z0-9\-]{10,}|xapp-[A-Za-z0-9\-]{10,}"
-    r"|\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b)"
-)
-REDACTED = "[redacted]"
-
-
-class SecretRedactor:
-    """Replaces registered secret values and credential-shaped strings with a marker."""
-
-    def __init__(self) -> None:
-        self._values: set[str] = set()
-
-    def add(self, *values: str | None) -> None:
-        for value in values:
-            if value and len(value) >= 6:
-                self._values.add(value)
-
-    def add_from_environment(self, environ: dict[str, str] | None = None) -> None:
-        env = os.environ if environ is None else environ
-        for name, value in env.items():
-            if any(hint in name.upper() for hint in _SECRET_ENV_HINTS):
-                self.add(value)
-
-    def redact(self, text: str) -> str:
-        for value in self._values:
-            if value in text:
-                text = text.replace(value, REDACTED)
-        return _SECRET_SHAPES.sub(REDACTED, text)
-
-
-redactor = SecretRedactor()
-
 
 class _AgentFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:

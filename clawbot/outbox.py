@@ -1,7 +1,8 @@
 """The outbox: THE delivery gate, the only path from clawbot to any adapter's ``send``.
 
 Rule: a message reaches a platform only if ``deliver is True`` and its channel is not the
-internal channel. Nothing else in the code base calls ``Adapter.send``.
+internal channel. Nothing else in the code base calls ``Adapter.send``, so this is also
+where strings shaped like API keys and tokens are masked before they reach a chat.
 
 The one exception to "internal text stays internal" is :meth:`Outbox.deliver_on_behalf`: a
 subagent allowed to (``subagents.message``) posts to its root session's chat, under its
@@ -18,6 +19,7 @@ from typing import Literal
 from clawbot.channels import Adapter, SentMessage
 from clawbot.errors import DeliveryError
 from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
+from clawbot.redaction import redactor
 from clawbot.sessions import Session
 
 log = logging.getLogger("clawbot.outbox")
@@ -63,6 +65,10 @@ class Outbox:
             error = f"no adapter is connected for channel {message.channel!r}"
             log.error("%s (session %s)", error, message.session_key)
             return Delivery(status="failed", error=error)
+        masked = redactor.redact(message.text)
+        if masked is not message.text:
+            log.warning("masked a secret in a reply for session %s", message.session_key)
+            message = message.model_copy(update={"text": masked})
         try:
             parts = await adapter.send(message)
         except DeliveryError as exc:

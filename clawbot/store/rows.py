@@ -14,6 +14,7 @@ from typing import NamedTuple
 from pydantic import TypeAdapter
 
 from clawbot.messages import ContentBlock, TranscriptEntry
+from clawbot.redaction import redactor
 
 blocks = TypeAdapter(tuple[ContentBlock, ...])
 """Reads and writes a transcript row's ``content_json``."""
@@ -63,13 +64,15 @@ INSERT_MESSAGE = (
 
 
 def message_row(key: str, epoch: int, entry: TranscriptEntry) -> MessageRow:
+    """The row of a transcript entry. Every transcript write passes here, so this is where
+    secrets are masked: a key a user pasted or a tool printed is never stored."""
     return MessageRow(
         key,
         epoch,
         entry.role,
-        blocks.dump_json(entry.content).decode(),
+        redactor.redact(blocks.dump_json(entry.content).decode()),
         entry.provenance.model_dump_json(exclude_defaults=True),
-        json.dumps(entry.meta) if entry.meta else "{}",
+        redactor.redact(json.dumps(entry.meta)) if entry.meta else "{}",
         entry.turn_id,
         entry.created_at.isoformat(),
     )
