@@ -8,7 +8,7 @@ import asyncio
 
 from clawbot.agents import ToolPolicy
 from clawbot.app import Clawbot
-from clawbot.settings import Settings
+from clawbot.settings import PeerGroup, Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
 from .conftest import add_agent
@@ -65,3 +65,29 @@ async def test_sessions_stop_stops_the_grandchildren_of_the_child_it_stops(
     assert handled.reply is not None
     assert handled.reply.endswith("; stopped 1 turn(s) of the subagents it started")
     assert [(job.status, job.error) for job in jobs] == [("cancelled", "stopped with its parent")]
+
+
+# sessions_list ----------------------------------------------------------------------------
+
+
+async def test_sessions_list_names_the_peer_sessions_sessions_send_reaches(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    groups = {"team": PeerGroup(agents=("alpha", "beta")), "ops": PeerGroup(agents=("gamma",))}
+    tools = ToolPolicy(allow=("*", "sessions_list", "sessions_send"))
+    async with await Clawbot.open(settings.model_copy(update={"peer_groups": groups})) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        for n, agent_id in enumerate(("alpha", "beta", "gamma"), start=1):
+            await add_agent(bot, agent_id, model=scripted.model_string, tools=tools)
+            session = await bot.router.session_for(channel.message("x", chat_id=f"chat{n}"))
+            await bot.router.update_session(session, agent_id=agent_id)
+        scripted.add(call("sessions_list"), "Listed.")
+
+        await bot.router.handle(channel.message("who is there?", chat_id="chat1"))
+
+    assert scripted.requests[1].tool_results == [
+        "You have no subagents.\n"
+        "Peers (sessions_send with the key):\n"
+        "- memory:chat2: agent beta, group team"
+    ]

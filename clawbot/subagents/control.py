@@ -21,7 +21,7 @@ from clawbot.subagents.announce import Announcer
 from clawbot.subagents.delegation import Delegation
 from clawbot.subagents.injection import Injector, TurnOrigin
 from clawbot.subagents.keys import child_id_of
-from clawbot.subagents.peers import PeerMessages
+from clawbot.subagents.peers import PeerMessages, PeerView
 from clawbot.subagents.records import ChildInfo, Injection
 from clawbot.subagents.spawning import Spawned, Spawner
 from clawbot.subagents.tree import stop_family
@@ -171,6 +171,10 @@ class SubagentControl:
             child_id = child_id_of(child.key) or child.key
             views.append(ChildView(child_id, child.key, child.agent_id, label, status))
         return views
+
+    async def peer_sessions(self, session: Session) -> list[PeerView]:
+        """The peer sessions ``session`` may message with ``sessions_send``."""
+        return await self.peers.reachable(session)
 
     async def _children(self, parent: Session) -> list[Session]:
         """The children the ``sessions_*`` tools reach: not the delegates, which belong to

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
 
 from clawbot.agent_registry import AgentRegistry
 from clawbot.errors import SubagentError
@@ -22,9 +23,21 @@ from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.subagents.injection import Injector, TurnOrigin
-from clawbot.subagents.records import Injection
+from clawbot.subagents.records import ChildInfo, Injection
 
 log = logging.getLogger("clawbot.subagents")
+
+MAX_PEERS_LISTED = 20
+"""``sessions_list`` names at most this many peer sessions (the newest)."""
+
+
+@dataclass(frozen=True)
+class PeerView:
+    """A session ``sessions_send`` reaches as a peer: its key, its agent, the groups shared."""
+
+    key: str
+    agent_id: str
+    groups: tuple[str, ...]
 
 
 class PeerGroups:
@@ -104,6 +117,27 @@ class PeerMessages:
         )
         return target
 
+    async def reachable(self, sender: Session, limit: int = MAX_PEERS_LISTED) -> list[PeerView]:
+        """The peer sessions ``sender`` may message, newest first, at most ``limit``: those
+        :meth:`check` allows, less its own children and delegates (which are not peers).
+        Free for an agent in no peer group; otherwise it reads the sessions one by one."""
+        if not self.groups.of(sender.agent_id):
+            return []
+        found: list[PeerView] = []
+        for key in reversed(await self.store.sessions.keys()):
+            if len(found) >= limit:
+                break
+            if key == sender.key:
+                continue
+            target = await self.store.sessions.get(key)
+            if target is None or target.owner_key == sender.key:
+                continue
+            shared = self.groups.shared(sender.agent_id, target.agent_id)
+            if not shared or not _may_reach(sender, target) or ChildInfo.is_delegate(target):
+                continue
+            found.append(PeerView(target.key, target.agent_id, shared))
+        return found
+
     def check(self, sender: Session, target: Session) -> None:
         """Raise SubagentError unless ``sender`` may message ``target`` as a peer."""
         first, second = sender.agent_id, target.agent_id
@@ -117,8 +151,13 @@ class PeerMessages:
                 hint="message your own children, or ask the operator to put both agents in "
                 "one [peer_groups.<name>] of clawbot.toml",
             )
-        if sender.channel == INTERNAL_CHANNEL and target.channel != INTERNAL_CHANNEL:
+        if not _may_reach(sender, target):
             raise SubagentError(
                 f"a subagent cannot message a person's conversation ({target.key}), even a peer's",
                 hint="report back to your parent, or use the message tool if you have it",
             )
+
+
+def _may_reach(sender: Session, target: Session) -> bool:
+    """Text from an internal session reaches no person's conversation, a peer's neither."""
+    return sender.channel != INTERNAL_CHANNEL or target.channel == INTERNAL_CHANNEL

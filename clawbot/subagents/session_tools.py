@@ -81,13 +81,17 @@ def session_tools(control: SubagentControl) -> list[Tool]:
         return f"Sent to {child.key}. Its answer arrives as a message when it finishes."
 
     async def sessions_list(ctx: ToolContext) -> str:
-        """List your subagents: id, agent, label and whether they are running."""
+        """List your subagents (id, agent, label, whether they are running) and the peer
+        sessions you may message with sessions_send."""
         views = await control.children(ctx.session)
-        if not views:
-            return "You have no subagents."
-        return "\n".join(
-            f"- {v.child_id}: agent {v.agent_id}, {v.state}, {v.label!r}" for v in views
-        )
+        lines = [f"- {v.child_id}: agent {v.agent_id}, {v.state}, {v.label!r}" for v in views]
+        if not lines:
+            lines.append("You have no subagents.")
+        peers = await control.peer_sessions(ctx.session)
+        if peers:
+            lines.append("Peers (sessions_send with the key):")
+            lines += [f"- {p.key}: agent {p.agent_id}, group {', '.join(p.groups)}" for p in peers]
+        return "\n".join(lines)
 
     async def sessions_history(
         session: Annotated[str, Field(description="the child's id (from sessions_list)")],
