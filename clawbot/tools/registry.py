@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from clawbot.agents import HIGH_RISK_GROUPS
 from clawbot.errors import ClawbotError, ToolArgumentsError
 from clawbot.messages import ToolCallBlock, ToolResultBlock, TranscriptEntry
+from clawbot.reach import ReachSource, whole_workspace
 
 if TYPE_CHECKING:
     from clawbot.sessions import Session
@@ -61,6 +62,11 @@ class ToolContext:
     turn_id: str | None = None
     inputs: tuple[TranscriptEntry, ...] = ()
     """The messages the turn answers (what an injected one carries: its hop and trace)."""
+    reach: ReachSource = whole_workspace
+    """The session's workspace reach, asked at each file tool call (a subagent's is within
+    its parent's, as the parent's policy stands at that moment)."""
+    withheld_skills: tuple[str, ...] = ()
+    """Skills the active agent allows that this session may not use (its parent lacks them)."""
 
 
 ToolFunction = Callable[..., Awaitable[Any]]
