@@ -13,6 +13,7 @@ from clawbot.commands import CommandRegistry, builtin_commands
 from clawbot.errors import ConfigError
 from clawbot.home import prepare_home
 from clawbot.llm import ModelClient
+from clawbot.memory_commands import register_memory_commands
 from clawbot.model_catalog import ModelCatalog
 from clawbot.outbox import Outbox
 from clawbot.queue_commands import register_queue_commands
@@ -33,6 +34,7 @@ from clawbot.switchboard import Switchboard
 from clawbot.tools import ToolRegistry
 from clawbot.tools.agents import agent_tools
 from clawbot.tools.files import file_tools
+from clawbot.tools.memory import memory_tools
 from clawbot.workspace import Workspace
 
 
@@ -138,13 +140,18 @@ class Clawbot:
             scheduler=scheduler,
         )
         if tools is None:
-            for tool in [*session_tools(subagents), message_tool(messenger)]:
+            for tool in [
+                *session_tools(subagents),
+                message_tool(messenger),
+                *memory_tools(store.memories, agent_registry.get),
+            ]:
                 registry.add(tool)
         if commands is None:
             commands = builtin_commands()
             register_agent_commands(commands, switchboard, runtime)
             register_queue_commands(commands, scheduler, store.sessions)
             register_subagent_commands(commands, store, scheduler, scheduler.clock)
+            register_memory_commands(commands, store.memories, agent_registry.get)
         router = Router(
             settings=settings,
             store=store,

@@ -78,6 +78,10 @@ async def test_a_tool_calling_turn_with_two_rounds_reaches_a_final_answer(
         "sessions_list",
         "sessions_history",
         "sessions_stop",
+        "memory_store",
+        "memory_search",
+        "memory_get",
+        "memory_forget",
     }
 
 
