@@ -13,6 +13,7 @@ import functools
 import gc
 import json
 import logging
+import math
 import os
 import threading
 from collections.abc import Sequence
@@ -131,11 +132,25 @@ def check_credentials(model: str) -> None:
 
 @dataclass(frozen=True)
 class ModelReply:
-    """What one model call produced, in provider-neutral blocks."""
+    """What one model call produced, in provider-neutral blocks: its text and tool calls,
+    the tokens it used and what it cost in US dollars (None for a model litellm has no
+    price for)."""
 
     text: str
     tool_calls: tuple[ToolCallBlock, ...]
     usage: dict[str, int]
+    cost_usd: float | None = None
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """What the assistant entry keeps of the call: ``usage`` (its tokens, when the
+        provider counted any) and ``cost_usd`` (when known)."""
+        meta: dict[str, Any] = {}
+        if self.usage and any(self.usage.values()):
+            meta["usage"] = self.usage
+        if self.cost_usd is not None:
+            meta["cost_usd"] = self.cost_usd
+        return meta
 
 
 def entry_to_wire(entry: TranscriptEntry) -> list[dict[str, Any]]:
@@ -194,7 +209,22 @@ def reply_from_response(response: Any) -> ModelReply:
         if usage_obj
         else {}
     )
-    return ModelReply(text=message.content or "", tool_calls=calls, usage=usage)
+    return ModelReply(
+        text=message.content or "", tool_calls=calls, usage=usage, cost_usd=cost_of(response)
+    )
+
+
+def cost_of(response: Any) -> float | None:
+    """The call's cost as litellm computed it from its bundled price list (no network:
+    see :func:`litellm_module`), or as the provider reported it; None when the model has
+    no price (a local or scripted model, one litellm does not know)."""
+    hidden = getattr(response, "_hidden_params", None)
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    if isinstance(cost, bool) or not isinstance(cost, int | float):
+        return None
+    if not math.isfinite(cost) or cost < 0:
+        return None
+    return float(cost)
 
 
 class ModelClient:

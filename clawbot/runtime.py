@@ -435,7 +435,7 @@ def _assistant_entry(reply: ModelReply, turn_id: str, tools_offered: bool) -> Tr
         role="assistant",
         content=tuple(blocks),
         provenance=_BY_AGENT,
-        meta={"usage": reply.usage} if reply.usage and any(reply.usage.values()) else {},
+        meta=reply.meta,
         turn_id=turn_id,
     )
 

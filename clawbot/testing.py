@@ -17,9 +17,9 @@ import itertools
 import json
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from clawbot.channels import Adapter, InboundHandler, SentMessage
 from clawbot.llm import litellm_module
@@ -27,6 +27,7 @@ from clawbot.messages import InboundMessage, OutboundMessage
 from clawbot.settings import Settings
 
 PROVIDER = "scripted"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,18 @@ class ScriptedFailure:
 
 
 Step = str | ScriptedCall | list[ScriptedCall] | ScriptedFailure
+
+
+@dataclass(frozen=True)
+class ScriptedUsage:
+    """What the scripted model says each call used, in the response as a provider does:
+    tokens, and a cost when given. litellm has no price for a scripted model, so without
+    ``cost_usd`` the response's cost is unknown, as for any unpriced model; with it, the
+    cost is passed on as litellm passes on a cost the provider computed itself."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +101,8 @@ class ScriptedModel:
     """Answers each request with the next scripted step, or from ``function`` when given.
 
     When the script runs out it answers ``default_text``. ``delay`` adds simulated model
-    latency (in seconds) to every call. Each request is kept in ``requests`` for assertions;
+    latency (in seconds) to every call; ``usage`` is what every response says the call
+    used (tokens and cost; none by default). Each request is kept in ``requests`` for assertions;
     ``record=False`` keeps none, for long runs (load tests, benchmarks) that would otherwise
     hold every request, with its own copy of the tool schemas, in memory.
     """
@@ -98,6 +112,7 @@ class ScriptedModel:
     name: str = "test"
     default_text: str = "ok"
     delay: float = 0.0
+    usage: ScriptedUsage | None = None
     record: bool = True
     requests: list[ModelRequest] = field(default_factory=list)
 
@@ -165,10 +180,17 @@ def uninstall(model: ScriptedModel) -> None:
 
 def _make_handler(litellm: Any) -> Any:
     from litellm.llms.custom_llm import CustomLLM
-    from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message
+    from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message, Usage
 
     class ScriptedHandler(CustomLLM):
-        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+        def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            """litellm calls this on a worker thread and awaits what it returns on the event
+            loop, unless the call was cancelled in between (a stopped turn): then it drops
+            it. A coroutine function's coroutine dropped unawaited warns that it "was never
+            awaited", so this returns one that starts nothing until it is awaited."""
+            return _Deferred(lambda: self._answer(kwargs))
+
+        async def _answer(self, kwargs: dict[str, Any]) -> Any:
             model_name = kwargs["model"].split("/", 1)[-1]
             model = _models.get(model_name)
             if model is None:
@@ -207,6 +229,16 @@ def _make_handler(litellm: Any) -> Any:
             response.choices[0].finish_reason = "tool_calls" if message.tool_calls else "stop"
             response.model = kwargs["model"]
             response.created = int(time.time())
+            if model.usage is not None:
+                used = model.usage
+                response.usage = Usage(
+                    prompt_tokens=used.prompt_tokens,
+                    completion_tokens=used.completion_tokens,
+                    total_tokens=used.prompt_tokens + used.completion_tokens,
+                )
+                if used.cost_usd is not None:
+                    # What litellm keeps as the response's cost instead of pricing it.
+                    response._hidden_params["response_cost"] = used.cost_usd
             return response
 
         def completion(self, *args: Any, **kwargs: Any) -> Any:
@@ -217,6 +249,33 @@ def _make_handler(litellm: Any) -> Any:
             )
 
     return ScriptedHandler()
+
+
+class _Deferred(Coroutine[Any, Any, T]):
+    """A coroutine that makes the real one (``start()``) only when it is first run, so
+    dropping it unawaited leaves nothing behind to warn about."""
+
+    def __init__(self, start: Callable[[], Coroutine[Any, Any, T]]) -> None:
+        self._start = start
+        self._started: Coroutine[Any, Any, T] | None = None
+
+    def _coroutine(self) -> Coroutine[Any, Any, T]:
+        if self._started is None:
+            self._started = self._start()
+        return self._started
+
+    def send(self, value: Any) -> Any:
+        return self._coroutine().send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._coroutine().throw(*args)
+
+    def close(self) -> None:
+        if self._started is not None:
+            self._started.close()
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._coroutine().__await__()
 
 
 def _failure(litellm: Any, failure: ScriptedFailure, model: str) -> Exception:
