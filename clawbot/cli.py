@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 
@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from clawbot.serving import ServingLock
     from clawbot.settings import Settings
     from clawbot.store import Store
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="clawbot",
@@ -464,6 +466,142 @@ def sessions_tree(
     if rendered is None:
         fail(f"no session has the key {key!r} (`clawbot sessions tree` lists the trees)", 1)
     print("\n\n".join(rendered) if rendered else "No session has subagents.")
+
+
+memory_app = typer.Typer(
+    help="Search, export, import and forget the agents' memories (docs/memory.md).",
+    no_args_is_help=True,
+)
+app.add_typer(memory_app, name="memory")
+
+
+def _with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
+    """``work`` on the opened store, closed after; a store error is one clear line."""
+    import asyncio
+
+    from clawbot.errors import ClawbotError
+
+    async def run() -> T:
+        store = await _open_store(settings)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(run())
+    except ClawbotError as exc:
+        fail(str(exc), code=1)
+
+
+@memory_app.command("search")
+def memory_search(
+    query: Annotated[str, typer.Argument(help="words to look for")],
+    agent: Annotated[str | None, typer.Option("--agent", help="only this agent's")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=100)] = 10,
+    home: HomeOption = None,
+) -> None:
+    """The memories that best match QUERY, best first (every agent's unless --agent)."""
+    from clawbot.backlog import shorten
+    from clawbot.memory import MemoryHit, MemoryQuery
+
+    settings = load(home=home, log_level="ERROR")
+    namespaces = (agent,) if agent else None
+    wanted = MemoryQuery(
+        text=query, session_key="", agent_id="", namespaces=namespaces, limit=limit
+    )
+
+    async def search(store: Store) -> list[MemoryHit]:
+        return await store.memories.search(wanted)
+
+    hits = _with_store(settings, search)
+    for hit in hits:
+        tags = f" [{', '.join(hit.memory.tags)}]" if hit.memory.tags else ""
+        print(f"{hit.memory.ref}{tags}: {shorten(hit.memory.text, 200)}")
+    if not hits:
+        print(f"No memory matches {query!r}.", file=sys.stderr)
+
+
+@memory_app.command("export")
+def memory_export(
+    format_: Annotated[str, typer.Option("--format", help="jsonl (re-importable) or md")] = "jsonl",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="default: stdout")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Every memory, as JSON Lines (what `clawbot memory import` reads) or Markdown."""
+    from clawbot.memory import Memory
+    from clawbot.memory_files import to_jsonl, to_markdown
+
+    if format_ not in ("jsonl", "md"):
+        fail(f"unknown format {format_!r}: use jsonl or md")
+    settings = load(home=home, log_level="ERROR")
+
+    async def every(store: Store) -> list[Memory]:
+        return await store.memories.list()
+
+    memories = _with_store(settings, every)
+    if format_ == "md":
+        text = to_markdown(memories)
+    else:
+        text = "".join(to_jsonl(memory) + "\n" for memory in memories)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror}", code=1)
+    print(f"Exported {len(memories)} memories to {output}.", file=sys.stderr)
+
+
+@memory_app.command("import")
+def memory_import(
+    file: Annotated[Path, typer.Argument(help="a file `clawbot memory export` wrote (jsonl)")],
+    home: HomeOption = None,
+) -> None:
+    """Store the memories of FILE as they were (a memory under the same key is replaced).
+    Broken lines are reported by number and left out; the good ones are kept."""
+    from clawbot.memory_files import parse_jsonl
+
+    settings = load(home=home, log_level="ERROR")
+    try:
+        with file.open(encoding="utf-8", errors="replace") as lines:
+            parsed = parse_jsonl(lines, settings.memory_max_chars)
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror}", code=1)
+    for problem in parsed.problems:
+        print(f"{file}:{problem.line}: left out: {problem.message}", file=sys.stderr)
+
+    async def restore(store: Store) -> int:
+        return await store.memories.restore(parsed.memories)
+
+    stored = _with_store(settings, restore)
+    print(f"Imported {stored} memories from {file}; {len(parsed.problems)} lines left out.")
+    if parsed.problems:
+        raise typer.Exit(1)
+
+
+@memory_app.command("forget")
+def memory_forget(
+    key: Annotated[str, typer.Argument(help="namespace:key (a bare key: the default agent's)")],
+    home: HomeOption = None,
+) -> None:
+    """Delete one memory."""
+    from clawbot.errors import MemoryInputError
+    from clawbot.memory import split_ref
+
+    settings = load(home=home, log_level="ERROR")
+    try:
+        namespace, name = split_ref(key, settings.agent)
+    except MemoryInputError as exc:
+        fail(str(exc))
+
+    async def forget(store: Store) -> bool:
+        return await store.memories.forget(namespace, name)
+
+    if not _with_store(settings, forget):
+        fail(f"no memory {namespace}:{name} (`clawbot memory search` finds keys)", code=1)
+    print(f"Forgot {namespace}:{name}.")
 
 
 async def _open_store(settings: Settings) -> Store:
