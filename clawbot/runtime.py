@@ -26,10 +26,12 @@ from clawbot.messages import (
     ToolResultBlock,
     TranscriptEntry,
 )
+from clawbot.reach import Reach
 from clawbot.sessions import Session
 from clawbot.settings import Settings
-from clawbot.skills import Skill, SkillLibrary, skills_prompt
+from clawbot.skills import SKILL_READ, Skill, SkillLibrary, skills_prompt
 from clawbot.store import Store, new_id
+from clawbot.subagents.ceiling import session_reach
 from clawbot.subagents.chains import AgentChains
 from clawbot.subagents.context import announce_context
 from clawbot.subagents.records import ChildInfo
@@ -100,6 +102,9 @@ class ResolvedTurn:
     model_source: ModelSource = "global default"
     skills: tuple[Skill, ...] = ()
     tool_names: frozenset[str] = frozenset()
+    withheld_skills: tuple[str, ...] = ()
+    """Skills its agent allows that a child may not use: its parent lacks them or a tool
+    they need (refused at the ``skill_read`` call with that reason)."""
 
 
 AgentResolver = Callable[[str], AgentSpec]
@@ -193,27 +198,50 @@ class Runtime:
                 tool_names=frozenset(t.name for t in tools),
             )
         prompt = resolved.system_prompt
+        role_prompt: str | None = None
         try:
             child = ChildInfo.of(session)
             if child is None:
                 return resolved
             allowed = frozenset(child.tools)
-            prompt = child.prompt or prompt  # a delegate's role prompt
+            skills_allowed = None if child.skills is None else frozenset(child.skills)
+            role_prompt = child.prompt  # a delegate's role prompt
         except MalformedMetaError as exc:  # deny by default: no tools rather than all
             log.warning("session %s: %s", session.key, exc)
-            allowed = frozenset()
+            allowed = skills_allowed = frozenset()
         tools = tuple(t for t in resolved.tools if t.name in allowed)
+        names = frozenset(t.name for t in tools)
+        skills = tuple(
+            skill
+            for skill in resolved.skills
+            if SKILL_READ in names
+            and names.issuperset(skill.requires_tools)
+            and (skills_allowed is None or skill.name in skills_allowed)
+        )
+        if skills != resolved.skills:
+            prompt = _listing(prompt, resolved.skills, skills)
         return replace(
             resolved,
-            system_prompt=prompt,
+            system_prompt=role_prompt or prompt,
             tools=tools,
             tool_specs=tuple(t.spec() for t in tools),
-            tool_names=frozenset(t.name for t in tools),
+            tool_names=names,
+            skills=skills,
+            withheld_skills=tuple(s.name for s in resolved.skills if s not in skills),
         )
 
     def effective_tools(self, session: Session) -> frozenset[str]:
         """The tools a session's turns may use: what a child it spawns is held within."""
         return self.within_ceiling(session, self.resolve(session)).tool_names
+
+    def effective_skills(self, session: Session) -> frozenset[str]:
+        """The skills a session's turns may use: what a child it spawns is held within."""
+        return frozenset(s.name for s in self.within_ceiling(session, self.resolve(session)).skills)
+
+    async def reach(self, session: Session) -> Reach:
+        """The session's workspace reach as its chain's policies stand now (asked at each
+        file tool call)."""
+        return await session_reach(session, runtime=self, sessions=self.store.sessions)
 
     def agent_tools(self, agent: AgentSpec) -> frozenset[str]:
         """The tools an agent's own policy allows."""
@@ -336,6 +364,8 @@ class Runtime:
                     switchboard=self.switchboard,
                     turn_id=turn_id,
                     inputs=tuple(inputs),
+                    reach=lambda: self.reach(session),
+                    withheld_skills=resolved.withheld_skills,
                 )
             rounds += 1
             results: list[ToolResultBlock] = []
@@ -423,6 +453,15 @@ class Runtime:
         return TurnResult(
             turn_id=turn_id, status="failed", reply=reply, rounds=rounds, error=str(exc)
         )
+
+
+def _listing(prompt: str, listed: tuple[Skill, ...], kept: tuple[Skill, ...]) -> str:
+    """``prompt`` listing only the skills ``kept`` of those ``listed`` at its end."""
+    section = skills_prompt(listed) if listed else ""
+    if not section or not prompt.endswith(section):
+        return prompt
+    base = prompt[: -len(section)].rstrip("\n")
+    return f"{base}\n\n{skills_prompt(kept)}" if kept else base
 
 
 def _assistant_entry(reply: ModelReply, turn_id: str, tools_offered: bool) -> TranscriptEntry:

@@ -208,6 +208,12 @@ async def skill_read(
         if skill.name == name:
             return skill.body
     available = ", ".join(s.name for s in ctx.skills) or "none"
+    if name in ctx.withheld_skills:
+        raise ToolError(
+            f"the skill {name!r} is not available to you: a subagent uses only skills the "
+            "session that started it may use (and whose tools it holds)",
+            hint=f"your skills: {available}; report back if you need that one",
+        )
     raise ToolError(
         f"no skill named {name!r} is available to you", hint=f"your skills: {available}"
     )

@@ -19,7 +19,7 @@ from clawbot.agents import SCRATCHPAD_GROUP
 from clawbot.runtime import Runtime
 from clawbot.sessions import Session
 from clawbot.store.interface import Sessions
-from clawbot.subagents.chains import MAX_CHAIN
+from clawbot.subagents.ceiling import ceiling_holder
 from clawbot.subagents.messaging import reach_of
 
 
@@ -31,14 +31,9 @@ async def children_ceiling(
     own session. An owner chain that is broken or too long gives no more than the
     scratchpad (deny by default)."""
     scratchpad = frozenset(t.name for t in runtime.tools if SCRATCHPAD_GROUP in t.groups)
-    current = session
-    for _ in range(MAX_CHAIN):
-        if not runtime.agents(current.agent_id).coordinator:
-            return runtime.effective_tools(current) | reach_of(current) | scratchpad
-        if current.owner_key is None:
-            return frozenset(runtime.tools.names())
-        owner = await sessions.get(current.owner_key)
-        if owner is None:
-            return scratchpad
-        current = owner
-    return scratchpad
+    holder = await ceiling_holder(session, runtime=runtime, sessions=sessions)
+    if holder.unbounded:
+        return frozenset(runtime.tools.names())
+    if holder.session is None:
+        return scratchpad
+    return runtime.effective_tools(holder.session) | reach_of(holder.session) | scratchpad

@@ -75,13 +75,14 @@ def role_prompt(role: str) -> str:
 class DelegatePlan:
     """Who runs a delegated task and with what: the agent, the role prompt replacing its
     own (ad-hoc roles only), the model (an ad-hoc role runs on its parent's), and the
-    tools it may use."""
+    tools and skills it may use."""
 
     role: str
     agent_id: str
     tools: tuple[str, ...]
     prompt: str | None = None
     model: str | None = None
+    skills: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ class Delegation:
             tools=chosen,
             prompt=role_prompt(role),
             model=self.runtime.resolve(parent).model,
+            skills=self._skills(parent, parent_agent, chosen),
         )
 
     def plan_agent(
@@ -184,7 +186,12 @@ class Delegation:
         within = self.available(parent)
         own = self.runtime.agent_tools(spec)
         chosen = self._whitelist(within, own, tools, role or spec.agent_id)
-        return DelegatePlan(role=role or spec.name, agent_id=spec.agent_id, tools=chosen)
+        return DelegatePlan(
+            role=role or spec.name,
+            agent_id=spec.agent_id,
+            tools=chosen,
+            skills=self._skills(parent, spec, chosen),
+        )
 
     def refuse_nested(self, parent: Session) -> None:
         """A delegate cannot delegate: refused on the call path, whatever tools it holds."""
@@ -208,6 +215,13 @@ class Delegation:
             if tool is not None and not delegating(tool):
                 names.add(name)
         return frozenset(names)
+
+    def _skills(self, parent: Session, spec: AgentSpec, tools: Sequence[str]) -> tuple[str, ...]:
+        """The skills a delegate run by ``spec`` with ``tools`` may use: its agent's, within
+        the parent's effective skills."""
+        within = self.runtime.effective_skills(parent)
+        held = self.runtime.skills.for_agent(spec, tools)
+        return tuple(sorted(s.name for s in held if s.name in within))
 
     def _whitelist(
         self,
@@ -286,6 +300,7 @@ class Delegation:
             depth=depth,
             timeout=self.settings.subagent_timeout,
             tools=plan.tools,
+            skills=plan.skills,
             delegated=True,
             prompt=plan.prompt,
         )

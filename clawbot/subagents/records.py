@@ -277,8 +277,8 @@ def summarize(text: str) -> str:
 
 class ChildInfo(Frozen):
     """What a child session keeps about itself (in its session meta): who spawned it for
-    what, how deep it is, how long a run may take, and the tools it may ever use (its own
-    agent's, within its parent's)."""
+    what, how deep it is, how long a run may take, and the tools and skills it may ever use
+    (its own agent's, within its parent's)."""
 
     child_id: str
     parent_key: str
@@ -287,6 +287,9 @@ class ChildInfo(Frozen):
     depth: int = Field(ge=1)
     timeout: float = Field(gt=0)
     tools: tuple[str, ...] = ()
+    skills: tuple[str, ...] | None = None
+    """The skills it may ever use (its own agent's, within its parent's); None in a record
+    an older version wrote: its agent's, within its tools."""
     delegated: bool = False
     """A delegate (``delegate`` or an agent as tool): its answer is its parent's tool result,
     so its turns owe no announce, and it can neither delegate nor spawn."""

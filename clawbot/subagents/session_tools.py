@@ -64,6 +64,12 @@ def session_tools(control: SubagentControl) -> list[Tool]:
             text += (
                 " Refused to it, because you lack them: " + ", ".join(spawned.refused_tools) + "."
             )
+        if spawned.refused_skills:
+            text += (
+                " Skills refused to it, because you lack them or their tools: "
+                + ", ".join(spawned.refused_skills)
+                + "."
+            )
         return text
 
     async def sessions_send(

@@ -4,8 +4,8 @@ lane ``subagent``. It returns at once; the child's result comes back as an annou
 
 Every limit is enforced here, where the child is created: the spawn depth (the length of
 the owner chain, ``max_spawn_depth``), the children running at once (``max_children``), the
-agents an agent may spawn (``subagents.allow``), and the child's tools, which are its own
-agent's within its parent's (what the parent lacks is refused, and named).
+agents an agent may spawn (``subagents.allow``), and the child's tools and skills, which are
+its own agent's within its parent's (what the parent lacks is refused, and named).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from clawbot.scheduling import Scheduler
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
+from clawbot.subagents.ceiling import children_skills
 from clawbot.subagents.coordinator import children_ceiling
 from clawbot.subagents.injection import Injector, TurnOrigin
 from clawbot.subagents.keys import child_key
@@ -34,7 +35,7 @@ LABEL_CHARS = 60
 @dataclass(frozen=True)
 class Spawned:
     """A child just created: its id and key, its agent and label, and the tools its agent
-    would have had that its parent lacks (refused to it)."""
+    and skills its agent would have had that its parent lacks (refused to it)."""
 
     child_id: str
     key: str
@@ -42,6 +43,9 @@ class Spawned:
     label: str
     timeout: float
     refused_tools: tuple[str, ...] = ()
+    refused_skills: tuple[str, ...] = ()
+    """Skills its agent allows that it does not get: its parent lacks them, or the tools
+    they need."""
 
 
 class Spawner:
@@ -117,6 +121,10 @@ class Spawner:
         run_timeout = timeout or self.settings.subagent_timeout
         within = await children_ceiling(parent, runtime=self.runtime, sessions=self.store.sessions)
         own = self.runtime.agent_tools(spec)
+        skills = await children_skills(parent, runtime=self.runtime, sessions=self.store.sessions)
+        would = {s.name for s in self.runtime.skills.for_agent(spec, own)}
+        held = {s.name for s in self.runtime.skills.for_agent(spec, own & within)}
+        held = held if skills is None else held & skills
         name = (label or task).strip().splitlines()[0][:LABEL_CHARS]
         info = ChildInfo(
             child_id=child_id,
@@ -126,6 +134,7 @@ class Spawner:
             depth=depth,
             timeout=run_timeout,
             tools=tuple(sorted(own & within)),
+            skills=tuple(sorted(held)),
         )
         injection = _task(key, spec.agent_id, parent.key, parent_agent.name, task, origin)
         self.injector.check(injection)  # before the child exists: a refusal leaves nothing
@@ -148,6 +157,7 @@ class Spawner:
             label=name,
             timeout=run_timeout,
             refused_tools=tuple(sorted(own - within)),
+            refused_skills=tuple(sorted(would - held)),
         )
 
     async def _again(

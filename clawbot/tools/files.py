@@ -198,16 +198,21 @@ def _list_entries(target: Path, shown: str) -> str:
 async def _off_loop(
     ctx: ToolContext,
     path: str,
+    write: bool,
     work: Callable[Concatenate[Path, str, P], T],
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    """Resolve ``path`` in the workspace and do ``work`` on it, all in a worker thread (every
-    ``stat`` may wait on a slow disk); any leftover OSError becomes a short ToolError."""
+    """Resolve ``path`` in the workspace, check it against the session's reach (asked now:
+    a subagent's narrows with its parent's), and do ``work`` on it, all in a worker thread
+    (every ``stat`` may wait on a slow disk); any leftover OSError becomes a short ToolError."""
     shown = shown_path(path)
+    reach = await ctx.reach()
 
     def confined() -> T:
-        target = _workspace(ctx).resolve(path)
+        workspace = _workspace(ctx)
+        target = workspace.resolve(path)
+        reach.check(workspace.relative(target), shown, write=write)
         try:
             return work(target, shown, *args, **kwargs)
         except OSError as exc:
@@ -221,7 +226,7 @@ async def file_read(
     ctx: ToolContext,
 ) -> str:
     """Read a UTF-8 text file from the workspace (long files: the first 40,000 characters)."""
-    return await _off_loop(ctx, _file_path(path), _read_start)
+    return await _off_loop(ctx, _file_path(path), False, _read_start)
 
 
 async def file_write(
@@ -230,7 +235,7 @@ async def file_write(
     ctx: ToolContext,
 ) -> str:
     """Create or overwrite a text file in the workspace (parent folders are created)."""
-    await _off_loop(ctx, _file_path(path), _write_whole, content)
+    await _off_loop(ctx, _file_path(path), True, _write_whole, content)
     return f"wrote {len(content)} characters to {path}"
 
 
@@ -243,7 +248,7 @@ async def file_edit(
     """Replace one exact, unique occurrence of a piece of text in a workspace file."""
     if not old_text:
         raise ToolError("old_text is empty", hint="give the exact text to replace")
-    await _off_loop(ctx, _file_path(path), _replace_once, old_text, new_text)
+    await _off_loop(ctx, _file_path(path), True, _replace_once, old_text, new_text)
     return f"edited {path}"
 
 
@@ -252,7 +257,7 @@ async def list_dir(
     path: Annotated[str, Field(description="folder relative to the workspace")] = ".",
 ) -> str:
     """List a workspace folder: one entry per line, folders end with '/'."""
-    return await _off_loop(ctx, path, _list_entries)
+    return await _off_loop(ctx, path, False, _list_entries)
 
 
 def file_tools() -> list[Tool]:

@@ -1,0 +1,98 @@
+"""What a child may at most hold, read from its chain of owners: a child's skills are its
+own agent's within its parent's, and its workspace reach is its own within each owner's in
+turn, up to the person's conversation.
+
+A coordinator passes its own ceiling on (see ``clawbot.subagents.coordinator``): it holds
+no file tools or skills itself, yet its workers keep theirs within what its session may
+reach. A chain that is broken or too long gives no more than the session's own scratchpad
+(deny by default).
+
+The reach is looked up on every file tool call, from the stored owners and the agents as
+they are now: a parent whose policy narrows after the spawn narrows its running child on
+its next call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from clawbot.agents import SCRATCHPAD_GROUP
+from clawbot.reach import Reach, Root
+from clawbot.sessions import Session
+from clawbot.store.interface import Sessions
+from clawbot.subagents.chains import MAX_CHAIN
+from clawbot.subagents.scratchpad import folder_of
+
+if TYPE_CHECKING:
+    from clawbot.runtime import Runtime
+
+
+@dataclass(frozen=True)
+class CeilingHolder:
+    """The session whose effective policy bounds a session's children: the session itself,
+    or for a coordinator the first owner up its chain that is not one. ``session`` is None
+    when nothing bounds them (a coordinator in a person's conversation: ``unbounded``) or
+    the chain is broken (everything is refused)."""
+
+    session: Session | None
+    unbounded: bool = False
+
+
+async def ceiling_holder(
+    session: Session, *, runtime: Runtime, sessions: Sessions
+) -> CeilingHolder:
+    current = session
+    for _ in range(MAX_CHAIN):
+        if not runtime.agents(current.agent_id).coordinator:
+            return CeilingHolder(current)
+        if current.owner_key is None:
+            return CeilingHolder(None, unbounded=True)
+        owner = await sessions.get(current.owner_key)
+        if owner is None:
+            return CeilingHolder(None)
+        current = owner
+    return CeilingHolder(None)
+
+
+async def children_skills(
+    session: Session, *, runtime: Runtime, sessions: Sessions
+) -> frozenset[str] | None:
+    """The skills a child of ``session`` may at most use: its ceiling holder's effective
+    skills; None when nothing bounds them."""
+    holder = await ceiling_holder(session, runtime=runtime, sessions=sessions)
+    if holder.unbounded:
+        return None
+    if holder.session is None:
+        return frozenset()
+    return runtime.effective_skills(holder.session)
+
+
+async def session_reach(session: Session, *, runtime: Runtime, sessions: Sessions) -> Reach:
+    """The workspace reach of ``session`` now: its own (from its effective tools) within
+    every owner's up its chain, coordinators passing theirs on; plus its own scratchpad
+    folder when it holds the scratchpad tools (which pass every ceiling)."""
+    chain = [session]
+    current = session
+    while current.owner_key is not None:
+        owner = await sessions.get(current.owner_key) if len(chain) <= MAX_CHAIN else None
+        if owner is None:
+            return _scratchpad(session, runtime, Reach())
+        chain.append(owner)
+        current = owner
+    ceiling = Reach.whole()
+    for owner in reversed(chain[1:]):
+        if not runtime.agents(owner.agent_id).coordinator:
+            ceiling = _own(owner, runtime).within(ceiling)
+    return _scratchpad(session, runtime, _own(session, runtime).within(ceiling))
+
+
+def _own(session: Session, runtime: Runtime) -> Reach:
+    return Reach.of_tools(runtime.effective_tools(session))
+
+
+def _scratchpad(session: Session, runtime: Runtime, reach: Reach) -> Reach:
+    tools = runtime.effective_tools(session)
+    if any(SCRATCHPAD_GROUP in t.groups for t in runtime.tools if t.name in tools):
+        return reach.plus(Root(folder_of(session.key), write=True))
+    return reach
