@@ -176,6 +176,34 @@ class Settings(BaseSettings):
         "import); a longer one is refused with a clear error",
     )
 
+    shell_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="seconds a shell_exec command may run at most (a call may ask for less); "
+        "then it and everything it started are killed",
+    )
+    shell_max_output: int = Field(
+        default=20_000,
+        ge=1000,
+        le=45_000,
+        description="bytes of a command's output shell_exec returns (its start and its end)",
+    )
+    shell_network: bool = Field(
+        default=False, description="whether sandboxed shell_exec commands may use the network"
+    )
+    web_allow_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="hosts web_fetch may reach although they resolve to private or loopback "
+        "addresses (an intranet; 127.0.0.1 for a local test server)",
+    )
+    web_timeout: float = Field(
+        default=20.0, gt=0, le=600, description="seconds one web_fetch may take, redirects too"
+    )
+    web_max_bytes: int = Field(
+        default=2_000_000, ge=1000, description="bytes of a response body web_fetch reads"
+    )
+
     peer_groups: dict[str, PeerGroup] = Field(
         default_factory=dict,
         description="[peer_groups.<name>] agents = [...] in clawbot.toml: two agents' sessions "
@@ -187,7 +215,7 @@ class Settings(BaseSettings):
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
 
-    @field_validator("allowed_senders", "allowed_groups", mode="before")
+    @field_validator("allowed_senders", "allowed_groups", "web_allow_hosts", mode="before")
     @classmethod
     def _split_csv(cls, value: Any) -> Any:
         if isinstance(value, str):
