@@ -153,6 +153,33 @@ async def test_a_child_is_offered_only_the_skills_its_parent_may_use(
     assert "secret-recipe" not in system
 
 
+async def test_a_grandchild_gets_no_skill_its_grandparent_lacks(
+    settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    def work(request: ModelRequest) -> Step:
+        if request.messages[-1]["role"] == "tool":
+            return "started it"
+        if request.last_user_text == "top task":
+            return call("sessions_spawn", task="sub task")
+        return "done"
+
+    worker.function = work
+    deeper = settings.model_copy(update={"max_spawn_depth": 2})
+    async with await Clawbot.open(deeper) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await lead_bot(bot, channel, scripted)
+        await add_agent(bot, "worker", model=worker.model_string, tools=SPAWNER)
+        scripted.add(call("sessions_spawn", task="top task", agent="worker"), "Started.")
+        scripted.default_text = "Noted."
+        await bot.router.handle(channel.message("go"))
+        await bot.scheduler.wait_idle()
+
+    grandchild = next(r for r in worker.requests if r.last_user_text == "sub task")
+    assert "- house-style: the house-style way" in grandchild.system
+    assert "secret-recipe" not in grandchild.system
+
+
 async def test_a_spawn_names_the_skills_refused_to_the_child(
     workers: Clawbot,
     chat: Chat,
