@@ -14,18 +14,32 @@ its next call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from clawbot.agents import SCRATCHPAD_GROUP
+from clawbot.agents import SCRATCHPAD_GROUP, AgentSpec
 from clawbot.reach import Reach, Root
 from clawbot.sessions import Session
 from clawbot.store.interface import Sessions
 from clawbot.subagents.chains import MAX_CHAIN
 from clawbot.subagents.scratchpad import folder_of
+from clawbot.tools import ToolRegistry
 
-if TYPE_CHECKING:
-    from clawbot.runtime import Runtime
+
+class Policies(Protocol):
+    """What a ceiling reads of the runtime (``clawbot.runtime.Runtime``): the agents and
+    tools as they are now, and each session's effective tools and skills."""
+
+    @property
+    def agents(self) -> Callable[[str], AgentSpec]: ...
+
+    @property
+    def tools(self) -> ToolRegistry: ...
+
+    def effective_tools(self, session: Session) -> frozenset[str]: ...
+
+    def effective_skills(self, session: Session) -> frozenset[str]: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +54,7 @@ class CeilingHolder:
 
 
 async def ceiling_holder(
-    session: Session, *, runtime: Runtime, sessions: Sessions
+    session: Session, *, runtime: Policies, sessions: Sessions
 ) -> CeilingHolder:
     current = session
     for _ in range(MAX_CHAIN):
@@ -56,7 +70,7 @@ async def ceiling_holder(
 
 
 async def children_skills(
-    session: Session, *, runtime: Runtime, sessions: Sessions
+    session: Session, *, runtime: Policies, sessions: Sessions
 ) -> frozenset[str] | None:
     """The skills a child of ``session`` may at most use: its ceiling holder's effective
     skills; None when nothing bounds them."""
@@ -68,7 +82,7 @@ async def children_skills(
     return runtime.effective_skills(holder.session)
 
 
-async def session_reach(session: Session, *, runtime: Runtime, sessions: Sessions) -> Reach:
+async def session_reach(session: Session, *, runtime: Policies, sessions: Sessions) -> Reach:
     """The workspace reach of ``session`` now: its own (from its effective tools) within
     every owner's up its chain, coordinators passing theirs on; plus its own scratchpad
     folder when it holds the scratchpad tools (which pass every ceiling)."""
@@ -87,11 +101,11 @@ async def session_reach(session: Session, *, runtime: Runtime, sessions: Session
     return _scratchpad(session, runtime, _own(session, runtime).within(ceiling))
 
 
-def _own(session: Session, runtime: Runtime) -> Reach:
+def _own(session: Session, runtime: Policies) -> Reach:
     return Reach.of_tools(runtime.effective_tools(session))
 
 
-def _scratchpad(session: Session, runtime: Runtime, reach: Reach) -> Reach:
+def _scratchpad(session: Session, runtime: Policies, reach: Reach) -> Reach:
     tools = runtime.effective_tools(session)
     if any(SCRATCHPAD_GROUP in t.groups for t in runtime.tools if t.name in tools):
         return reach.plus(Root(folder_of(session.key), write=True))
