@@ -27,6 +27,7 @@ from clawbot.messages import (
     ToolResultBlock,
     TranscriptEntry,
 )
+from clawbot.usage import COST_META, USAGE_META
 
 log = logging.getLogger("clawbot.llm")
 
@@ -147,9 +148,9 @@ class ModelReply:
         provider counted any) and ``cost_usd`` (when known)."""
         meta: dict[str, Any] = {}
         if self.usage and any(self.usage.values()):
-            meta["usage"] = self.usage
+            meta[USAGE_META] = self.usage
         if self.cost_usd is not None:
-            meta["cost_usd"] = self.cost_usd
+            meta[COST_META] = self.cost_usd
         return meta
 
 

@@ -14,6 +14,7 @@ from clawbot.messages import TextBlock, ToolCallBlock, TranscriptEntry
 from clawbot.scheduling import StopReport
 from clawbot.store import Store
 from clawbot.subagents.tree import SessionNode, children, stop_family
+from clawbot.usage import format_usd
 
 USAGE = "Usage: /subagents (list them), /subagents stop <id|all>, /subagents log <id>."
 NO_CHILDREN = "This conversation has no subagents."
@@ -61,6 +62,8 @@ def render_children(nodes: Sequence[SessionNode], clock: Clock) -> str:
     lines = [f"Subagents ({len(nodes)}) — id · agent · label · status · age · tokens:"]
     for node in nodes:
         tokens = f"{node.tokens:,}" if node.tokens is not None else "-"
+        if node.cost_usd is not None:
+            tokens += f" ({format_usd(node.cost_usd)})"
         label = shorten(node.label, 40) if node.label is not None else "-"
         lines.append(
             f"• {node.child_id} · {node.session.agent_id} · {label} · {node.status}"

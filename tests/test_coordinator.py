@@ -378,3 +378,12 @@ async def test_a_notification_that_cannot_be_kept_does_not_fail_the_turn(
     assert channel.texts[-2:] == ["Asked.", "It looked."]
     (note,) = notifications(scripted.requests[2])
     assert note.findtext("result") == "Looked."
+
+
+def test_a_notification_gives_the_workers_cost_when_it_is_known() -> None:
+    priced = payload("ok").model_copy(update={"stats": AnnounceStats(tokens=12, cost_usd=0.0015)})
+
+    note = ET.fromstring(task_notification(priced))
+
+    assert note.findtext("usage/total-tokens") == "12"
+    assert note.findtext("usage/cost-usd") == "0.001500"

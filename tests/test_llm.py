@@ -1,4 +1,5 @@
-"""The model path's provider knowledge stays in agreement with litellm."""
+"""The model path: its provider knowledge stays in agreement with litellm, and each call's usage
+and cost (litellm's price, when it has one) are kept with its answer."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ import sys
 
 import pytest
 
-from clawbot.llm import KNOWN_PROVIDER_KEYS, litellm_module, missing_credentials
+from clawbot.app import Clawbot
+from clawbot.llm import (
+    KNOWN_PROVIDER_KEYS,
+    litellm_module,
+    missing_credentials,
+    reply_from_response,
+)
+from clawbot.testing import ScriptedModel, ScriptedUsage
+
+from .conftest import Chat
 
 
 @pytest.mark.parametrize("provider", sorted(KNOWN_PROVIDER_KEYS))
@@ -77,3 +87,46 @@ def test_the_command_lines_preload_takes_import_time_objects_out_of_full_collect
 
     assert frozen > 100_000
     assert still_tracked < frozen // 50
+
+
+async def test_a_priced_models_reply_carries_its_cost_from_litellms_bundled_prices() -> None:
+    litellm = litellm_module()
+    response = await litellm.acompletion(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], mock_response="Hello"
+    )
+
+    reply = reply_from_response(response)
+
+    assert reply.cost_usd is not None and reply.cost_usd > 0
+    assert reply.meta == {"usage": reply.usage, "cost_usd": reply.cost_usd}
+
+
+async def test_each_model_calls_cost_is_kept_beside_its_usage(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    scripted.usage = ScriptedUsage(prompt_tokens=12, completion_tokens=3, cost_usd=0.002)
+    scripted.add("Hello.")
+
+    await chat.say("hi")
+
+    (answer,) = [
+        e for e in await bot.store.transcripts.load("memory:chat1", 0) if e.role == "assistant"
+    ]
+    assert answer.meta == {
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3},
+        "cost_usd": 0.002,
+    }
+
+
+async def test_a_model_without_a_price_keeps_its_usage_and_no_cost(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    scripted.usage = ScriptedUsage(prompt_tokens=12, completion_tokens=3)
+    scripted.add("Hello.")
+
+    await chat.say("hi")
+
+    (answer,) = [
+        e for e in await bot.store.transcripts.load("memory:chat1", 0) if e.role == "assistant"
+    ]
+    assert answer.meta == {"usage": {"prompt_tokens": 12, "completion_tokens": 3}}

@@ -120,3 +120,40 @@ def test_the_tree_without_any_subagents_says_so(tmp_path: Path) -> None:
 
     assert result.exit_code == 0
     assert result.stdout == "No session has subagents.\n"
+
+
+async def _priced_child(home: Path) -> None:
+    """A chat whose subagent had two model calls, one priced and one not."""
+    store = await SqliteStore.open(home / "clawbot.db")
+    try:
+        await store.sessions.create(
+            Session(key="memory:chat1", channel="memory", chat_id="chat1", agent_id="main")
+        )
+        r1 = await _spawn(store, "memory:chat1", "r1", "researcher")
+        job = TurnJob(id=new_id("turn"), session_key=r1.key, status="running", attempts=1)
+        await store.jobs.submit(r1, job, entry=_task("find papers", job.id))
+        calls = [
+            {"usage": {"prompt_tokens": 1000, "completion_tokens": 200}, "cost_usd": 0.004},
+            {"usage": {"prompt_tokens": 1100, "completion_tokens": 34}},
+        ]
+        answers = [
+            TranscriptEntry(role="assistant", content=(TextBlock(text="..."),), meta=meta)
+            for meta in calls
+        ]
+        await store.jobs.finish(r1, job.id, answers, status="done")
+    finally:
+        await store.close()
+
+
+def test_the_tree_shows_the_tokens_and_cost_a_subagents_model_calls_used(
+    tmp_path: Path,
+) -> None:
+    asyncio.run(_priced_child(tmp_path))
+
+    result = runner.invoke(app, ["sessions", "tree", "--home", str(tmp_path)])
+
+    assert result.exit_code == 0, result.output
+    assert re.fullmatch(
+        r"  └ r1  researcher · done · 1 turn\(s\), first \d+s ago · 2,334 tokens · \$0\.0040",
+        result.stdout.splitlines()[1],
+    )

@@ -20,7 +20,7 @@ from clawbot.scheduling import TurnHandle
 from clawbot.sessions import Session
 from clawbot.subagent_commands import LOG_MESSAGES, NO_CHILDREN, USAGE
 from clawbot.subagents.keys import child_key
-from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, ScriptedUsage
 
 from .conftest import Chat
 
@@ -314,3 +314,34 @@ async def test_the_label_is_also_read_from_the_spawn_record_and_bad_meta_is_show
         "• r1 · researcher · summarize · idle · - · -",
         "• r2 · researcher · - · idle · - · -",
     ]
+
+
+async def test_subagents_shows_each_childs_tokens_and_cost_over_all_its_turns(
+    bot: Clawbot, chat: Chat, parent: Session, scripted: ScriptedModel
+) -> None:
+    scripted.usage = ScriptedUsage(prompt_tokens=1000, completion_tokens=200, cost_usd=0.0006)
+    scripted.add("First answer.", "Second answer.")
+    child = await spawn(bot, parent, "r1")
+    await (await give(bot, child, "first")).outcome()
+    await (await give(bot, child, "second")).outcome()
+    scripted.usage = None
+
+    result = await chat.say("/subagents")
+
+    (line,) = [line for line in (result.reply or "").splitlines() if line.startswith("• r1 ")]
+    assert line.endswith(" · 2,400 ($0.0012)")
+
+
+async def test_subagents_shows_tokens_without_a_cost_for_a_model_without_a_price(
+    bot: Clawbot, chat: Chat, parent: Session, scripted: ScriptedModel
+) -> None:
+    scripted.usage = ScriptedUsage(prompt_tokens=1000, completion_tokens=200)
+    scripted.add("An answer.")
+    child = await spawn(bot, parent, "r1")
+    await (await give(bot, child, "first")).outcome()
+    scripted.usage = None
+
+    result = await chat.say("/subagents")
+
+    (line,) = [line for line in (result.reply or "").splitlines() if line.startswith("• r1 ")]
+    assert line.endswith(" · 1,200")

@@ -31,7 +31,7 @@ from clawbot.subagents.records import (
     TraceStep,
     parse_meta,
 )
-from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, ScriptedUsage, Step, call
 
 from .conftest import Chat, add_agent, parent_key
 
@@ -662,3 +662,50 @@ async def test_the_report_names_the_files_the_child_wrote(
     assert payload.result.summary  # no final text: the last useful tool result stands in
     assert payload.stats.duration_ms is not None and payload.stats.duration_ms >= 0
     assert "Artifacts: notes.md" in scripted.requests[2].system
+
+
+async def reported_stats(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel, worker: ScriptedModel
+) -> tuple[AnnouncePayload, str]:
+    """Spawn a worker that answers in one tool round (two model calls); its report's
+    payload, and the Stats line the parent's model saw."""
+    scripted.add(call("sessions_spawn", task="look", agent="worker"), "Started.", "Done.")
+    worker.add(call("file_read", path="missing.md"), "Looked.")
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+    stored = await bot.store.transcripts.load(parent_key(channel), 0)
+    (entry,) = [e for e in stored if ANNOUNCE_META in e.meta]
+    (stats,) = re.findall(r"^Stats: .*$", scripted.requests[2].system, re.MULTILINE)
+    return AnnouncePayload.model_validate(entry.meta[ANNOUNCE_META]), stats
+
+
+async def test_the_report_sums_the_childs_tokens_and_cost_and_the_parent_sees_them(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    worker.usage = ScriptedUsage(prompt_tokens=100, completion_tokens=20, cost_usd=0.00075)
+
+    payload, stats = await reported_stats(workers, chat, channel, scripted, worker)
+
+    assert payload.stats.tokens == 240
+    assert payload.stats.cost_usd == pytest.approx(0.0015)
+    assert re.fullmatch(r"Stats: \d+ ms, 240 tokens, \$0\.0015", stats)
+
+
+async def test_a_child_on_a_model_without_a_price_reports_its_tokens_and_no_cost(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    worker.usage = ScriptedUsage(prompt_tokens=100, completion_tokens=20)
+
+    payload, stats = await reported_stats(workers, chat, channel, scripted, worker)
+
+    assert payload.stats.tokens == 240
+    assert payload.stats.cost_usd is None
+    assert re.fullmatch(r"Stats: \d+ ms, 240 tokens", stats)

@@ -8,9 +8,12 @@ the intake journal and committed shortly after, a hundred turns to a commit (see
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from clawbot.backlog import BacklogItem
 from clawbot.errors import LeaseLostError
@@ -34,6 +37,7 @@ from clawbot.store.rows import (
     message_row,
     now,
 )
+from clawbot.usage import cost_usd_of, tokens_of
 
 _JOB_COLUMNS = (
     "id, session_key, lane, status, attempts, owner, lease_until, merged_into, reply_to,"
@@ -384,19 +388,33 @@ class SqliteJobs:
 
     async def activity(self, session_keys: Sequence[str]) -> list[SessionActivity]:
         """The turns of each of these sessions at a glance, in the order given; a session
-        that never had a turn is left out. One query for them all."""
+        that never had a turn is left out. Two queries for them all: the jobs, and the
+        usage the assistant messages recorded (summed here rather than kept as a running
+        total, which a crash between a turn's end and the total's update would skew)."""
         keys = list(dict.fromkeys(session_keys))
         if not keys:
             return []
         rows = []
+        metas: dict[str, list[dict[str, Any]]] = {}
         for start in range(0, len(keys), _KEYS_PER_QUERY):
             chunk = keys[start : start + _KEYS_PER_QUERY]
+            marks = ", ".join("?" * len(chunk))
             rows += await self._database.fetchall(
                 "SELECT id, session_key, lane, status, attempts, error, created_at"
-                f" FROM turn_jobs WHERE session_key IN ({', '.join('?' * len(chunk))})"
-                " ORDER BY created_at",
+                f" FROM turn_jobs WHERE session_key IN ({marks}) ORDER BY created_at",
                 chunk,
             )
+            for key, meta_json in await self._database.fetchall(
+                f"SELECT session_key, meta_json FROM messages WHERE session_key IN ({marks})"
+                " AND role = 'assistant' AND meta_json <> '{}'",
+                chunk,
+            ):
+                try:
+                    meta = json.loads(meta_json)
+                except ValueError:
+                    continue  # a damaged row: its usage is unknown
+                if isinstance(meta, dict):
+                    metas.setdefault(key, []).append(meta)
         found: dict[str, SessionActivity] = {}
         for id, key, lane, status, attempts, error, created_at in rows:
             latest = JobSummary(id, key, lane, status, int(attempts), error)
@@ -409,7 +427,15 @@ class SqliteJobs:
                 latest_at=at,
                 turns=before.turns + 1 if before else 1,
             )
-        return [found[key] for key in keys if key in found]
+        return [
+            replace(
+                found[key],
+                tokens=tokens_of(metas.get(key, ())),
+                cost_usd=cost_usd_of(metas.get(key, ())),
+            )
+            for key in keys
+            if key in found
+        ]
 
     async def _summaries(self, where: str, value: str) -> list[JobSummary]:
         rows = await self._database.fetchall(

@@ -25,13 +25,16 @@ class JobSummary:
 @dataclass(frozen=True)
 class SessionActivity:
     """A session's turns at a glance: its latest job, when its first and latest began, how
-    many it had. What ``/subagents`` and ``clawbot sessions tree`` show of a session."""
+    many it had, and the tokens and cost its model calls used in all (None when unknown).
+    What ``/subagents`` and ``clawbot sessions tree`` show of a session."""
 
     session_key: str
     latest: JobSummary
     first_at: datetime
     latest_at: datetime
     turns: int
+    tokens: int | None = None
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True)

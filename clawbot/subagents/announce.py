@@ -2,7 +2,7 @@
 reported to its parent, exactly once.
 
 The report is built from what the store holds of the turn (its last answer, or its last
-meaningful tool result; the files it wrote; its tokens and duration) and injected into the
+meaningful tool result; the files it wrote; its tokens, cost and duration) and injected into the
 parent: persisted text only ``[@agent:<name>#<agent_id>] finish``, the payload in the
 entry's meta, channel ``internal``, never delivered, lane ``announce``, through the parent's
 backlog when it is busy (it never steers).
@@ -40,6 +40,7 @@ from clawbot.subagents.records import (
     Injection,
     summarize,
 )
+from clawbot.usage import cost_usd_of, tokens_of
 
 log = logging.getLogger("clawbot.subagents")
 
@@ -91,18 +92,6 @@ def artifacts_of(entries: Sequence[TranscriptEntry]) -> tuple[Artifact, ...]:
         if call_id not in failed:
             seen.setdefault(path, Artifact(kind="file", path=path))
     return tuple(seen.values())
-
-
-def tokens_of(entries: Sequence[TranscriptEntry]) -> int | None:
-    """Tokens the turn's model calls used, from litellm's usage; None when none said."""
-    total = 0
-    known = False
-    for entry in entries:
-        usage = entry.meta.get("usage")
-        if isinstance(usage, dict):
-            known = True
-            total += sum(int(v) for v in usage.values() if isinstance(v, int | float))
-    return total if known else None
 
 
 class Announcer:
@@ -212,7 +201,8 @@ class Announcer:
             ),
             stats=AnnounceStats(
                 duration_ms=duration,
-                tokens=tokens_of(entries),
+                tokens=tokens_of(e.meta for e in entries),
+                cost_usd=cost_usd_of(e.meta for e in entries),
                 tool_uses=sum(len(entry.tool_calls) for entry in entries),
             ),
         )

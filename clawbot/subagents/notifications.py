@@ -42,7 +42,7 @@ def _element(tag: str, value: str | int) -> str:
 def task_notification(payload: AnnouncePayload) -> str:
     """The ``<task-notification>`` of one worker's report. ``task-id`` is the worker's id,
     what ``sessions_send`` and ``sessions_stop`` take; usage figures that are unknown (an
-    older report, a provider that gives no usage) are left out."""
+    older report, a provider that gives no usage, a model without a price) are left out."""
     task_id = child_id_of(payload.source_session_key) or payload.source_session_key
     status = STATUS_WORDS[payload.result.status]
     summary = f"{payload.source_agent_name} worker {task_id} ({payload.task.label!r}): {status}"
@@ -58,10 +58,12 @@ def task_notification(payload: AnnouncePayload) -> str:
         files = "".join(_element("file", a.ref) for a in payload.result.artifacts)
         lines.append(f"<artifacts>{files}</artifacts>")
     stats = payload.stats
+    cost = f"{stats.cost_usd:.6f}" if stats.cost_usd is not None else None
     usage = [
         _element(tag, value)
         for tag, value in (
             ("total-tokens", stats.tokens),
+            ("cost-usd", cost),
             ("tool-uses", stats.tool_uses),
             ("duration-ms", stats.duration_ms),
         )

@@ -22,6 +22,7 @@ from clawbot.errors import MalformedMetaError, SubagentError
 from clawbot.jobs import JobStatus
 from clawbot.messages import Frozen, Provenance, TranscriptEntry
 from clawbot.sessions import Session
+from clawbot.usage import format_usd
 
 INJECTION_META = "injection"
 """The meta key of an injected entry's header (kind, key, hop, trace, source)."""
@@ -208,7 +209,8 @@ class AnnounceResult(Frozen):
 
 
 class AnnounceStats(Frozen):
-    """Null where unknown: litellm's usage gives tokens for most providers, cost rarely."""
+    """Null where unknown: litellm's usage gives tokens for most providers; the cost is
+    litellm's price for the calls, unknown for a model it has no price for."""
 
     duration_ms: int | None = None
     tokens: int | None = None
@@ -253,12 +255,14 @@ class AnnouncePayload(Frozen):
         if self.result.artifacts:
             lines.append("Artifacts: " + ", ".join(a.ref for a in self.result.artifacts))
         stats = self.stats
-        if stats.duration_ms is not None or stats.tokens is not None:
-            parts = []
-            if stats.duration_ms is not None:
-                parts.append(f"{stats.duration_ms} ms")
-            if stats.tokens is not None:
-                parts.append(f"{stats.tokens} tokens")
+        parts = []
+        if stats.duration_ms is not None:
+            parts.append(f"{stats.duration_ms} ms")
+        if stats.tokens is not None:
+            parts.append(f"{stats.tokens} tokens")
+        if stats.cost_usd is not None:
+            parts.append(format_usd(stats.cost_usd))
+        if parts:
             lines.append("Stats: " + ", ".join(parts))
         lines.append("[/Context]")
         return "\n".join(lines)

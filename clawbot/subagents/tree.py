@@ -18,6 +18,7 @@ from clawbot.store import SessionActivity, Store
 from clawbot.store.interface import Sessions
 from clawbot.subagents.chains import MAX_CHAIN
 from clawbot.subagents.keys import child_id_of
+from clawbot.usage import format_usd
 
 # The session meta key under which spawning keeps a child's record (its label among others).
 _SPAWN_RECORD = "subagent"
@@ -50,10 +51,29 @@ class SessionNode:
 
     @property
     def tokens(self) -> int | None:
-        """Tokens its turns used, if recorded: session meta ``tokens`` (or the spawn
-        record's)."""
+        """Tokens its model calls used in all, as litellm counted them; else session meta
+        ``tokens`` (or the spawn record's), which an older version may have kept."""
+        if self.activity is not None and self.activity.tokens is not None:
+            return self.activity.tokens
         tokens = self._meta("tokens")
         return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What its model calls cost in all, in US dollars; None when no call's cost is
+        known (a model litellm has no price for)."""
+        return self.activity.cost_usd if self.activity is not None else None
+
+    @property
+    def usage(self) -> str | None:
+        """Its tokens and cost as the listings show them, ``1,234 tokens · $0.012``; None
+        when neither is known."""
+        parts = []
+        if self.tokens is not None:
+            parts.append(f"{self.tokens:,} tokens")
+        if self.cost_usd is not None:
+            parts.append(format_usd(self.cost_usd))
+        return " · ".join(parts) or None
 
     def _meta(self, name: str) -> object:
         meta = self.session.meta
@@ -147,7 +167,7 @@ async def _walk(sessions: Sessions, key: str, *, depth: int, seen: set[str]) -> 
 
 def render_tree(nodes: Sequence[SessionNode], now: datetime) -> str:
     """A family as an indented tree, one session a line: its id, agent, latest status,
-    label, age and tokens. ``nodes`` come from :func:`family` (depth first)."""
+    label, age, tokens and cost. ``nodes`` come from :func:`family` (depth first)."""
     lines = []
     for node in nodes:
         indent = "  " * node.depth + ("└ " if node.depth else "")
@@ -160,8 +180,8 @@ def _summary(node: SessionNode, now: datetime) -> str:
     parts = [node.session.agent_id, node.status]
     if node.activity is not None:
         parts.append(f"{node.activity.turns} turn(s), first {node.age(now)} ago")
-    if node.tokens is not None:
-        parts.append(f"{node.tokens:,} tokens")
+    if node.usage is not None:
+        parts.append(node.usage)
     if node.label is not None:
         parts.append(repr(node.label))
     return " · ".join(parts)
