@@ -125,6 +125,7 @@ def _inbound(
         mentioned=mentioned,
         reply_to=reply_to,
         attachments=attachments,
+        received_at=message.created_at,  # when it was sent: catch-up is not a flood
     )
 
 

@@ -36,6 +36,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
@@ -161,6 +162,7 @@ def _convert(event: Any, bot: BotIdentity, ignore_other_bots: bool) -> InboundMe
         mentioned=mentioned,
         reply_to=reply_to,
         attachments=attachments,
+        received_at=_sent_at(ts),
     )
 
 
@@ -704,3 +706,12 @@ def _too_large(attachment: Attachment, max_bytes: int) -> InputError:
         f"the file {attachment.name!r} is larger than the {max_bytes}-byte limit",
         hint="send a smaller file or raise CLAWBOT_ATTACHMENT_MAX_BYTES",
     )
+
+
+def _sent_at(ts: str | None) -> datetime:
+    """When Slack says the message was sent (its ``ts`` is epoch seconds): a retried event
+    is not a flood. Now, when it cannot be read."""
+    try:
+        return datetime.fromtimestamp(float(ts or ""), UTC)
+    except (ValueError, OverflowError, OSError):
+        return datetime.now(UTC)

@@ -137,7 +137,11 @@ class Side:
 async def open_side(name: str, variant: Variant, root: Path, model: ScriptedModel) -> Side:
     home = root / name
     settings = Settings(
-        home=home, model=model.model_string, max_history_messages=60, _env_file=None
+        home=home,
+        model=model.model_string,
+        max_history_messages=60,
+        rate_limit_per_minute=0,  # a load test, not a person typing
+        _env_file=None,
     )  # type: ignore[call-arg]
     if variant.page_size is not None:
         home.mkdir(parents=True)

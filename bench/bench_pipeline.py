@@ -100,7 +100,11 @@ async def pipeline(
     (on a shared VM the speed drifts over minutes; measuring one side after the other would
     charge that drift to whichever ran in the slower minutes)."""
     settings = Settings(
-        home=home, model=model.model_string, max_history_messages=history, _env_file=None
+        home=home,
+        model=model.model_string,
+        max_history_messages=history,
+        rate_limit_per_minute=0,  # a load test, not a person typing
+        _env_file=None,
     )  # type: ignore[call-arg]
     durations: list[float] = []
     model_times: list[float] = []

@@ -77,6 +77,7 @@ def settings_for(home: Path, model: ScriptedModel, args: argparse.Namespace) -> 
     return Settings(
         home=home,
         model=model.model_string,
+        rate_limit_per_minute=0,  # a load test, not a person typing
         lane_main=args.lane,
         max_active_turns=args.lane,
         log_level="WARNING",

@@ -173,6 +173,7 @@ async def run(children: int, delay: float) -> None:
             home=Path(folder) / "home",
             model=parent_model.model_string,
             max_children=min(100, max(children, 1)),
+            rate_limit_per_minute=0,  # a load test, not a person typing
             lane_subagent=children,
             max_active_turns=children + 8,
             max_concurrent=min(32, DELEGATE_TASKS_PER_CALL),

@@ -27,6 +27,7 @@ from clawbot.messages import (
     TranscriptEntry,
 )
 from clawbot.outbox import Delivery, Outbox
+from clawbot.rate_limit import SenderRateLimit
 from clawbot.runtime import Runtime, TurnResult
 from clawbot.scheduling import Scheduler, TurnHandle
 from clawbot.sessions import Session, session_key_for
@@ -115,6 +116,12 @@ class Router:
         # The recently active sessions; any other is read back from the store when it speaks.
         self.sessions: LRUCache[str, Session] = LRUCache(settings.session_cache_size)
         self._loading: dict[str, asyncio.Future[Session]] = {}
+        self.rate_limit = SenderRateLimit(
+            settings.rate_limit_per_minute,
+            settings.rate_limit_burst,
+            # The operator's own terminal and the sessions' own traffic are never limited.
+            exempt=frozenset({"console", INTERNAL_CHANNEL}),
+        )
 
     async def handle(self, message: InboundMessage) -> Handled:
         """Process one inbound message to completion (its reply sent); never raises."""
@@ -144,6 +151,21 @@ class Router:
             if decision.reply:
                 return Receipt(await self._reply(message, decision.reply, kind="rejected"))
             return Receipt(Handled(kind="ignored"))
+        verdict = self.rate_limit.check(message)
+        if verdict != "admit":
+            who = message.sender_id
+            log.warning("rate limit: refused a %s message of %s", message.channel, who)
+            if verdict == "refuse quietly":
+                return Receipt(Handled(kind="ignored"))
+            wait = self.rate_limit.wait_seconds()
+            return Receipt(
+                await self._reply(
+                    message,
+                    "You're sending messages faster than I can take them, so I'm skipping "
+                    f"some. Please wait about {wait} s, then send again what I should answer.",
+                    kind="rejected",
+                )
+            )
         problem = self._input_problem(message)
         if problem:
             return Receipt(await self._reply(message, problem, kind="rejected"))

@@ -69,6 +69,12 @@ class Settings(BaseSettings):
         default=10_000, ge=1, description="sessions whose state and history stay in memory"
     )
     max_message_chars: int = Field(default=32_000, ge=1)
+    rate_limit_per_minute: int = Field(
+        default=30, ge=0, description="messages a minute one sender may send; 0 turns it off"
+    )
+    rate_limit_burst: int = Field(
+        default=15, ge=1, description="messages one sender may send at once before the limit"
+    )
     provider_timeout: float = Field(default=60.0, gt=0)
     provider_retries: int = Field(default=3, ge=0, le=10)
     retry_backoff: float = Field(default=1.0, ge=0)

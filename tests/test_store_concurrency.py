@@ -133,7 +133,11 @@ async def test_a_bot_under_steady_load_keeps_its_wal_small(
         for round_ in range(12):
             await asyncio.gather(
                 *(
-                    bot.router.handle(channel.message(f"{round_} " + "x" * 2000, chat_id=f"c{n}"))
+                    bot.router.handle(
+                        channel.message(
+                            f"{round_} " + "x" * 2000, chat_id=f"c{n}", sender_id=f"u{n}"
+                        )
+                    )
                     for n in range(100)
                 )
             )

@@ -23,6 +23,7 @@ async def short_memory(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator
         home=tmp_path / "home",
         model=scripted.model_string,
         max_history_messages=4,
+        rate_limit_per_minute=0,  # thirty messages in a moment: not what this tests
         _env_file=None,  # type: ignore[call-arg]
     )
     async with await Clawbot.open(settings) as bot:
