@@ -23,6 +23,7 @@ current_agent: contextvars.ContextVar[str] = contextvars.ContextVar(
     "clawbot_agent", default="system"
 )
 
+
 class _AgentFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.agent = current_agent.get()
