@@ -173,3 +173,26 @@ async def test_words_of_the_syntax_are_found_in_memories_that_hold_them(
     await remember(store, "gate", "wire the NAND and NOT gates near the door")
 
     assert await found(store, "NOT near") == ["main:gate"]
+
+
+async def test_a_word_in_very_many_memories_is_left_out_while_rarer_words_remain(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("clawbot.store.memories.FREQUENT", 3)
+    for number in range(5):
+        await remember(store, f"note-{number}", f"project note {number}")
+    await remember(store, "dentist", "dentist on friday")
+
+    assert await found(store, "project dentist") == ["main:dentist"]
+    assert len(await found(store, "project")) == 5  # alone, it is still searched
+
+
+async def test_when_every_word_is_frequent_the_newest_memories_holding_it_are_ranked(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("clawbot.store.memories.FREQUENT", 2)
+    monkeypatch.setattr("clawbot.store.memories.NEWEST", 3)
+    for number in range(6):
+        await remember(store, f"note-{number}", f"project note {number}")
+
+    assert sorted(await found(store, "project")) == ["main:note-3", "main:note-4", "main:note-5"]

@@ -4,13 +4,19 @@ searched with SQLite FTS5 and ranked with bm25, the asking session's and agent's
 A query is never handed to FTS5 as written: its words are taken out one by one and each is
 quoted, so ``"``, ``*``, ``NEAR``, ``AND``/``OR``/``NOT``, ``-``, ``:`` and parentheses are
 only ever words to look for, never syntax that could fail. The words are joined with OR
-(bm25 ranks the memories that hold more of them, and rarer ones, first), common English
-words are left out while others remain, and at most ``MAX_TERMS`` are used, which bounds
-what one search costs."""
+(bm25 ranks the memories that hold more of them, and rarer ones, first).
+
+What a search costs is what bm25 scores: every memory that holds one of the words. So common
+English words are left out, and so is any word found in more than ``FREQUENT`` memories
+while rarer ones remain (bm25 gives such a word next to no weight anyway); at most
+``MAX_TERMS`` of the rarest words are searched. When every word is that frequent, only the
+``NEWEST`` memories holding the rarest one are ranked. Counting a word's memories stops at
+``FREQUENT``, so that count is cheap too."""
 
 from __future__ import annotations
 
 import builtins
+import json
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -21,13 +27,23 @@ from clawbot.memory import Memory, MemoryHit, MemoryQuery
 from clawbot.store.database import Database
 from clawbot.store.rows import now
 
-MAX_TERMS = 16
+MAX_WORDS = 16
+"""Words of a query looked at (the first ones)."""
+MAX_TERMS = 8
+"""Words of a query searched for (the rarest ones)."""
+FREQUENT = 500
+"""A word in more memories than this is left out of a search while rarer ones remain."""
+NEWEST = 2000
+"""When every word is frequent: how many of the newest memories with the rarest are ranked."""
+TOP = 200
+"""The best matches by bm25 alone that the session and agent boost re-ranks (at least)."""
 SESSION_BOOST = 0.5
 """A memory written in the asking session ranks as if this much more relevant (x1.5)."""
 AGENT_BOOST = 0.25
 """A memory written by the asking agent: x1.25."""
 # bm25 weights of the columns key, text, tags: a word in the key or a tag says more.
 _BM25 = "bm25(memories_fts, 3.0, 1.0, 2.0)"
+_BOOST = f"(1.0 + {SESSION_BOOST} * (m.session_key = ?) + {AGENT_BOOST} * (m.agent_id = ?))"
 _COLUMNS = (
     "m.namespace, m.key, m.text, m.tags, m.session_key, m.agent_id, m.created_at, m.updated_at"
 )
@@ -49,14 +65,17 @@ _UPSERT = (
 _RESTORE = _UPSERT + ", created_at = excluded.created_at"
 
 
-def match_expression(text: str) -> str | None:
-    """The FTS5 query for ``text``: its distinct words, each quoted, joined with OR;
-    common words dropped unless nothing else is left. None when it has no words."""
+def query_words(text: str) -> list[str]:
+    """The distinct words of ``text`` to search for, lower-cased, in order: common words
+    left out unless nothing else is left; at most ``MAX_WORDS``."""
     words = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))
     kept = [word for word in words if word not in _STOPWORDS] or words
-    if not kept:
-        return None
-    return " OR ".join(f'"{word}"' for word in kept[:MAX_TERMS])
+    return kept[:MAX_WORDS]
+
+
+def _any_of(words: Sequence[str]) -> str:
+    """The FTS5 expression matching any of ``words``, each quoted (a word holds no ``"``)."""
+    return " OR ".join(f'"{word}"' for word in words)
 
 
 def _memory(row: Sequence[Any]) -> Memory:
@@ -160,18 +179,52 @@ class SqliteMemories:
     async def search(self, query: MemoryQuery) -> builtins.list[MemoryHit]:
         """The memories that best match the query's words, best first; none for a query
         without words."""
-        expression = match_expression(query.text)
-        if expression is None or query.limit < 1:
+        words = query_words(query.text)
+        if not words or query.limit < 1:
             return []
-        where, params = _within(query.namespaces, query.tags)
-        rows = await self._database.fetchall(
-            f"SELECT {_COLUMNS}, {_BM25} * (1.0 + {SESSION_BOOST} * (m.session_key = ?)"
-            f" + {AGENT_BOOST} * (m.agent_id = ?)) AS score"
-            " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
-            f" WHERE memories_fts MATCH ?{where} ORDER BY score LIMIT ?",
-            (query.session_key, query.agent_id, expression, *params, query.limit),
+        counted = await self._database.fetchall(
+            "SELECT w.value, (SELECT count(*) FROM (SELECT rowid FROM memories_fts"
+            " WHERE memories_fts MATCH '\"' || w.value || '\"' LIMIT ?)) AS found"
+            " FROM json_each(?) w",
+            (FREQUENT + 1, json.dumps(words)),
             flush=False,
         )
+        by_rarity = sorted((found, n, word) for n, (word, found) in enumerate(counted) if found)
+        terms = [word for found, _, word in by_rarity if found <= FREQUENT][:MAX_TERMS]
+        newest = ""
+        params: list[object] = []
+        if not terms:
+            if not by_rarity:
+                return []  # no memory holds any of the words
+            terms = [by_rarity[0][2]]
+            bound = await self._database.fetchone(
+                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+                " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                (_any_of(terms), NEWEST - 1),
+                flush=False,
+            )
+            if bound is not None:
+                newest, params = " AND memories_fts.rowid >= ?", [bound[0]]
+        where, filters = _within(query.namespaces, query.tags)
+        match = (_any_of(terms), *params)
+        boost = (query.session_key, query.agent_id)
+        best = max(query.limit * 10, TOP)
+        rows = await self._database.fetchall(
+            f"SELECT {_COLUMNS}, f.rank * {_BOOST} AS score FROM (SELECT rowid, {_BM25} AS rank"
+            f" FROM memories_fts WHERE memories_fts MATCH ?{newest} ORDER BY rank LIMIT ?) f"
+            f" JOIN memories m ON m.id = f.rowid WHERE 1 = 1{where} ORDER BY score LIMIT ?",
+            (*boost, *match, best, *filters, query.limit),
+            flush=False,
+        )
+        if len(rows) < query.limit and where:
+            # the best matches overall were mostly outside the filter: rank every match
+            rows = await self._database.fetchall(
+                f"SELECT {_COLUMNS}, {_BM25} * {_BOOST} AS score"
+                " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+                f" WHERE memories_fts MATCH ?{newest}{where} ORDER BY score LIMIT ?",
+                (*boost, *match, *filters, query.limit),
+                flush=False,
+            )
         return [MemoryHit(memory=_memory(row), score=-float(row[8])) for row in rows]
 
     async def written_in(
