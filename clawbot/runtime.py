@@ -27,6 +27,7 @@ from clawbot.messages import (
     TranscriptEntry,
 )
 from clawbot.reach import Reach
+from clawbot.recall import memory_context
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.skills import SKILL_READ, Skill, SkillLibrary, skills_prompt
@@ -301,6 +302,10 @@ class Runtime:
         announces = announce_context(inputs, notifications=resolved.agent.coordinator)
         if announces:
             ephemeral = (*ephemeral, *announces)
+        if resolved.agent.context.memory_recall:
+            message = (await self.transcripts.get(session)).user_text(turn_id)
+            recalled = await memory_context(self.store.memories, resolved.agent, session, message)
+            ephemeral = (*ephemeral, *recalled)
         ancestors = await self.chains.ancestors(session)
         with agent_scope(*ancestors, resolved.agent.agent_id):
             if announces and resolved.agent.coordinator and SCRATCHPAD_WRITE in resolved.tool_names:
