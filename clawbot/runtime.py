@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from clawbot.agents import MESSAGE_GROUP, AgentSpec, ModelSource, effective_model
 from clawbot.errors import ClawbotError, MalformedMetaError, ProviderError
 from clawbot.jobs import TurnJob
-from clawbot.llm import ModelClient, ModelReply
+from clawbot.llm import UNTRUSTED_NOTE, ModelClient, ModelReply
 from clawbot.logs import agent_scope
 from clawbot.messages import (
     Provenance,
@@ -258,6 +258,8 @@ class Runtime:
             sections.append(f"You are {agent.name}, a helpful assistant in a chat.")
         if skills:
             sections.append(skills_prompt(skills))
+        if tools:
+            sections.append(UNTRUSTED_NOTE)
         prompt_files = tuple(self.workspace.relative(f.path) for f in files)
         system_prompt = "\n\n".join(sections)
         return tools, tuple(t.spec() for t in tools), system_prompt, prompt_files, skills

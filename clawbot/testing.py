@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from clawbot.channels import Adapter, InboundHandler, SentMessage
-from clawbot.llm import litellm_module
+from clawbot.llm import litellm_module, trusted_text
 from clawbot.messages import InboundMessage, OutboundMessage
 from clawbot.settings import Settings
 
@@ -90,7 +90,9 @@ class ModelRequest:
 
     @property
     def tool_results(self) -> list[str]:
-        return [str(m["content"]) for m in self.messages if m["role"] == "tool"]
+        """The tools' outputs in this request as the tools returned them, without the
+        untrusted-data mark the model sees around each (that is in ``messages``)."""
+        return [trusted_text(str(m["content"])) for m in self.messages if m["role"] == "tool"]
 
 
 ReplyFunction = Callable[[ModelRequest], Step | Awaitable[Step]]
