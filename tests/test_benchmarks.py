@@ -41,6 +41,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["3 of 3 reported", "spawn->announce overhead", "children completed per second"],
         ),
         (
+            "bench_memories.py",
+            ["--memories", "300", "--queries", "20", "--turns", "5"],
+            ["memories/s", "FTS recall", "recall adds", "database size"],
+        ),
+        (
             "bench_parts.py",
             ["no-intake-journal", "--rounds", "3", "--sessions", "3"],
             ["shipped", "no-intake-journal", "round by round: median"],
