@@ -35,11 +35,23 @@ from clawbot.tools import ToolRegistry
 from clawbot.tools.agents import agent_tools
 from clawbot.tools.files import file_tools
 from clawbot.tools.memory import memory_tools
+from clawbot.tools.sandbox import find_bubblewrap
+from clawbot.tools.shell import shell_tool
+from clawbot.tools.web import web_fetch_tool
 from clawbot.workspace import Workspace
 
 
 def default_tools() -> ToolRegistry:
-    return ToolRegistry([*file_tools(), *skill_tools(), *agent_tools(), *scratchpad_tools()])
+    return ToolRegistry(
+        [
+            *file_tools(),
+            shell_tool(find_bubblewrap()),
+            web_fetch_tool(),
+            *skill_tools(),
+            *agent_tools(),
+            *scratchpad_tools(),
+        ]
+    )
 
 
 @dataclass

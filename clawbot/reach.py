@@ -22,7 +22,8 @@ from clawbot.errors import ToolError
 WHOLE = "."
 """The root that stands for the whole workspace."""
 READING_TOOLS = frozenset({"file_read", "list_dir"})
-WRITING_TOOLS = frozenset({"file_write", "file_edit"})
+WRITING_TOOLS = frozenset({"file_write", "file_edit", "shell_exec"})
+"""Tools that write the workspace: a shell writes wherever its sandbox lets it."""
 REFUSAL_HINT = "a subagent reaches no further than the session that started it: report back"
 
 

@@ -65,6 +65,8 @@ async def test_a_tool_calling_turn_with_two_rounds_reaches_a_final_answer(
         "file_write",
         "file_edit",
         "list_dir",
+        "shell_exec",
+        "web_fetch",
         "skill_read",
         "models_list",
         "agents_list",
