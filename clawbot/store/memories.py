@@ -118,6 +118,51 @@ def _within(namespaces: Sequence[str] | None, tags: Sequence[str]) -> tuple[str,
     return sql, params
 
 
+def _search(db: sqlite3.Connection, query: MemoryQuery, words: Sequence[str]) -> list[Any]:
+    """The rows of the best matches: the words counted (up to ``FREQUENT`` each), the
+    rarest searched, bm25's best re-ranked by the session and agent boost."""
+    counted = db.execute(
+        "SELECT w.value, (SELECT count(*) FROM (SELECT rowid FROM memories_fts"
+        " WHERE memories_fts MATCH '\"' || w.value || '\"' LIMIT ?)) AS found"
+        " FROM json_each(?) w",
+        (FREQUENT + 1, json.dumps(words)),
+    ).fetchall()
+    by_rarity = sorted((found, n, word) for n, (word, found) in enumerate(counted) if found)
+    terms = [word for found, _, word in by_rarity if found <= FREQUENT][:MAX_TERMS]
+    newest = ""
+    bound: tuple[object, ...] = ()
+    if not terms:
+        if not by_rarity:
+            return []  # no memory holds any of the words
+        terms = [by_rarity[0][2]]
+        row = db.execute(
+            "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+            " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (_any_of(terms), NEWEST - 1),
+        ).fetchone()
+        if row is not None:
+            newest, bound = " AND memories_fts.rowid >= ?", (row[0],)
+    where, filters = _within(query.namespaces, query.tags)
+    match = (_any_of(terms), *bound)
+    boost = (query.session_key, query.agent_id)
+    best = max(query.limit * 10, TOP)
+    rows = db.execute(
+        f"SELECT {_COLUMNS}, f.rank * {_BOOST} AS score FROM (SELECT rowid, {_BM25} AS rank"
+        f" FROM memories_fts WHERE memories_fts MATCH ?{newest} ORDER BY rank LIMIT ?) f"
+        f" JOIN memories m ON m.id = f.rowid WHERE 1 = 1{where} ORDER BY score LIMIT ?",
+        (*boost, *match, best, *filters, query.limit),
+    ).fetchall()
+    if len(rows) < query.limit and where:
+        # bm25's best were mostly outside the filter: rank every match within it
+        rows = db.execute(
+            f"SELECT {_COLUMNS}, {_BM25} * {_BOOST} AS score"
+            " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ?{newest}{where} ORDER BY score LIMIT ?",
+            (*boost, *match, *filters, query.limit),
+        ).fetchall()
+    return rows
+
+
 class SqliteMemories:
     """The memories of every agent, and their full-text index."""
 
@@ -178,53 +223,11 @@ class SqliteMemories:
 
     async def search(self, query: MemoryQuery) -> builtins.list[MemoryHit]:
         """The memories that best match the query's words, best first; none for a query
-        without words."""
+        without words. One hop to the database thread: counting, then ranking."""
         words = query_words(query.text)
         if not words or query.limit < 1:
             return []
-        counted = await self._database.fetchall(
-            "SELECT w.value, (SELECT count(*) FROM (SELECT rowid FROM memories_fts"
-            " WHERE memories_fts MATCH '\"' || w.value || '\"' LIMIT ?)) AS found"
-            " FROM json_each(?) w",
-            (FREQUENT + 1, json.dumps(words)),
-            flush=False,
-        )
-        by_rarity = sorted((found, n, word) for n, (word, found) in enumerate(counted) if found)
-        terms = [word for found, _, word in by_rarity if found <= FREQUENT][:MAX_TERMS]
-        newest = ""
-        params: list[object] = []
-        if not terms:
-            if not by_rarity:
-                return []  # no memory holds any of the words
-            terms = [by_rarity[0][2]]
-            bound = await self._database.fetchone(
-                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
-                " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-                (_any_of(terms), NEWEST - 1),
-                flush=False,
-            )
-            if bound is not None:
-                newest, params = " AND memories_fts.rowid >= ?", [bound[0]]
-        where, filters = _within(query.namespaces, query.tags)
-        match = (_any_of(terms), *params)
-        boost = (query.session_key, query.agent_id)
-        best = max(query.limit * 10, TOP)
-        rows = await self._database.fetchall(
-            f"SELECT {_COLUMNS}, f.rank * {_BOOST} AS score FROM (SELECT rowid, {_BM25} AS rank"
-            f" FROM memories_fts WHERE memories_fts MATCH ?{newest} ORDER BY rank LIMIT ?) f"
-            f" JOIN memories m ON m.id = f.rowid WHERE 1 = 1{where} ORDER BY score LIMIT ?",
-            (*boost, *match, best, *filters, query.limit),
-            flush=False,
-        )
-        if len(rows) < query.limit and where:
-            # the best matches overall were mostly outside the filter: rank every match
-            rows = await self._database.fetchall(
-                f"SELECT {_COLUMNS}, {_BM25} * {_BOOST} AS score"
-                " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
-                f" WHERE memories_fts MATCH ?{newest}{where} ORDER BY score LIMIT ?",
-                (*boost, *match, *filters, query.limit),
-                flush=False,
-            )
+        rows = await self._database.read(lambda db: _search(db, query, words), flush=False)
         return [MemoryHit(memory=_memory(row), score=-float(row[8])) for row in rows]
 
     async def written_in(
