@@ -14,6 +14,7 @@ from clawbot.access import AccessRules
 from clawbot.channels import Adapter
 from clawbot.errors import ClawbotError
 from clawbot.settings import Settings
+from clawbot.tools.sandbox import INSTALL_HINT, Bubblewrap, find_bubblewrap
 
 Status = Literal["ok", "problem", "off"]
 
@@ -47,6 +48,7 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
     if home.status == "ok":
         checks.append(await _database_check(settings))
     checks.append(_access_check(settings, [c for c in channels if c in _configured(checks)]))
+    checks.append(shell_check(find_bubblewrap()))
     return checks
 
 
@@ -129,4 +131,16 @@ def _access_check(settings: Settings, channels: list[str]) -> Check:
         f"DMs: {policies or rules.dm_policy}; {len(rules.allowed_senders)} allowed sender(s), "
         f"{len(rules.allowed_groups)} allowed group(s); groups "
         + ("need a mention" if rules.group_require_mention else "are answered without a mention"),
+    )
+
+
+def shell_check(sandbox: Bubblewrap | None) -> Check:
+    """Whether shell_exec runs sandboxed (risk guarded) or on the host (risk unsafe)."""
+    if sandbox is not None:
+        return Check("ok", "shell sandbox", "bubblewrap works: shell_exec runs sandboxed (guarded)")
+    return Check(
+        "off",
+        "shell sandbox",
+        "bubblewrap (bwrap) is missing or cannot run here, so shell_exec runs unsandboxed and "
+        f"is unsafe (a confirmation for every call) — {INSTALL_HINT}",
     )

@@ -1,0 +1,413 @@
+"""shell_exec runs in the workspace with a clean environment, within its time and output
+limits, and — sandboxed by bubblewrap where it works — reaches nothing outside its roots."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clawbot.agents import AgentSpec, ToolPolicy
+from clawbot.app import default_tools
+from clawbot.doctor import shell_check
+from clawbot.messages import ToolCallBlock
+from clawbot.reach import Reach, Root
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.tools import ToolContext, ToolRegistry
+from clawbot.tools.sandbox import Bubblewrap, find_bubblewrap
+from clawbot.tools.shell import shell_tool
+
+SANDBOX = find_bubblewrap()
+needs_bwrap = pytest.mark.skipif(SANDBOX is None, reason="bubblewrap cannot run here")
+BOTH = pytest.mark.parametrize(
+    "sandbox", [None, pytest.param(SANDBOX, marks=needs_bwrap)], ids=["host", "sandboxed"]
+)
+SECRET = "top secret"
+PROVIDER_KEY = "sk-proj-shellmustnotseethis0123456789"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    (root / "notes.md").write_text("one\ntwo\n")
+    (tmp_path / "outside.txt").write_text(SECRET)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "file.txt").write_text(SECRET)
+    return root
+
+
+async def run(
+    workspace: Path,
+    command: str,
+    *,
+    sandbox: Bubblewrap | None = None,
+    reach: Reach | None = None,
+    settings: Settings | None = None,
+    **arguments: Any,
+) -> tuple[str, bool]:
+    async def session_reach() -> Reach:
+        return reach if reach is not None else Reach.whole()
+
+    context = ToolContext(
+        session=Session(key="k", channel="c", chat_id="1", agent_id="main"),
+        workspace=workspace,
+        settings=settings or Settings(_env_file=None),  # type: ignore[call-arg]
+        reach=session_reach,
+    )
+    call = ToolCallBlock(id="1", name="shell_exec", arguments={"command": command, **arguments})
+    result = await ToolRegistry([shell_tool(sandbox)]).execute(call, context)
+    return result.content, result.is_error
+
+
+def running(marker: str) -> list[int]:
+    """Processes whose command line is ``sleep <marker>`` (zombies have none)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline == f"sleep\0{marker}\0".encode():
+                found.append(int(entry.name))
+    return found
+
+
+def hidden(text: str) -> str:
+    """A shell expression that prints ``text`` without spelling it (past the text checks)."""
+    return f'"$(echo {base64.b64encode(text.encode()).decode()} | base64 -d)"'
+
+
+# running --------------------------------------------------------------------------------
+
+
+@BOTH
+async def test_a_command_runs_in_the_workspace_and_returns_its_exit_code_and_output(
+    workspace: Path, sandbox: Bubblewrap | None
+) -> None:
+    content, is_error = await run(
+        workspace, "echo made > made.txt; cat notes.md; exit 3", sandbox=sandbox
+    )
+
+    assert not is_error
+    assert content == "exit code 3\none\ntwo\n"
+    assert (workspace / "made.txt").read_text() == "made\n"
+
+
+@BOTH
+async def test_cwd_runs_the_command_in_that_folder_of_the_workspace(
+    workspace: Path, sandbox: Bubblewrap | None
+) -> None:
+    content, _ = await run(workspace, "echo here > here.txt", sandbox=sandbox, cwd="sub")
+
+    assert content.startswith("exit code 0")
+    assert (workspace / "sub" / "here.txt").read_text() == "here\n"
+
+
+@BOTH
+async def test_the_environment_holds_no_key_or_token(
+    workspace: Path, sandbox: Bubblewrap | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+    monkeypatch.setenv("CLAWBOT_TELEGRAM_TOKEN", "123456:ABCdefGHIjklMNOpqrSTUvwxYZ012345678")
+
+    content, _ = await run(workspace, "env", sandbox=sandbox)
+
+    names = {line.split("=", 1)[0] for line in content.splitlines()[1:] if "=" in line}
+    assert names <= {"PATH", "HOME", "LANG", "PWD", "SHLVL", "_", "OLDPWD"}
+    assert PROVIDER_KEY not in content
+    assert "ABCdefGHI" not in content
+
+
+@BOTH
+async def test_a_command_past_its_timeout_is_killed_with_everything_it_started(
+    workspace: Path, sandbox: Bubblewrap | None
+) -> None:
+    content, is_error = await run(
+        workspace, "sleep 1000.51 & sleep 1000.52", sandbox=sandbox, timeout=0.5
+    )
+
+    assert not is_error
+    assert content.startswith("stopped: it ran past its 0.5 s timeout")
+    assert running("1000.51") == [] and running("1000.52") == []
+
+
+@BOTH
+async def test_what_a_finished_command_left_running_is_killed_at_once(
+    workspace: Path, sandbox: Bubblewrap | None
+) -> None:
+    content, _ = await run(workspace, "sleep 1000.61 & echo started", sandbox=sandbox, timeout=60)
+
+    assert content == "exit code 0\nstarted\n"
+    assert running("1000.61") == []
+
+
+async def test_a_stopped_turn_kills_the_running_command(workspace: Path) -> None:
+    task = asyncio.create_task(run(workspace, "touch begun; sleep 1000.71", timeout=60))
+    async with asyncio.timeout(10):
+        while not (workspace / "begun").exists():
+            await asyncio.sleep(0.01)
+
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert running("1000.71") == []
+
+
+async def test_a_running_command_leaves_the_event_loop_free(workspace: Path) -> None:
+    task = asyncio.create_task(
+        run(workspace, "while [ ! -e go ]; do sleep 0.01; done; echo went", timeout=20)
+    )
+    with pytest.raises(TimeoutError):  # the loop ran this timer while the command waited
+        await asyncio.wait_for(asyncio.shield(task), 0.3)
+
+    (workspace / "go").touch()
+
+    assert await task == ("exit code 0\nwent\n", False)
+
+
+async def test_long_output_keeps_its_start_and_its_end(workspace: Path) -> None:
+    settings = Settings(_env_file=None, shell_max_output=1000)  # type: ignore[call-arg]
+
+    content, _ = await run(workspace, "seq 1 100000", settings=settings)
+
+    assert content.startswith("exit code 0\n1\n2\n3\n")
+    assert content.endswith("99999\n100000\n")
+    assert "bytes left out of 588,895" in content
+    assert len(content) < 1200
+
+
+# the path checks ----------------------------------------------------------------------------
+
+
+def make_links(workspace: Path) -> None:
+    os.symlink(workspace.parent / "outside.txt", workspace / "link.txt")
+    os.symlink(workspace.parent / "outside", workspace / "link_dir")
+
+
+@pytest.mark.parametrize(
+    "cwd",
+    ["..", "sub/../..", "/etc", "~", "a\0b", "x" * 6000, "link_dir", "notes.md", "%2e%2e", "．．"],
+    ids=["dotdot", "sub-dotdot", "absolute", "home", "NUL", "very long", "link to a folder",
+         "a file", "percent-encoded", "full-width dots"],
+)  # fmt: skip
+async def test_a_working_folder_outside_the_workspace_or_not_a_folder_is_refused(
+    workspace: Path, cwd: str
+) -> None:
+    make_links(workspace)
+
+    content, is_error = await run(workspace, "cat file.txt; pwd", cwd=cwd)
+
+    assert is_error
+    assert SECRET not in content
+    assert str(workspace.parent) not in content
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat ../outside.txt",
+        "cat sub/../../outside.txt",
+        "cat ../*",
+        "cat /etc/passwd",
+        "cat /usr/../etc/passwd",
+        "cat ~/.bashrc",
+        "cat link.txt",
+        "ls link_dir/",
+        "cat --file=../outside.txt",
+        "cat < ../outside.txt",
+        "cat /dev/sda",
+        "cat /proc/1/environ",
+        "ls /",
+        "cat a\0b",
+        "cat " + "d/" * 3000 + "f",
+    ],
+    ids=["dotdot", "sub-dotdot", "glob", "absolute", "absolute-dotdot", "home", "link to a file",
+         "link to a folder", "option value", "redirect", "block device", "proc", "root", "NUL",
+         "very long"],
+)  # fmt: skip
+async def test_a_command_naming_a_path_outside_its_roots_is_refused_before_it_runs(
+    workspace: Path, command: str
+) -> None:
+    make_links(workspace)
+
+    content, is_error = await run(workspace, f"touch ran; {command}")
+
+    assert is_error
+    assert SECRET not in content and "root:" not in content
+    assert not (workspace / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    "command", ["cat %2e%2e/outside.txt", "cat ．．/outside.txt", "cat \u2024\u2024/outside.txt"]
+)
+async def test_look_alike_dots_are_plain_names_inside_the_workspace(
+    workspace: Path, command: str
+) -> None:
+    content, is_error = await run(workspace, command)
+
+    assert not is_error
+    assert content.startswith("exit code 1")
+    assert "No such file" in content and SECRET not in content
+
+
+async def test_the_always_readable_devices_may_be_used(workspace: Path) -> None:
+    content, _ = await run(workspace, "head -c 5 /dev/zero | wc -c; cat /dev/null >/dev/null")
+
+    assert content == "exit code 0\n5\n"
+
+
+async def test_paths_inside_the_workspace_and_system_programs_are_allowed(
+    workspace: Path,
+) -> None:
+    content, is_error = await run(workspace, "/usr/bin/cat ../notes.md", cwd="sub")
+
+    assert (content, is_error) == ("exit code 0\none\ntwo\n", False)
+
+
+# the sandbox --------------------------------------------------------------------------------
+
+
+@needs_bwrap
+async def test_a_sandboxed_command_cannot_read_a_file_outside_its_roots(workspace: Path) -> None:
+    outside = str(workspace.parent / "outside.txt")
+
+    content, _ = await run(workspace, f"cat {hidden(outside)}", sandbox=SANDBOX)
+
+    assert content.startswith("exit code 1")
+    assert "No such file" in content and SECRET not in content
+
+
+@needs_bwrap
+async def test_a_sandboxed_command_cannot_follow_a_link_out_of_the_workspace(
+    workspace: Path,
+) -> None:
+    make_links(workspace)
+
+    content, _ = await run(
+        workspace, f"cat {hidden('link.txt')}; ls {hidden('link_dir')}", sandbox=SANDBOX
+    )
+
+    assert SECRET not in content and "file.txt" not in content
+
+
+@needs_bwrap
+async def test_a_sandboxed_command_cannot_write_outside_the_workspace(workspace: Path) -> None:
+    target = workspace.parent / "written.txt"
+
+    content, _ = await run(workspace, f"echo x > {hidden(str(target))}", sandbox=SANDBOX)
+
+    assert not content.startswith("exit code 0")
+    assert not target.exists()
+
+
+@needs_bwrap
+async def test_a_read_only_reach_mounts_the_workspace_read_only(workspace: Path) -> None:
+    content, _ = await run(
+        workspace, "cat notes.md; echo x > new.txt", sandbox=SANDBOX, reach=Reach.whole(write=False)
+    )
+
+    assert "one\ntwo" in content and "Read-only file system" in content
+    assert not (workspace / "new.txt").exists()
+
+
+@needs_bwrap
+async def test_a_folder_outside_the_reach_is_not_in_the_sandbox(workspace: Path) -> None:
+    reach = Reach((Root("sub", write=True),))
+
+    content, _ = await run(
+        workspace, f"ls; cat {hidden('../notes.md')}", sandbox=SANDBOX, reach=reach, cwd="sub"
+    )
+
+    assert "one\ntwo" not in content and "No such file" in content
+
+
+async def test_outside_the_reach_the_working_folder_is_refused(workspace: Path) -> None:
+    content, is_error = await run(workspace, "ls", reach=Reach((Root("sub", write=True),)))
+
+    assert is_error and "outside this session's reach" in content
+
+
+@needs_bwrap
+async def test_a_sandboxed_command_cannot_reach_the_network(workspace: Path) -> None:
+    connected, port = await tcp_listener()
+
+    content, _ = await run(workspace, connect_to(port), sandbox=SANDBOX)
+
+    assert not content.startswith("exit code 0")
+    assert not connected
+
+
+@needs_bwrap
+async def test_with_the_network_granted_a_sandboxed_command_reaches_it(workspace: Path) -> None:
+    connected, port = await tcp_listener()
+    settings = Settings(_env_file=None, shell_network=True)  # type: ignore[call-arg]
+
+    content, _ = await run(workspace, connect_to(port), sandbox=SANDBOX, settings=settings)
+
+    assert content.startswith("exit code 0")
+    assert connected
+
+
+async def tcp_listener() -> tuple[list[bool], int]:
+    """A server on 127.0.0.1 noting each connection; closed with the test's event loop."""
+    connected: list[bool] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connected.append(True)
+        writer.close()
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    return connected, server.sockets[0].getsockname()[1]
+
+
+def connect_to(port: int) -> str:
+    return (
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 5).recv(1)\""
+    )
+
+
+async def test_without_the_sandbox_a_session_that_may_only_read_is_refused(
+    workspace: Path,
+) -> None:
+    content, is_error = await run(workspace, "echo x > new.txt", reach=Reach.whole(write=False))
+
+    assert is_error and "without the sandbox" in content
+    assert not (workspace / "new.txt").exists()
+
+
+# risk, policy, doctor ----------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_the_shell_is_guarded_when_sandboxed_and_unsafe_without() -> None:
+    assert shell_tool(SANDBOX).risk == "guarded"
+    assert shell_tool(None).risk == "unsafe"
+
+
+def test_only_main_or_an_agent_naming_shell_exec_gets_it() -> None:
+    shell = next(tool for tool in default_tools() if tool.name == "shell_exec")
+    everything = ToolPolicy(allow=("*",))
+    named = ToolPolicy(allow=("*", "shell_exec"))
+
+    assert AgentSpec(agent_id="main", name="main").allows_tool(shell.name, shell.groups)
+    assert not AgentSpec(agent_id="coder", name="c", tools=everything).allows_tool(
+        shell.name, shell.groups
+    )
+    assert AgentSpec(agent_id="coder", name="c", tools=named).allows_tool(shell.name, shell.groups)
+
+
+def test_doctor_says_whether_the_shell_runs_sandboxed() -> None:
+    assert shell_check(None).line.startswith(
+        "off      shell sandbox: bubblewrap (bwrap) is missing or cannot run here, so "
+        "shell_exec runs unsandboxed and is unsafe"
+    )
+    assert "apt-get install bubblewrap" in shell_check(None).line
+    assert shell_check(Bubblewrap("/usr/bin/bwrap")).line.startswith("ok       shell sandbox")
