@@ -16,6 +16,7 @@ The body is read up to ``CLAWBOT_WEB_MAX_BYTES`` and the whole fetch bounded by
 from __future__ import annotations
 
 import asyncio
+import codecs
 import ipaddress
 import socket
 from collections.abc import Collection
@@ -130,8 +131,9 @@ def _parse(raw: str) -> URL:
     except (ValueError, TypeError):
         raise ToolError("that is not a URL", hint="give a full http:// or https:// URL") from None
     if url.scheme not in ("http", "https"):
+        given = f", not {url.scheme}:" if url.scheme else " (this one names no scheme)"
         raise ToolError(
-            f"only http and https URLs can be fetched, not {url.scheme or 'this'}:",
+            f"only http and https URLs can be fetched{given}",
             hint="give a full http:// or https:// URL",
         )
     if not url.raw_host:
@@ -164,8 +166,6 @@ def _as_text(url: URL, response: aiohttp.ClientResponse, body: bytes, cut: bool)
 
 
 def _codec(charset: str | None) -> str:
-    import codecs
-
     try:
         return codecs.lookup(charset or "utf-8").name
     except LookupError:
