@@ -285,3 +285,69 @@ def test_tool_schema_is_derived_from_the_signature() -> None:
     }
     assert "ctx" not in schema["properties"]
     assert tools["list_dir"].parameters["properties"]["path"]["default"] == "."
+
+
+# the path-escape corpus, for every file tool ------------------------------------------------
+
+EVERY_FILE_TOOL = [
+    {"name": "file_read"},
+    {"name": "file_write", "content": "changed"},
+    {"name": "file_edit", "old_text": "top", "new_text": "changed"},
+    {"name": "list_dir"},
+]
+
+
+@pytest.mark.parametrize("call", EVERY_FILE_TOOL, ids=lambda call: str(call["name"]))
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside.txt",
+        "sub/../../outside.txt",
+        "/etc/passwd",
+        "~/outside.txt",
+        "file_link.txt",
+        "folder_link/file.txt",
+        "folder_link",
+        "/dev/zero",
+        "device_link",
+        "a\0b",
+        "d/" * 3000 + "f",
+    ],
+    ids=["dotdot", "sub-dotdot", "absolute", "home", "link to a file", "through a link to a "
+         "folder", "link to a folder", "device", "link to a device", "NUL", "very long"],
+)  # fmt: skip
+async def test_every_file_tool_refuses_every_way_out_of_the_workspace(
+    workspace: Path, call: dict[str, str], path: str
+) -> None:
+    outside = workspace.parent / "outside"
+    outside.mkdir()
+    (outside / "file.txt").write_text("top secret")
+    os.symlink(workspace.parent / "outside.txt", workspace / "file_link.txt")
+    os.symlink(outside, workspace / "folder_link")
+    os.symlink("/dev/zero", workspace / "device_link")
+    arguments = {key: value for key, value in call.items() if key != "name"}
+
+    content, is_error = await run(workspace, call["name"], path=path, **arguments)
+
+    assert is_error
+    assert "top secret" not in content
+    assert "file.txt" not in content.replace(path, "")  # no listing of the folder outside
+    assert (workspace.parent / "outside.txt").read_text() == "top secret"
+    assert (outside / "file.txt").read_text() == "top secret"
+    assert str(workspace.parent) not in content
+
+
+@pytest.mark.parametrize(
+    "dots", ["%2e%2e", "．．", "\u2024\u2024", ".\u200b."], ids=["percent", "full-width",
+                                                               "one-dot leaders", "zero-width"]
+)  # fmt: skip
+async def test_look_alike_dots_are_plain_names_inside_the_workspace(
+    workspace: Path, dots: str
+) -> None:
+    read, read_failed = await run(workspace, "file_read", path=f"{dots}/outside.txt")
+    _, write_failed = await run(workspace, "file_write", path=f"{dots}/outside.txt", content="x")
+
+    assert read_failed and read.startswith("error: no such file")
+    assert not write_failed
+    assert (workspace / dots / "outside.txt").read_text() == "x"
+    assert (workspace.parent / "outside.txt").read_text() == "top secret"
