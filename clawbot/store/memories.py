@@ -29,13 +29,13 @@ from clawbot.store.rows import now
 
 MAX_WORDS = 16
 """Words of a query looked at (the first ones)."""
-MAX_TERMS = 8
+MAX_TERMS = 6
 """Words of a query searched for (the rarest ones)."""
-FREQUENT = 500
+FREQUENT = 250
 """A word in more memories than this is left out of a search while rarer ones remain."""
 NEWEST = 2000
 """When every word is frequent: how many of the newest memories with the rarest are ranked."""
-TOP = 200
+TOP = 100
 """The best matches by bm25 alone that the session and agent boost re-ranks (at least)."""
 SESSION_BOOST = 0.5
 """A memory written in the asking session ranks as if this much more relevant (x1.5)."""
