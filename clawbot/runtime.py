@@ -38,6 +38,7 @@ from clawbot.subagents.context import announce_context
 from clawbot.subagents.records import ChildInfo
 from clawbot.subagents.scratchpad import SCRATCHPAD_WRITE, keep_notifications
 from clawbot.tools import Tool, ToolContext, ToolRegistry
+from clawbot.tools.audited import AuditedCalls
 from clawbot.transcripts import TranscriptCache
 from clawbot.workspace import BootstrapFile, Workspace
 
@@ -130,6 +131,7 @@ class Runtime:
         self.settings = settings
         self.store = store
         self.tools = tools
+        self.calls = AuditedCalls(store.audit)
         self.workspace = workspace
         self.client = client
         self.agents = agents
@@ -392,7 +394,7 @@ class Runtime:
                     results.append(_repeated(tool_call))
                     continue
                 log.info("tool %s", tool_call.name)
-                results.append(await self.tools.execute(tool_call, context, resolved.tool_names))
+                results.append(await self._run_tool(tool_call, context, resolved, rounds))
             tool_entry = TranscriptEntry(
                 role="tool",
                 content=tuple(results),
@@ -434,6 +436,22 @@ class Runtime:
         if final_note:
             messages.append({"role": "system", "content": final_note})
         return messages
+
+    async def _run_tool(
+        self, call: ToolCallBlock, context: ToolContext, resolved: ResolvedTurn, step: int
+    ) -> ToolResultBlock:
+        """One tool call, inside its audit record."""
+        assert context.turn_id is not None
+        return await self.calls.run(
+            call,
+            session=context.session,
+            agent_id=resolved.agent.agent_id,
+            run_id=context.turn_id,
+            step=step,
+            inputs=context.inputs,
+            allowed=resolved.tool_names,
+            execute=lambda: self.tools.execute(call, context, resolved.tool_names),
+        )
 
     async def _fail(
         self,

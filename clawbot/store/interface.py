@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from clawbot.agents import AgentRecord
+from clawbot.audit import AuditRecord, AuditStatus
 from clawbot.backlog import BacklogItem
 from clawbot.channels import ChatCursor
 from clawbot.jobs import JobStatus, TurnJob
@@ -340,6 +341,32 @@ class Memories(Protocol):
     async def count(self) -> int: ...
 
 
+class AuditLog(Protocol):
+    """Audit records of tool calls and approvals (see ``clawbot.audit``)."""
+
+    async def started(self, record: AuditRecord) -> int:
+        """Write the record of a call that starts now; its id, to complete it."""
+        ...
+
+    async def ended(
+        self, record_id: int, *, status: AuditStatus, error: str | None, ended_at: datetime
+    ) -> None:
+        """Complete a record: how the call ended."""
+        ...
+
+    async def tail(self, limit: int, *, after: int = 0) -> list[AuditRecord]:
+        """The latest ``limit`` records with an id above ``after``, oldest first."""
+        ...
+
+    async def trace(self, trace_id: str) -> list[AuditRecord]:
+        """Every record of one trace (a person's message and all it set off), in order."""
+        ...
+
+    async def all(self) -> list[AuditRecord]:
+        """Every record, oldest first (for an export)."""
+        ...
+
+
 class Store(Protocol):
     """Everything that must survive a restart, by repository, and the store's lifecycle."""
 
@@ -363,6 +390,8 @@ class Store(Protocol):
     def injections(self) -> Injections: ...
     @property
     def memories(self) -> Memories: ...
+    @property
+    def audit(self) -> AuditLog: ...
 
     @property
     def owner(self) -> str:

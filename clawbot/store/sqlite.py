@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from clawbot.store.access import SqliteAccess, SqlitePairing
 from clawbot.store.agents import SqliteAgents
+from clawbot.store.audit import SqliteAuditLog
 from clawbot.store.backlog import SqliteBacklog
 from clawbot.store.database import Database, describe
 from clawbot.store.injections import SqliteInjections
@@ -46,6 +47,7 @@ class SqliteStore:
         self.agents = SqliteAgents(database)
         self.injections = SqliteInjections(database)
         self.memories = SqliteMemories(database)
+        self.audit = SqliteAuditLog(database)
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> SqliteStore:

@@ -112,6 +112,17 @@ async def family(store: Store, root: Session) -> list[SessionNode]:
     return [SessionNode(n.session, n.depth, activity.get(n.session.key)) for n in nodes]
 
 
+async def depth_below_root(sessions: Sessions, key: str) -> int:
+    """How many owners stand above ``key`` (0 for a person's session). A malformed owner
+    chain (a loop) stops at ``MAX_CHAIN``."""
+    session = await sessions.get(key)
+    depth = 0
+    while session is not None and session.owner_key is not None and depth < MAX_CHAIN:
+        depth += 1
+        session = await sessions.get(session.owner_key)
+    return depth
+
+
 async def roots(sessions: Sessions) -> list[Session]:
     """The sessions at the top of a family (no owner, at least one child), in the order of
     their first child."""
