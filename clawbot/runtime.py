@@ -481,12 +481,12 @@ class Runtime:
 
 
 def _listing(prompt: str, listed: tuple[Skill, ...], kept: tuple[Skill, ...]) -> str:
-    """``prompt`` listing only the skills ``kept`` of those ``listed`` at its end."""
-    section = skills_prompt(listed) if listed else ""
-    if not section or not prompt.endswith(section):
+    """``prompt`` with its section listing the skills ``listed`` cut down to ``kept`` (or
+    left out, with the blank line before it, when none is kept)."""
+    section = "\n\n" + skills_prompt(listed) if listed else ""
+    if not section or section not in prompt:
         return prompt
-    base = prompt[: -len(section)].rstrip("\n")
-    return f"{base}\n\n{skills_prompt(kept)}" if kept else base
+    return prompt.replace(section, "\n\n" + skills_prompt(kept) if kept else "", 1)
 
 
 def _assistant_entry(reply: ModelReply, turn_id: str, tools_offered: bool) -> TranscriptEntry:
