@@ -33,7 +33,7 @@ MAX_TERMS = 6
 """Words of a query searched for (the rarest ones)."""
 FREQUENT = 250
 """A word in more memories than this is left out of a search while rarer ones remain."""
-NEWEST = 2000
+NEWEST = 1000
 """When every word is frequent: how many of the newest memories with the rarest are ranked."""
 TOP = 100
 """The best matches by bm25 alone that the session and agent boost re-ranks (at least)."""
