@@ -309,6 +309,13 @@ async def test_a_sandboxed_command_cannot_write_outside_the_workspace(workspace:
 
 
 @needs_bwrap
+async def test_a_sandboxed_command_holds_no_capability(workspace: Path) -> None:
+    content, _ = await run(workspace, f"grep CapEff {hidden('/proc/self/status')}", sandbox=SANDBOX)
+
+    assert content == "exit code 0\nCapEff:\t0000000000000000\n"
+
+
+@needs_bwrap
 async def test_a_read_only_reach_mounts_the_workspace_read_only(workspace: Path) -> None:
     content, _ = await run(
         workspace, "cat notes.md; echo x > new.txt", sandbox=SANDBOX, reach=Reach.whole(write=False)

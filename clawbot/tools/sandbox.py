@@ -4,8 +4,9 @@ Inside, the workspace folders the session may reach are mounted at ``/workspace`
 only where it may write), the system's program folders read-only, a handful of files from
 ``/etc`` that programs need, a fresh ``/tmp``, a minimal ``/dev`` and ``/proc``. Every
 namespace is unshared, the network too unless it is granted, so the command sees neither the
-host's files, nor its processes, nor its network; ``--die-with-parent`` and the PID namespace
-take everything it started down with it.
+host's files, nor its processes, nor its network; it holds no capability, even when clawbot
+runs as root; ``--die-with-parent`` and the PID namespace take everything it started down
+with it.
 
 Whether bubblewrap works is found out once per process by running ``true`` in a sandbox: an
 installed ``bwrap`` may still be refused user namespaces (a container, a locked-down kernel),
@@ -65,6 +66,7 @@ class Bubblewrap:
     ) -> list[str]:
         """The ``bwrap`` command line that runs ``argv`` in ``cwd`` (a path inside)."""
         args = [self.executable, "--die-with-parent", "--new-session", "--unshare-all"]
+        args += ["--cap-drop", "ALL"]  # run by root, bwrap would otherwise keep them
         if network:
             args.append("--share-net")
         args += _system_mounts(network=network)
