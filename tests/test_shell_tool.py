@@ -11,16 +11,19 @@ from typing import Any
 
 import pytest
 
-from clawbot.agents import AgentSpec, ToolPolicy
-from clawbot.app import default_tools
+from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.app import Clawbot, default_tools
 from clawbot.doctor import shell_check
 from clawbot.messages import ToolCallBlock
 from clawbot.reach import Reach, Root
 from clawbot.sessions import Session
 from clawbot.settings import Settings
+from clawbot.testing import MemoryChannel, ScriptedModel, call
 from clawbot.tools import ToolContext, ToolRegistry
 from clawbot.tools.sandbox import Bubblewrap, find_bubblewrap
 from clawbot.tools.shell import shell_tool
+
+from .conftest import Chat, add_agent
 
 SANDBOX = find_bubblewrap()
 needs_bwrap = pytest.mark.skipif(SANDBOX is None, reason="bubblewrap cannot run here")
@@ -418,3 +421,48 @@ def test_doctor_says_whether_the_shell_runs_sandboxed() -> None:
     )
     assert "apt-get install bubblewrap" in shell_check(None).line
     assert shell_check(Bubblewrap("/usr/bin/bwrap")).line.startswith("ok       shell sandbox")
+
+
+# in a conversation ---------------------------------------------------------------------------
+
+
+async def test_main_runs_a_command_in_a_conversation(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    scripted.add(call("shell_exec", command="echo hi > hi.txt; cat hi.txt"), "Done.")
+
+    await chat.say("make hi.txt")
+
+    assert scripted.requests[1].tool_results == ["exit code 0\nhi\n"]
+    assert (bot.workspace.root / "hi.txt").read_text() == "hi\n"
+
+
+async def test_a_read_only_agent_gains_no_write_through_a_child_with_the_shell(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    reader = ToolPolicy(allow=("sessions_spawn", "file_read", "list_dir"))
+    await add_agent(
+        workers,
+        "lead",
+        model=scripted.model_string,
+        tools=reader,
+        subagents=SubagentPolicy(allow=("worker",)),
+    )
+    await workers.router.update_session(
+        await workers.router.session_for(channel.message("x")), agent_id="lead"
+    )
+    shell = ToolPolicy(allow=("*", "shell_exec"))
+    await workers.agents.update(workers.agents.get("worker").model_copy(update={"tools": shell}))
+    scripted.add(call("sessions_spawn", task="write it", agent="worker"), "Started.", "Ok.")
+    worker.add(call("shell_exec", command="echo x > new.txt"), "Done.")
+
+    await chat.say("go")
+    await workers.scheduler.wait_idle()
+
+    result = worker.requests[1].tool_results[0]
+    assert result.startswith("error: tool 'shell_exec' is not available to this agent")
+    assert not (workers.workspace.root / "new.txt").exists()
