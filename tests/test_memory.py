@@ -4,8 +4,11 @@ the agent's budgets, and ``/memory`` in the chat."""
 
 from __future__ import annotations
 
+import pytest
+
 from clawbot.agents import ContextPolicy, ToolPolicy
 from clawbot.app import Clawbot
+from clawbot.errors import StoreError
 from clawbot.recall import MEMORY_BLOCK
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 
@@ -297,3 +300,38 @@ async def test_the_memory_command_with_words_searches_what_the_agent_recalls_fro
 
     assert channel.texts[0] == "main remembers (1 best matches):\n• main:colour: likes blue"
     assert channel.texts[1].startswith("Nothing is remembered from this conversation yet.")
+
+
+async def test_a_secret_in_a_memory_is_masked_before_it_is_stored(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    key = "sk-" + "a1b2c3d4" * 4
+    scripted.add(call("memory_store", key="api", text=f"the user's key is {key}"), "ok")
+
+    await chat.say(f"remember my key {key}")
+
+    memory = await bot.store.memories.get("main", "api")
+    assert memory is not None
+    assert key not in memory.text and "[redacted]" in memory.text
+
+
+async def test_a_failing_recall_costs_the_turn_its_recall_not_the_turn(
+    bot: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await recall_on(bot)
+    await remember(bot, "colour", "The user's favourite colour is blue")
+
+    async def broken(query: object) -> list[object]:
+        raise StoreError("database error on clawbot.db: disk I/O error")
+
+    monkeypatch.setattr(bot.store.memories, "search", broken)
+    await chat.say("what is my favourite colour?")
+
+    assert channel.texts == ["ok"]
+    assert MEMORY_BLOCK not in scripted.requests[0].system
+    assert "no memory recall this turn: database error" in caplog.text

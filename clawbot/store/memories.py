@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from clawbot.memory import Memory, MemoryHit, MemoryQuery
+from clawbot.redaction import redactor
 from clawbot.store.database import Database
 from clawbot.store.rows import now
 
@@ -96,7 +97,7 @@ def _row(memory: Memory) -> tuple[str, ...]:
     return (
         memory.namespace,
         memory.key,
-        memory.text,
+        redactor.redact(memory.text),
         " ".join(memory.tags),
         memory.session_key,
         memory.agent_id,
@@ -182,6 +183,7 @@ class SqliteMemories:
         """Store a memory under ``namespace:key``, replacing the text and tags of one stored
         there before (it keeps its creation time); what is stored now."""
         stamp = now()
+        text = redactor.redact(text)  # a key the user pasted is not kept, as in transcripts
         params = (namespace, key, text, " ".join(tags), session_key, agent_id, stamp, stamp)
 
         def upsert(db: sqlite3.Connection) -> Memory:
