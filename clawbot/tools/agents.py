@@ -22,7 +22,8 @@ DRAFT_FIELDS = (
     "Fields: name, description, system_prompt (required); agent_id (default: from the name); "
     "model ('provider/model', default: the global model); temperature (0-2); "
     "tools {allow: [...], deny: [...]} with tool names, '*' wildcards or groups such as "
-    "'group:files'; skills {allow, deny}; context {memory_recall, max_history_messages}; "
+    "'group:files'; skills {allow, deny}; context {memory_recall, recall_from, recall_items, "
+    "recall_chars, recall_tags, max_history_messages}; "
     "workspace_overlay (bool)."
 )
 
