@@ -117,9 +117,9 @@ def _check_absolute(word: str, shown: str, place: Place) -> None:
     if any(path == root or path.startswith(root + "/") for root in SYSTEM_ROOTS):
         return
     raise ToolError(
-        f"{shown} is outside the folders this command may use (the workspace, "
-        f"{', '.join(SYSTEM_ROOTS)}, /dev/null and the like)",
-        hint=HINT,
+        f"{shown} is outside the folders this command may use",
+        hint="use paths in the workspace; of the rest only /usr, /bin, /lib, /tmp and "
+        "/dev/null (and the like) may be named",
     )
 
 

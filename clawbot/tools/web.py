@@ -141,6 +141,15 @@ def _parse(raw: str) -> URL:
     return url
 
 
+def _redirected(url: URL, location: str) -> URL:
+    """Where a redirect leads, checked like the first URL."""
+    try:
+        target = url.join(URL(location))
+    except (ValueError, TypeError):
+        raise ToolError(f"{_shown(url)} redirects to something that is not a URL") from None
+    return _parse(str(target))
+
+
 async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
     """At most ``limit`` bytes of the body, and whether there was more."""
     body = bytearray()
@@ -186,7 +195,7 @@ async def _fetch(url: URL, ctx: ToolContext) -> str:
             async with session.get(url, allow_redirects=False, headers=headers) as response:
                 location = response.headers.get("Location")
                 if response.status in REDIRECTS and location:
-                    url = _parse(str(url.join(URL(location))))
+                    url = _redirected(url, location)
                     continue
                 body, cut = await _read_capped(response, settings.web_max_bytes)
                 return _as_text(url, response, body, cut)
