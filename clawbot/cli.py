@@ -505,6 +505,8 @@ def memory_search(
     from clawbot.backlog import shorten
     from clawbot.memory import MemoryHit, MemoryQuery
 
+    if not query.strip():
+        fail("the query is empty: give a few words to look for")
     settings = load(home=home, log_level="ERROR")
     namespaces = (agent,) if agent else None
     wanted = MemoryQuery(

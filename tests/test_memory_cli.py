@@ -140,6 +140,7 @@ def test_search_prints_the_best_matches_and_takes_any_characters(tmp_path: Path)
         app, ["memory", "search", '"colour* NEAR (', "--agent", "scout", "--home", str(tmp_path)]
     )
     nothing = runner.invoke(app, ["memory", "search", "zebra", "--home", str(tmp_path)])
+    empty = runner.invoke(app, ["memory", "search", " ", "--home", str(tmp_path)])
 
     assert found.exit_code == 0, found.output
     assert sorted(found.stdout.splitlines()) == [
@@ -148,6 +149,7 @@ def test_search_prints_the_best_matches_and_takes_any_characters(tmp_path: Path)
     ]
     assert scoped.stdout.splitlines() == ["scout:colour [seen, doors]: The door is red"]
     assert nothing.exit_code == 0 and "No memory matches 'zebra'." in nothing.stderr
+    assert empty.exit_code == 2 and "the query is empty" in empty.stderr
 
 
 def test_forget_deletes_one_memory_and_says_so_when_there_is_none(tmp_path: Path) -> None:
