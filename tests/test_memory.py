@@ -335,3 +335,16 @@ async def test_a_failing_recall_costs_the_turn_its_recall_not_the_turn(
     assert channel.texts == ["ok"]
     assert MEMORY_BLOCK not in scripted.requests[0].system
     assert "no memory recall this turn: database error" in caplog.text
+
+
+async def test_recall_from_star_reads_every_agents_memories(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    await recall_on(bot, recall_from=("*",))
+    await remember(bot, "door", "the scout saw a red door", namespace="scout")
+    await remember(bot, "door", "the coder painted a red door", namespace="coder")
+
+    await chat.say("who saw the red door?")
+
+    system = scripted.requests[0].system
+    assert "scout:door" in system and "coder:door" in system
