@@ -10,6 +10,7 @@ from clawbot.agent_registry import AgentRegistry
 from clawbot.channels import Adapter
 from clawbot.clock import Clock
 from clawbot.commands import CommandRegistry, builtin_commands
+from clawbot.compaction_commands import register_compaction_commands
 from clawbot.errors import ConfigError
 from clawbot.home import prepare_home
 from clawbot.llm import ModelClient
@@ -164,6 +165,9 @@ class Clawbot:
             register_queue_commands(commands, scheduler, store.sessions)
             register_subagent_commands(commands, store, scheduler, scheduler.clock)
             register_memory_commands(commands, store.memories, agent_registry.get)
+            register_compaction_commands(
+                commands, runtime.compactor, lambda session: runtime.resolve(session).model
+            )
         router = Router(
             settings=settings,
             store=store,

@@ -66,6 +66,19 @@ class ProviderError(ClawbotError):
     hint = "try again in a moment"
 
 
+class ContextLengthError(ProviderError):
+    """The request was longer than the model's input window (the runtime compacts the
+    conversation and tries once more before failing the turn)."""
+
+    hint = "try /compact, or /new to start a fresh conversation"
+
+
+class CompactionError(ClawbotError):
+    """Summarizing the older part of a conversation failed; the conversation is unchanged."""
+
+    hint = "the conversation is unchanged; try /compact again later"
+
+
 class InputError(ClawbotError):
     """An inbound message cannot be processed (empty, too large, not text)."""
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from clawbot.errors import MissingCredentialsError, ProviderError
+from clawbot.errors import ContextLengthError, MissingCredentialsError, ProviderError
 from clawbot.messages import (
     ToolCallBlock,
     ToolResultBlock,
@@ -298,6 +298,10 @@ class ModelClient:
             raise ProviderError(
                 f"the provider does not know the model {model!r}",
                 hint="pick another model with --model or CLAWBOT_MODEL",
+            ) from None
+        except litellm.ContextWindowExceededError as exc:
+            raise ContextLengthError(
+                f"the request was longer than the input window of {model!r}: {_short(exc)}"
             ) from None
         except litellm.BadRequestError as exc:
             raise ProviderError(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from clawbot.agents import MESSAGE_GROUP, AgentSpec, ModelSource, effective_model
+from clawbot.compaction import Compactor
 from clawbot.errors import ClawbotError, MalformedMetaError, ProviderError
 from clawbot.jobs import TurnJob
 from clawbot.llm import UNTRUSTED_NOTE, ModelClient, ModelReply
@@ -143,6 +144,9 @@ class Runtime:
             max_sessions=settings.session_cache_size,
         )
         self.chains = AgentChains(store.sessions, max_sessions=settings.session_cache_size)
+        self.compactor = Compactor(
+            settings=settings, store=store, client=client, transcripts=self.transcripts
+        )
         # (agent id, model override) -> what the last resolve of it depended on, and got
         self._resolved: dict[
             tuple[str, str | None],
@@ -339,13 +343,15 @@ class Runtime:
         made: list[TranscriptEntry] = []
         while True:
             offer_tools = final_note is None
-            messages = self._messages(
-                resolved, transcript.tail(resolved.history_limit), ephemeral, final_note
-            )
             try:
-                reply = await self.client.complete(
+                # kept within the model's window: compacted first when it nears it
+                reply = await self.compactor.complete(
+                    session,
+                    transcript,
                     resolved.model,
-                    messages,
+                    lambda note=final_note: self._messages(  # type: ignore[misc]
+                        resolved, transcript.tail(resolved.history_limit), ephemeral, note
+                    ),
                     specs if offer_tools else (),
                     temperature=resolved.agent.temperature,
                 )

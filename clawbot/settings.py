@@ -65,6 +65,25 @@ class Settings(BaseSettings):
     console_session: str = Field(default="local", min_length=1, max_length=64)
     max_tool_rounds: int = Field(default=8, ge=1, le=100)
     max_history_messages: int = Field(default=60, ge=2, le=10_000)
+    compaction_auto: bool = Field(
+        default=True,
+        description="compact a conversation before a model call that nears the model's window",
+    )
+    compaction_threshold: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="share of the model's input window a request may fill before the older "
+        "part of the conversation is summarized",
+    )
+    compaction_keep_turns: int = Field(
+        default=4, ge=1, le=100, description="latest turns a compaction keeps verbatim"
+    )
+    compaction_default_window: int = Field(
+        default=16_000,
+        ge=1000,
+        description="input window, in tokens, of a model litellm does not know",
+    )
     session_cache_size: int = Field(
         default=10_000, ge=1, description="sessions whose state and history stay in memory"
     )

@@ -45,7 +45,8 @@ def call(name: str, /, **arguments: Any) -> ScriptedCall:
 @dataclass(frozen=True)
 class ScriptedFailure:
     """A provider failure to raise instead of answering: ``rate_limit``, ``timeout``,
-    ``server_error`` or ``bad_request``."""
+    ``server_error``, ``bad_request`` or ``context_length`` (the request was longer than
+    the model's input window, as litellm's ContextWindowExceededError says)."""
 
     kind: str = "rate_limit"
 
@@ -288,6 +289,10 @@ def _failure(litellm: Any, failure: ScriptedFailure, model: str) -> Exception:
         return litellm.Timeout(message="scripted timeout", **common)  # type: ignore[no-any-return]
     if failure.kind == "server_error":
         return litellm.InternalServerError(message="scripted 500", **common)  # type: ignore[no-any-return]
+    if failure.kind == "context_length":
+        return litellm.ContextWindowExceededError(  # type: ignore[no-any-return]
+            message="scripted: the request is longer than the context window", **common
+        )
     return litellm.BadRequestError(message="scripted bad request", **common)  # type: ignore[no-any-return]
 
 

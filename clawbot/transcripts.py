@@ -26,15 +26,34 @@ class Transcript:
     """The recent history of one session epoch: entry ``i`` is the wire messages
     ``messages[starts[i]:starts[i + 1]]``, said by ``roles[i]`` in turn ``turn_ids[i]``."""
 
-    __slots__ = ("_messages", "_roles", "_starts", "_turn_ids", "epoch", "keep")
+    __slots__ = ("_messages", "_roles", "_starts", "_summary", "_turn_ids", "epoch", "keep")
 
-    def __init__(self, epoch: int, keep: int) -> None:
+    def __init__(self, epoch: int, keep: int, summary: str | None = None) -> None:
         self.epoch = epoch
         self.keep = keep
         self._messages: list[dict[str, Any]] = []
         self._starts: list[int] = []
         self._roles: list[str] = []
         self._turn_ids: list[str | None] = []
+        self._summary = summary_message(summary)
+
+    @property
+    def summary(self) -> str | None:
+        """The summary of the compacted part of the conversation, as the model sees it."""
+        if self._summary is None:
+            return None
+        return str(self._summary["content"]).removeprefix(SUMMARY_HEAD)
+
+    def restart(self, summary: str | None, entries: Iterable[TranscriptEntry]) -> None:
+        """Hold ``entries`` under ``summary`` instead of what it held: a compaction
+        changed what the model sees. In place, so a running turn that holds this
+        transcript sees it from its next model call on."""
+        self._summary = summary_message(summary)
+        self._messages.clear()
+        self._starts.clear()
+        self._roles.clear()
+        self._turn_ids.clear()
+        self.append(entries)
 
     def __len__(self) -> int:
         """Entries held (the most recent ones; older ones are only in the store)."""
@@ -62,8 +81,10 @@ class Transcript:
         while start < len(roles) and roles[start] != "user":
             start += 1
         if start == len(roles):
-            return []
-        return self._messages[self._starts[start] :]
+            return [] if self._summary is None else [self._summary]
+        if self._summary is None:
+            return self._messages[self._starts[start] :]
+        return [self._summary, *self._messages[self._starts[start] :]]
 
     def user_text(self, turn_id: str) -> str:
         """What the person said in turn ``turn_id`` (its user messages, joined)."""
@@ -99,10 +120,9 @@ class TranscriptCache:
         item = self._items.get(session.key)
         if item is not None and item.epoch == session.epoch:
             return item
-        transcript = Transcript(epoch=session.epoch, keep=self._keep)
-        transcript.append(
-            await self._store.transcripts.load(session.key, session.epoch, self._keep)
-        )
+        live = await self._store.transcripts.live(session.key, session.epoch, self._keep)
+        transcript = Transcript(epoch=session.epoch, keep=self._keep, summary=live.summary)
+        transcript.append(stored.entry for stored in live.entries)
         # Another caller may have loaded (and appended to) this session meanwhile: the first
         # copy cached wins, so every writer appends to the same one.
         item = self._items.get(session.key)
@@ -113,3 +133,21 @@ class TranscriptCache:
 
     def forget(self, key: str) -> None:
         self._items.pop(key)
+
+    async def reload(self, session: Session, *held: Transcript) -> None:
+        """Read what the model sees of ``session`` afresh into its cached transcript and
+        the ``held`` ones (a running turn's), after a compaction changed it."""
+        live = await self._store.transcripts.live(session.key, session.epoch, self._keep)
+        cached = self._items.get(session.key)
+        for transcript in {id(t): t for t in (cached, *held) if t is not None}.values():
+            if transcript.epoch == session.epoch:
+                transcript.restart(live.summary, (stored.entry for stored in live.entries))
+
+
+SUMMARY_HEAD = "Summary of the earlier part of this conversation (compacted):\n"
+
+
+def summary_message(summary: str | None) -> dict[str, Any] | None:
+    """The wire message a compaction's summary is to the model: context placed before
+    the messages kept verbatim."""
+    return None if summary is None else {"role": "system", "content": SUMMARY_HEAD + summary}

@@ -23,6 +23,8 @@ from clawbot.sessions import Session
 from clawbot.store.records import (
     DeferredContext,
     JobSummary,
+    LiveTranscript,
+    NewCompaction,
     SessionActivity,
     StoredBacklogItem,
 )
@@ -61,7 +63,8 @@ class Sessions(Protocol):
 
 
 class Transcripts(Protocol):
-    """Each session's transcript, by epoch; only ever appended to."""
+    """Each session's transcript, by epoch; only ever appended to (a compaction marks
+    the entries it summarized; ``load`` still returns them, marked)."""
 
     async def load(self, key: str, epoch: int, limit: int | None = None) -> list[TranscriptEntry]:
         """The session's entries of this epoch in order; the last ``limit`` when given."""
@@ -69,6 +72,15 @@ class Transcripts(Protocol):
 
     async def count(self, key: str, epoch: int | None = None) -> int:
         """Messages stored for a session: in one epoch when given, else all."""
+        ...
+
+    async def live(self, key: str, epoch: int, limit: int | None = None) -> LiveTranscript:
+        """What the model sees of an epoch: the latest compaction's summary and the
+        entries no compaction summarized (the last ``limit`` when given)."""
+        ...
+
+    async def compact(self, key: str, epoch: int, compaction: NewCompaction) -> int:
+        """Store a compaction and mark the live entries it summarizes; how many."""
         ...
 
     async def append(self, session: Session, entries: Sequence[TranscriptEntry]) -> None: ...

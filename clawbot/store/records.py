@@ -53,3 +53,37 @@ class StoredBacklogItem:
 
     session_key: str
     item: BacklogItem
+
+
+COMPACTED_META = "compacted"
+"""The key :meth:`Transcripts.load` sets in the meta of an entry a compaction summarized
+(to that compaction's id): history shows it is no longer in the model's context."""
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """A transcript entry with its row id, so a compaction can name where it cut."""
+
+    id: int
+    entry: TranscriptEntry
+
+
+@dataclass(frozen=True)
+class LiveTranscript:
+    """What the model sees of a conversation: the summary of its compacted part (None
+    before any compaction) and the entries no compaction has summarized, oldest first."""
+
+    summary: str | None
+    entries: tuple[StoredEntry, ...]
+
+
+@dataclass(frozen=True)
+class NewCompaction:
+    """A summary to store in place of the live entries up to ``through_id``."""
+
+    summary: str
+    through_id: int
+    trigger: str
+    model: str
+    instructions: str = ""
+    meta: dict[str, object] | None = None

@@ -1,5 +1,6 @@
 """Sessions (``sessions``) and their transcripts (``messages``). Transcripts are only ever
-appended to; ``/new`` starts a new epoch instead of deleting history."""
+appended to; ``/new`` starts a new epoch instead of deleting history, and a compaction
+(``compactions``) marks the messages it summarized instead of deleting them."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from datetime import datetime
 from typing import Any
 
 from clawbot.messages import Provenance, TranscriptEntry
+from clawbot.redaction import redactor
 from clawbot.sessions import Session
 from clawbot.store.database import Database
 from clawbot.store.ledger import first_delivery, ledger_row
+from clawbot.store.records import COMPACTED_META, LiveTranscript, NewCompaction, StoredEntry
 from clawbot.store.rows import INSERT_MESSAGE, blocks, message_row, now
 
 _SESSION_COLUMNS = (
@@ -111,6 +114,28 @@ class SqliteSessions:
         return [key for key, _ in rows]
 
 
+_ENTRY_COLUMNS = (
+    "role, content_json, provenance_json, meta_json, turn_id, created_at, compaction_id"
+)
+
+
+def _entry(row: Sequence[Any]) -> TranscriptEntry:
+    """A ``messages`` row (its ``_ENTRY_COLUMNS``) as a TranscriptEntry; one a compaction
+    summarized says so in its meta (``COMPACTED_META``)."""
+    role, content_json, provenance_json, meta_json, turn_id, created_at, compaction_id = row
+    meta = json.loads(meta_json)
+    if compaction_id is not None:
+        meta[COMPACTED_META] = int(compaction_id)
+    return TranscriptEntry(
+        role=role,
+        content=blocks.validate_json(content_json),
+        provenance=Provenance.model_validate_json(provenance_json),
+        meta=meta,
+        turn_id=turn_id,
+        created_at=datetime.fromisoformat(created_at),
+    )
+
+
 def _session(row: Sequence[Any]) -> Session:
     """A ``sessions`` row (its ``_SESSION_COLUMNS``) as a Session."""
     (
@@ -149,28 +174,70 @@ class SqliteTranscripts:
 
     async def load(self, key: str, epoch: int, limit: int | None = None) -> list[TranscriptEntry]:
         """The session's entries of this epoch in order; the last ``limit`` when given."""
-        sql = (
-            "SELECT role, content_json, provenance_json, meta_json, turn_id, created_at"
-            " FROM messages WHERE session_key = ? AND epoch = ? ORDER BY id DESC"
+        sql = f"SELECT {_ENTRY_COLUMNS} FROM messages WHERE session_key = ? AND epoch = ?"
+        rows = await self._entry_rows(sql, (key, epoch), limit)
+        return [_entry(row) for row in reversed(rows)]
+
+    async def live(self, key: str, epoch: int, limit: int | None = None) -> LiveTranscript:
+        """What the model sees of this epoch: the latest compaction's summary and the
+        entries no compaction summarized (the last ``limit`` when given), with row ids."""
+        found = await self._database.fetchone(
+            "SELECT summary FROM compactions WHERE session_key = ? AND epoch = ?"
+            " ORDER BY id DESC LIMIT 1",
+            (key, epoch),
+            small=True,
         )
-        params: tuple[Any, ...] = (key, epoch)
+        sql = (
+            f"SELECT id, {_ENTRY_COLUMNS} FROM messages"
+            " WHERE session_key = ? AND epoch = ? AND compaction_id IS NULL"
+        )
+        rows = await self._entry_rows(sql, (key, epoch), limit)
+        return LiveTranscript(
+            summary=None if found is None else str(found[0]),
+            entries=tuple(StoredEntry(int(row[0]), _entry(row[1:])) for row in reversed(rows)),
+        )
+
+    async def compact(self, key: str, epoch: int, compaction: NewCompaction) -> int:
+        """Store ``compaction`` and mark the live entries it summarizes (up to its
+        ``through_id``) in one transaction; how many it marked."""
+        meta = json.dumps(compaction.meta or {})
+
+        def write(db: sqlite3.Connection) -> int:
+            cursor = db.execute(
+                "INSERT INTO compactions (session_key, epoch, summary, through_id, messages,"
+                " trigger, instructions, model, meta_json, created_at)"
+                " VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    epoch,
+                    redactor.redact(compaction.summary),
+                    compaction.through_id,
+                    compaction.trigger,
+                    redactor.redact(compaction.instructions),
+                    compaction.model,
+                    meta,
+                    now(),
+                ),
+            )
+            marked = db.execute(
+                "UPDATE messages SET compaction_id = ? WHERE session_key = ? AND epoch = ?"
+                " AND id <= ? AND compaction_id IS NULL",
+                (cursor.lastrowid, key, epoch, compaction.through_id),
+            ).rowcount
+            db.execute(
+                "UPDATE compactions SET messages = ? WHERE id = ?", (marked, cursor.lastrowid)
+            )
+            return int(marked)
+
+        return await self._database.transaction(write)
+
+    async def _entry_rows(self, sql: str, params: tuple[Any, ...], limit: int | None) -> list[Any]:
+        """The rows of ``sql`` (a query of messages), newest first; the first ``limit``."""
+        sql += " ORDER BY id DESC"
         if limit is not None:
             sql += " LIMIT ?"
-            params = (key, epoch, limit)
-        rows = await self._database.fetchall(sql, params, small=limit is not None)
-        return [
-            TranscriptEntry(
-                role=role,
-                content=blocks.validate_json(content_json),
-                provenance=Provenance.model_validate_json(provenance_json),
-                meta=json.loads(meta_json),
-                turn_id=turn_id,
-                created_at=datetime.fromisoformat(created_at),
-            )
-            for role, content_json, provenance_json, meta_json, turn_id, created_at in reversed(
-                rows
-            )
-        ]
+            params = (*params, limit)
+        return await self._database.fetchall(sql, params, small=limit is not None)
 
     async def count(self, key: str, epoch: int | None = None) -> int:
         """Messages stored for a session: in one epoch (conversation) when given, else all."""

@@ -11,6 +11,7 @@ from typing import Annotated
 from pydantic import Field
 
 from clawbot.messages import ToolResultBlock
+from clawbot.store.records import COMPACTED_META
 from clawbot.subagents.control import ChildStopped, SubagentControl
 from clawbot.subagents.injection import TurnOrigin
 from clawbot.tools import Tool, ToolContext, make_tool
@@ -104,7 +105,8 @@ def session_tools(control: SubagentControl) -> list[Tool]:
         ctx: ToolContext,
         limit: Annotated[int, Field(ge=1, le=200, description="how many messages")] = 20,
     ) -> str:
-        """Read the last messages of one of your subagents' sessions."""
+        """Read the last messages of one of your subagents' sessions. Messages marked
+        (compacted) are summarized in its context; they are shown as they were."""
         entries = await control.history(ctx.session, session, limit)
         if not entries:
             return "It has no messages yet."
@@ -120,7 +122,8 @@ def session_tools(control: SubagentControl) -> list[Tool]:
             text = " ".join(" ".join(parts).split())
             if len(text) > HISTORY_CHARS:
                 text = text[: HISTORY_CHARS - 1] + "…"
-            lines.append(f"{entry.role}: {text}")
+            marker = " (compacted)" if COMPACTED_META in entry.meta else ""
+            lines.append(f"{entry.role}{marker}: {text}")
         return "\n".join(lines)
 
     async def sessions_stop(
