@@ -1,13 +1,16 @@
-"""Property-based: random trees of agents that spawn children, send them follow-ups and get
-their reports, with the process crashing at random model calls and restarting. Over every
-generated case: nothing an internal session produces reaches a platform; every child turn's
-result reaches its parent exactly once; every run ends, within the depth, children and hop
-limits.
+"""Property-based: random trees of agents that spawn children, send them follow-ups, get
+their reports and delegate tasks, with the process crashing at random model calls and
+restarting. Over every generated case: nothing an internal session produces reaches a
+platform; every child turn's result reaches its parent exactly once (a spawned child's as
+one report, a delegate's as one tool result, never as a report); the person's message gets
+its answer; every run ends, within the depth, children and hop limits.
 
-Each case runs in its own event loop and home folder. A crash abandons the Clawbot without
-closing it, as a killed process would: its clawbot tasks are cancelled where they stand
-(none gets to release its job), its database connection is dropped, and the next Clawbot
-opens on the same home with the clock past the job lease so it takes the work over.
+Each case runs in its own event loop and home folder, with the intake journal on, as the
+product runs. A crash abandons the Clawbot without closing it, as a killed process would:
+its clawbot tasks are cancelled where they stand (none gets to release its job), its
+intake journal is let go unwritten (the kernel's part in a real crash), its database
+connection is dropped, and the next Clawbot opens on the same home with the clock past the
+job lease so it takes the work over.
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
-from clawbot.messages import INTERNAL_CHANNEL
+from clawbot.messages import INTERNAL_CHANNEL, ToolResultBlock
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.subagents.injection import TurnOrigin
@@ -45,6 +48,8 @@ from .conftest import sqlite_store
 
 ROOT_KEY = "memory:chat1"
 WORKERS = ("w1", "w2")
+ROLES = (*WORKERS, "checker")
+"""Who a delegate may be: an agent, or an ad-hoc role that runs on its parent's agent."""
 MAX_DEPTH = 2
 MAX_CHILDREN = 2
 MAX_HOPS = 4
@@ -53,21 +58,34 @@ CASE_TIMEOUT = 30.0
 """Seconds one generation may run before the case counts as one that never ends."""
 FINISHED = ("done", "failed", "cancelled")
 FROM = re.compile(r"^From: .* \(session (?P<key>\S+)\)$", re.MULTILINE)
+DONE = re.compile(r"\bdone (r[\d.]*\.d\d+)\b")
+"""A delegate's answer in its parent's tool result."""
 RESULT = re.compile(r"^Result: done (?P<path>[\d.r]+)(?: follow (?P<k>\d+))?", re.MULTILINE)
 
 
 @dataclass(frozen=True)
 class Node:
-    """One session of the tree: the agent it runs, how many follow-ups its parent sends it
-    after its reports, and the children it spawns on its first turn."""
+    """One session of the tree: the agent it runs (a delegate's: its role), how many
+    follow-ups its parent sends it after its reports, and the children it spawns and the
+    tasks it delegates on its first turn."""
 
     agent: str
     follow_ups: int = 0
     children: tuple[Node, ...] = ()
+    delegates: tuple[Node, ...] = ()
+
+
+def delegates() -> st.SearchStrategy[tuple[Node, ...]]:
+    return st.lists(st.builds(Node, agent=st.sampled_from(ROLES)), max_size=2).map(tuple)
 
 
 def trees() -> st.SearchStrategy[Node]:
-    leaf = st.builds(Node, agent=st.sampled_from(WORKERS), follow_ups=st.integers(0, 2))
+    leaf = st.builds(
+        Node,
+        agent=st.sampled_from(WORKERS),
+        follow_ups=st.integers(0, 2),
+        delegates=delegates(),
+    )
     nested = st.recursive(
         leaf,
         lambda kids: st.builds(
@@ -75,16 +93,29 @@ def trees() -> st.SearchStrategy[Node]:
             agent=st.sampled_from(WORKERS),
             follow_ups=st.integers(0, 2),
             children=st.lists(kids, max_size=3).map(tuple),
+            delegates=delegates(),
         ),
         max_leaves=7,
     )
-    return st.builds(Node, agent=st.just("main"), children=st.lists(nested, max_size=3).map(tuple))
+    return st.builds(
+        Node,
+        agent=st.just("main"),
+        children=st.lists(nested, max_size=3).map(tuple),
+        delegates=delegates(),
+    )
+
+
+def depth_of(path: str) -> int:
+    """How deep a node sits: ``r`` 0, ``r.1`` 1, ``r.1.d0`` 2."""
+    return path.count(".")
 
 
 def paths(node: Node, path: str = "r") -> Iterator[tuple[str, Node]]:
     yield path, node
     for index, child in enumerate(node.children):
         yield from paths(child, f"{path}.{index}")
+    for index, delegate in enumerate(node.delegates):
+        yield f"{path}.d{index}", delegate
 
 
 @dataclass
@@ -117,12 +148,26 @@ class Script:
             return self.answer_reports(request.system) or f"noted by {path}"
         if text.startswith("follow "):
             return f"done {path} {text}"
-        if text == task and node.children:
+        if text == task and (node.children or node.delegates):
             return [
-                call("sessions_spawn", task=f"task {path}.{i}", agent=child.agent, label=f"{i}")
-                for i, child in enumerate(node.children)
+                *(
+                    call("sessions_spawn", task=f"task {path}.{i}", agent=child.agent, label=f"{i}")
+                    for i, child in enumerate(node.children)
+                ),
+                *self.delegations(path, node),
             ]
         return f"done {path}"
+
+    def delegations(self, path: str, node: Node) -> list[ScriptedCall]:
+        """One ``delegate`` call per role: its tasks as a list (run in parallel) when the
+        role has more than one."""
+        tasks: dict[str, list[str]] = {}
+        for index, delegate in enumerate(node.delegates):
+            tasks.setdefault(delegate.agent, []).append(f"task {path}.d{index}")
+        return [
+            call("delegate", role=role, task=each if len(each) > 1 else each[0])
+            for role, each in tasks.items()
+        ]
 
     def answer_reports(self, system: str) -> list[ScriptedCall]:
         """A follow-up for each reported child that is owed one more."""
@@ -146,8 +191,8 @@ class Outcome:
 
 async def abandon(bot: Clawbot) -> None:
     """Kill a Clawbot as a crash would: cancel every task of clawbot's where it stands
-    (rounds, since a cancelled turn may start the next one on its way out), then drop its
-    database connection."""
+    (rounds, since a cancelled turn may start the next one on its way out), let go of its
+    intake journal unwritten, then drop its database connection."""
     current = asyncio.current_task()
     for _ in range(50):
         tasks = [
@@ -160,6 +205,7 @@ async def abandon(bot: Clawbot) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.wait(tasks, timeout=5)
+    sqlite_store(bot).pending.abandon()
     await sqlite_store(bot).database.abandon()
 
 
@@ -168,7 +214,7 @@ def worker(agent_id: str, model: str) -> AgentSpec:
         agent_id=agent_id,
         name=agent_id,
         model=model,
-        tools=ToolPolicy(allow=("sessions_spawn", "sessions_send", "sessions_list")),
+        tools=ToolPolicy(allow=("sessions_spawn", "sessions_send", "sessions_list", "delegate")),
         subagents=SubagentPolicy(allow=WORKERS),
     )
 
@@ -194,7 +240,6 @@ async def run_case(home: Path, tree: Node, crash_at: frozenset[int]) -> None:
         for generation in range(MAX_CRASHES + 2):
             script.crashed.clear()
             bot = await Clawbot.open(config, clock=clock)
-            sqlite_store(bot).pending.journaling = False
             channel = MemoryChannel()
             channels.append(channel)
             bot.connect(channel)
@@ -237,10 +282,12 @@ async def check(
     bot: Clawbot, plan: dict[str, Node], script: Script, channels: list[MemoryChannel], tree: Node
 ) -> None:
     store = bot.store
-    # 1. Platform sends from internal sessions: none. Only the root's replies go out.
+    # 1. Platform sends from internal sessions: none. Only the root's replies go out, and
+    # the person's message got its answer.
     for channel in channels:
         for message in channel.sent:
             assert message.session_key == ROOT_KEY, (message, tree)
+    assert any(channel.sent for channel in channels), tree
     # 2. Every child turn's result reaches its parent exactly once.
     sessions = [ROOT_KEY]
     children: dict[str, list[str]] = {}
@@ -250,6 +297,13 @@ async def check(
         children[sessions[index]] = kids
         sessions.extend(kids)
         index += 1
+    infos: dict[str, ChildInfo] = {}
+    for key in sessions[1:]:
+        session = await store.sessions.get(key)
+        assert session is not None
+        info = ChildInfo.of(session)
+        assert info is not None, (key, tree)
+        infos[key] = info
     reported: Counter[str] = Counter()
     for key in sessions:
         for entry in await store.transcripts.load(key, 0):
@@ -257,27 +311,58 @@ async def check(
                 if ANNOUNCE_META in meta:
                     payload = AnnouncePayload.model_validate(meta[ANNOUNCE_META])
                     assert payload.source_session_key in children[key], (payload, tree)
+                    assert not infos[payload.source_session_key].delegated, (payload, tree)
                     reported[payload.source_run_id] += 1
     owed: set[str] = set()
+    done: set[str] = set()
     for key in sessions:
         for job in await store.jobs.for_session(key):
             # 3. Every run ended.
             assert job.status in FINISHED, (key, job, tree)
+            if job.status == "done":
+                done.add(key)
             run = await store.injections.child_run(job.id) if key != ROOT_KEY else None
             if run is not None and run.merged_into is None:
                 owed.add(job.id)
     assert {job_id: reported[job_id] for job_id in owed} == dict.fromkeys(owed, 1), tree
     assert set(reported) <= owed, (reported, owed, tree)
+    assert ROOT_KEY in done, tree
+    # A delegate's answer is its parent's tool result, once: every delegate call a stored
+    # turn made has one result, with one answer for each of its tasks (none past the depth
+    # limit), and no task is answered twice. (A crash that cut a call short stored neither
+    # the call nor a result; the turn, resumed, decides again.)
+    path_of = {
+        ROOT_KEY: "r",
+        **{key: info.task.removeprefix("task ") for key, info in infos.items()},
+    }
+    for key in sessions:
+        entries = await store.transcripts.load(key, 0)
+        calls = {c.id: c for e in entries for c in e.tool_calls if c.name == "delegate"}
+        results: Counter[str] = Counter()
+        answered: Counter[str] = Counter()
+        allowed = depth_of(path_of[key]) < MAX_DEPTH
+        for entry in entries:
+            for block in entry.content:
+                if isinstance(block, ToolResultBlock) and block.tool_call_id in calls:
+                    results[block.tool_call_id] += 1
+                    answered.update(DONE.findall(block.content))
+        assert results == dict.fromkeys(calls, 1), (key, calls, results, tree)
+        for made in calls.values():
+            tasks = made.arguments["task"]
+            for task in [tasks] if isinstance(tasks, str) else tasks:
+                expected = 1 if allowed else 0
+                assert answered[task.removeprefix("task ")] == expected, (key, task, tree)
+        assert all(count == 1 for count in answered.values()), (key, answered, tree)
+        assert all(task.startswith(f"{path_of[key]}.d") for task in answered), (key, tree)
     # 3. ...within the limits: depth, children, hops; and a bounded number of model calls.
-    path_of = {ROOT_KEY: "r"}
-    for key in sessions[1:]:
-        session = await store.sessions.get(key)
-        assert session is not None
-        info = ChildInfo.of(session)
-        assert info is not None and 1 <= info.depth <= MAX_DEPTH, (key, info, tree)
-        path_of[key] = info.task.removeprefix("task ")
+    for key, info in infos.items():
+        assert 1 <= info.depth <= MAX_DEPTH, (key, info, tree)
     for key, kids in children.items():
-        assert len(kids) <= len(plan[path_of[key]].children), (key, kids, tree)
+        node = plan[path_of[key]]
+        spawned = [kid for kid in kids if not infos[kid].delegated]
+        assert len(spawned) <= len(node.children), (key, kids, tree)
+        delegated = len(kids) - len(spawned)
+        assert delegated <= (MAX_CRASHES + 1) * len(node.delegates), (key, kids, tree)
     hops = await sqlite_store(bot).database.fetchall("SELECT hop FROM injections")
     assert all(hop <= MAX_HOPS for (hop,) in hops), (hops, tree)
     nodes = len(plan)
@@ -294,6 +379,13 @@ async def check(
 @given(
     tree=trees(),
     crash_at=st.lists(st.integers(1, 30), max_size=MAX_CRASHES, unique=True).map(frozenset),
+)
+# A crash at the first model call: the person's message is only in the intake journal.
+@example(tree=Node("main", children=(Node("w1"),)), crash_at=frozenset({1}))
+# Crashes while delegates run, one of them a parallel list of tasks.
+@example(
+    tree=Node("main", children=(Node("w2"),), delegates=(Node("w1"), Node("w1"), Node("checker"))),
+    crash_at=frozenset({2, 4}),
 )
 def test_random_subagent_trees_with_crashes_keep_the_invariants(
     tree: Node, crash_at: frozenset[int]

@@ -196,6 +196,17 @@ class PendingIntakes:
                 self._journal.delete()
             self._journal = None
 
+    def abandon(self) -> None:
+        """Let go of the journal as a process that dies does (the kernel closes the file,
+        which drops its lock), writing and deleting nothing: the next start replays it.
+        For tests that kill a store in-process; a real crash needs nothing of this."""
+        if self._write_behind is not None:
+            self._write_behind.cancel()
+            self._write_behind = None
+        if self._journal is not None:
+            self._journal.release()
+            self._journal = None
+
     # recovery -------------------------------------------------------------------------
 
     async def recover(self) -> int:
