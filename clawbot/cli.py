@@ -468,6 +468,46 @@ def sessions_tree(
     print("\n\n".join(rendered) if rendered else "No session has subagents.")
 
 
+@sessions_app.command("show")
+def sessions_show(
+    key: Annotated[str, typer.Argument(help="a session's key")],
+    epoch: Annotated[
+        int | None, typer.Option(help="which conversation (/new starts the next); default: now")
+    ] = None,
+    jsonl: Annotated[
+        bool, typer.Option("--jsonl", help="one JSON object a message, for an export")
+    ] = False,
+    home: HomeOption = None,
+) -> None:
+    """Print a conversation's messages as they were, the compacted ones too (marked
+    "(compacted)"; in JSONL their meta holds "compacted"). Read-only."""
+    from clawbot.messages import ToolResultBlock, TranscriptEntry
+    from clawbot.store.records import COMPACTED_META
+
+    async def read(store: Store) -> list[TranscriptEntry] | None:
+        session = await store.sessions.get(key)
+        if session is None:
+            return None
+        return await store.transcripts.load(key, session.epoch if epoch is None else epoch)
+
+    settings = load(home=home)
+    entries = _with_store(settings, read)
+    if entries is None:
+        fail(f"no session has the key {key!r} (`clawbot sessions tree` lists some)", 1)
+    for entry in entries:
+        if jsonl:
+            print(entry.model_dump_json())
+            continue
+        marker = " (compacted)" if COMPACTED_META in entry.meta else ""
+        calls = "".join(f" [called {call.name}]" for call in entry.tool_calls)
+        results = "".join(
+            f" [{block.name} -> {block.content}]"
+            for block in entry.content
+            if isinstance(block, ToolResultBlock)
+        )
+        print(f"{entry.role}{marker}: {entry.text}{calls}{results}".rstrip())
+
+
 memory_app = typer.Typer(
     help="Search, export, import and forget the agents' memories (docs/memory.md).",
     no_args_is_help=True,

@@ -4,12 +4,17 @@ a provider's context-length error compacts and retries once."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from clawbot.app import Clawbot
+from clawbot.cli import app
 from clawbot.compaction import SUMMARY_PROMPT, ContextMeter, request_chars
 from clawbot.settings import Settings
 from clawbot.store.records import COMPACTED_META
@@ -278,3 +283,45 @@ async def test_an_agents_own_model_writes_the_summary(
 
     assert is_summary(worker.requests[-1])
     assert not any(is_summary(r) for r in scripted.requests)
+
+
+@pytest.fixture
+def cli_logs() -> Iterator[None]:
+    """The CLI logs to the stderr it was given; CliRunner's capture is gone after a test."""
+    yield
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_clawbot", False):
+            root.removeHandler(handler)
+
+
+async def _compacted_chat(settings: Settings, scripted: ScriptedModel) -> None:
+    async with await Clawbot.open(settings) as bot:
+        chat = Chat(bot, MemoryChannel())
+        bot.connect(chat.channel)
+        await talk(chat, "first words", "second words")
+        scripted.add("summary")
+        await chat.say("/compact")
+
+
+def test_clawbot_sessions_show_prints_the_compacted_messages_marked(
+    settings: Settings, scripted: ScriptedModel, cli_logs: None
+) -> None:
+    asyncio.run(_compacted_chat(settings.model_copy(update={"compaction_keep_turns": 1}), scripted))
+
+    shown = CliRunner().invoke(
+        app, ["sessions", "show", "memory:chat1", "--home", str(settings.home)]
+    )
+    exported = CliRunner().invoke(
+        app, ["sessions", "show", "memory:chat1", "--jsonl", "--home", str(settings.home)]
+    )
+
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.splitlines() == [
+        "user (compacted): first words",
+        "assistant (compacted): ok",
+        "user: second words",
+        "assistant: ok",
+    ]
+    rows = [json.loads(line) for line in exported.output.splitlines()]
+    assert [COMPACTED_META in row["meta"] for row in rows] == [True, True, False, False]
