@@ -36,6 +36,7 @@ SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 READ_CHUNK = 64 * 1024
 DRAIN_SECONDS = 2.0
+GONE_CHECKS, GONE_CHECK_SECONDS = 100, 0.01
 """How long the output of a finished command is still read (a pipe a stray process holds)."""
 SANDBOXED_NOTE = (
     " It runs in a sandbox: the workspace is /workspace, /tmp is empty and private, the"
@@ -125,7 +126,7 @@ async def run_command(
         except TimeoutError:
             timed_out = True
         finally:
-            _kill_group(process.pid)  # what it left running in the background goes too
+            await _end_group(process.pid)  # what it left running in the background goes too
         await process.wait()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
@@ -140,9 +141,16 @@ async def _drain(stream: asyncio.StreamReader, output: CappedOutput) -> None:
         output.add(chunk)
 
 
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+async def _end_group(pgid: int) -> None:
+    """Kill the process group and wait, briefly, until it is gone: a killed process is not
+    gone at once, and nothing the command started should run on after the call returns
+    (a member that stays, such as a zombie nobody reaps, is given up on)."""
+    for _ in range(GONE_CHECKS):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        await asyncio.sleep(GONE_CHECK_SECONDS)
 
 
 def _mounts(workspace: Workspace, reach: Reach) -> list[Mount]:
