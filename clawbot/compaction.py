@@ -173,6 +173,7 @@ class Compactor:
         self.client = client
         self.transcripts = transcripts
         self.meter = ContextMeter(settings)
+        self._warned: set[str] = set()
 
     async def compact(
         self,
@@ -237,9 +238,14 @@ class Compactor:
         messages = build()
         tried = False
         if self.settings.compaction_auto and self.meter.over(model, messages, tools):
-            tried = True
-            if await self._shrink(session, transcript, model, "auto"):
-                messages = build()
+            if self.meter.over(model, [m for m in messages if m["role"] == "system"], tools):
+                # the prompt, tools and summary alone pass the limit: a compaction each
+                # turn would cost a call and not help (the overflow retry still may)
+                self._warn_fixed(model)
+            else:
+                tried = True
+                if await self._shrink(session, transcript, model, "auto"):
+                    messages = build()
         try:
             return await self.client.complete(model, messages, tools, temperature=temperature)
         except ContextLengthError:
@@ -247,6 +253,18 @@ class Compactor:
                 raise
         log.info("retrying the model call of %s with its compacted context", session.key)
         return await self.client.complete(model, build(), tools, temperature=temperature)
+
+    def _warn_fixed(self, model: str) -> None:
+        if model not in self._warned:
+            self._warned.add(model)
+            log.warning(
+                "the system prompt and tools of %s requests alone fill more than %.0f %% of its"
+                " window (%d tokens): conversations are compacted only when the provider"
+                " refuses one as too long",
+                model,
+                self.settings.compaction_threshold * 100,
+                self.meter.window(model).tokens,
+            )
 
     async def _shrink(
         self,

@@ -172,6 +172,20 @@ async def test_a_long_conversation_is_compacted_before_a_request_would_pass_the_
     assert "the earlier talk, summarized" in turns(scripted)[-1].system
 
 
+async def test_a_prompt_and_tools_that_alone_pass_the_limit_do_not_compact_every_turn(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    tiny = settings.model_copy(update={"compaction_default_window": 1000})  # 2,400 chars
+    scripted.function = summarizing("a summary")
+    async with await Clawbot.open(tiny) as bot:
+        chat = Chat(bot, MemoryChannel())
+        bot.connect(chat.channel)
+        await talk(chat, *(f"message {index}" for index in range(8)))
+
+    assert not any(is_summary(r) for r in scripted.requests)
+    assert len(scripted.requests) == 8
+
+
 async def test_a_context_length_error_compacts_and_retries_the_call_once(
     kept_two: Clawbot, scripted: ScriptedModel
 ) -> None:
