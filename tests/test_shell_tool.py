@@ -329,6 +329,21 @@ async def test_a_read_only_reach_mounts_the_workspace_read_only(workspace: Path)
 
 
 @needs_bwrap
+async def test_a_writable_folder_inside_a_read_only_workspace_may_be_written(
+    workspace: Path,
+) -> None:
+    reach = Reach((Root(".", write=False), Root("sub", write=True)))
+
+    content, _ = await run(
+        workspace, "echo a > sub/ok.txt; echo b > no.txt", sandbox=SANDBOX, reach=reach
+    )
+
+    assert "no.txt: Read-only file system" in content
+    assert (workspace / "sub" / "ok.txt").read_text() == "a\n"
+    assert not (workspace / "no.txt").exists()
+
+
+@needs_bwrap
 async def test_a_folder_outside_the_reach_is_not_in_the_sandbox(workspace: Path) -> None:
     reach = Reach((Root("sub", write=True),))
 
