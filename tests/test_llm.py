@@ -3,8 +3,10 @@ and cost (litellm's price, when it has one) are kept with its answer."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -130,3 +132,22 @@ async def test_a_model_without_a_price_keeps_its_usage_and_no_cost(
         e for e in await bot.store.transcripts.load("memory:chat1", 0) if e.role == "assistant"
     ]
     assert answer.meta == {"usage": {"prompt_tokens": 12, "completion_tokens": 3}}
+
+
+def test_a_scripted_answer_litellm_drops_unawaited_leaves_no_warning() -> None:
+    # litellm makes the handler's coroutine on a worker thread and drops it when the call
+    # was cancelled meanwhile (a stopped turn): that must not warn "never awaited".
+    model = ScriptedModel(name="dropped")
+    with model.installed():
+        (handler,) = [
+            item["custom_handler"]
+            for item in litellm_module().custom_provider_map
+            if item["provider"] == "scripted"
+        ]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            handler.acompletion(model=model.model_string, messages=[])
+            gc.collect()
+
+    assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == []
+    assert model.requests == []
