@@ -46,6 +46,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["memories/s", "FTS recall", "recall adds", "database size"],
         ),
         (
+            "bench_compaction.py",
+            ["--turns", "5"],
+            ["check, gpt-4o-mini", "exact count near the limit", "compaction's check adds"],
+        ),
+        (
             "bench_parts.py",
             ["no-intake-journal", "--rounds", "3", "--sessions", "3"],
             ["shipped", "no-intake-journal", "round by round: median"],
