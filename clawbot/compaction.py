@@ -16,8 +16,10 @@ they could reach the limit at two characters a token are its tokens counted with
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -174,6 +176,8 @@ class Compactor:
         self.transcripts = transcripts
         self.meter = ContextMeter(settings)
         self._warned: set[str] = set()
+        # a session's lock lives while someone holds or awaits it
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     async def compact(
         self,
@@ -190,6 +194,20 @@ class Compactor:
         summarize. Raises CompactionError, changing nothing, when the summary fails.
         ``held`` transcripts (a running turn's) see the result at once."""
         keep = keep_turns or self.settings.compaction_keep_turns
+        lock = self._locks.get(session.key)
+        if lock is None:
+            lock = self._locks[session.key] = asyncio.Lock()
+        async with lock:
+            report = await self._compact(session, model, instructions, trigger, keep)
+        if report is not None:
+            await self.transcripts.reload(session, *held)
+        return report
+
+    async def _compact(
+        self, session: Session, model: str, instructions: str, trigger: Trigger, keep: int
+    ) -> CompactionReport | None:
+        """One compaction at a time per session: a second one waiting reads what the
+        first left, so no turn is summarized twice."""
         live = await self.store.transcripts.live(session.key, session.epoch)
         cut = _cut(live.entries, keep)
         if cut == 0:
@@ -218,7 +236,6 @@ class Compactor:
                 meta=reply.meta,
             ),
         )
-        await self.transcripts.reload(session, *held)
         log.info("compacted %d messages of %s (%s)", marked, session.key, trigger)
         return CompactionReport(messages=marked, kept_turns=keep, summary=summary, trigger=trigger)
 

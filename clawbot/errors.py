@@ -66,7 +66,7 @@ class ProviderError(ClawbotError):
     hint = "try again in a moment"
 
 
-class ContextLengthError(ProviderError):
+class ContextLengthError(ClawbotError):
     """The request was longer than the model's input window (the runtime compacts the
     conversation and tries once more before failing the turn)."""
 

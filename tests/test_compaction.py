@@ -105,6 +105,30 @@ async def test_a_failed_summary_leaves_the_conversation_as_it_was_with_one_messa
     assert not any(COMPACTED_META in e.meta for e in stored)
 
 
+async def test_two_compactions_at_once_summarize_each_turn_once(
+    kept_two: Clawbot, scripted: ScriptedModel
+) -> None:
+    await talk(
+        Chat(kept_two, kept_two.outbox.adapter("memory")),  # type: ignore[arg-type]
+        "one",
+        "two",
+        "three",
+    )
+    session = await kept_two.store.sessions.get("memory:chat1")
+    assert session is not None
+    compactor = kept_two.runtime.compactor
+    scripted.add("summary")
+
+    first, second = await asyncio.gather(
+        compactor.compact(session, scripted.model_string),
+        compactor.compact(session, scripted.model_string),
+    )
+
+    assert first is not None and first.messages == 2
+    assert second is None
+    assert len([r for r in scripted.requests if is_summary(r)]) == 1
+
+
 async def test_compact_with_no_more_turns_than_it_keeps_says_there_is_nothing_to_compact(
     kept_two: Clawbot, scripted: ScriptedModel
 ) -> None:
