@@ -11,6 +11,7 @@ import pytest
 
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
+from clawbot.llm import trusted_text
 from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, call
@@ -68,7 +69,8 @@ def message(text: str, chat_id: str = "chat1", **fields: Any) -> Any:
 
 
 def conversation(request: ModelRequest) -> list[tuple[str, str]]:
-    """The request's non-system messages as (role, text); tool calls as name(arguments)."""
+    """The request's non-system messages as (role, text); tool calls as name(arguments),
+    tool outputs as the tools returned them (without the untrusted-data mark)."""
     out = []
     for m in request.messages:
         if m["role"] == "system":
@@ -78,6 +80,8 @@ def conversation(request: ModelRequest) -> list[tuple[str, str]]:
                 f"{c['function']['name']}({c['function']['arguments']})" for c in m["tool_calls"]
             )
             out.append((m["role"], calls))
+        elif m["role"] == "tool":
+            out.append((m["role"], trusted_text(str(m["content"]))))
         else:
             out.append((m["role"], m["content"]))
     return out

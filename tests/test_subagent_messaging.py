@@ -124,7 +124,9 @@ async def test_a_long_message_is_chunked_like_any_reply(
     await bot.scheduler.wait_idle()
 
     assert worker.requests[1].tool_results == ["Posted to the person's chat (3 messages)."]
-    assert "".join(chunking.texts[1:4]) == "[researcher]: " + "x" * 250
+    # the parent's "Started." may go out before or after the child's message
+    parts = [text for text in chunking.texts if text not in ("Started.", "Ok.")]
+    assert "".join(parts) == "[researcher]: " + "x" * 250
 
 
 async def test_a_subagent_without_the_permission_reaches_no_adapter(
@@ -226,7 +228,9 @@ async def test_a_grandchild_holds_message_only_when_its_parent_does(
         await bot.router.handle(channel.message("go"))
         await bot.scheduler.wait_idle()
 
-        spawned = worker.requests[1].tool_results[0]
+        # the spawn's result: the request of quiet's turn that carries it (the talker's
+        # first request may come before it or after)
+        spawned = next(r for r in worker.requests if r.tool_results).tool_results[0]
         assert "Refused to it, because you lack them: message." in spawned
         talker_request = next(r for r in worker.requests if r.last_user_text == "sub task")
         assert "message" not in talker_request.tool_names
@@ -329,7 +333,7 @@ async def test_a_peer_ping_pong_stops_at_max_hops(
         text = request.last_user_text
         if text == "start":
             return call("sessions_send", session="memory:chat2", message="ping")
-        sender = re.match(r"\[@peer:\w+#\w+ session (\S+)\]", text)
+        sender = re.search(r"\[@peer:\w+#\w+ session (\S+)\]", text)
         assert sender is not None
         received.append(text)
         return call("sessions_send", session=sender[1], message="ping")
