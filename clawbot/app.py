@@ -7,8 +7,10 @@ from types import TracebackType
 
 from clawbot.agent_commands import register_agent_commands
 from clawbot.agent_registry import AgentRegistry
+from clawbot.approval_commands import register_approval_commands
+from clawbot.approvals import Approvals
 from clawbot.channels import Adapter
-from clawbot.clock import Clock
+from clawbot.clock import Clock, SystemClock
 from clawbot.commands import CommandRegistry, builtin_commands
 from clawbot.compaction_commands import register_compaction_commands
 from clawbot.errors import ConfigError
@@ -108,6 +110,9 @@ class Clawbot:
             catalog=ModelCatalog(settings, agent_registry),
             tools=registry,
         )
+        outbox = Outbox()
+        clock = clock or SystemClock()
+        approvals = Approvals(settings=settings, store=store, outbox=outbox, clock=clock)
         runtime = Runtime(
             settings=settings,
             store=store,
@@ -121,8 +126,8 @@ class Clawbot:
             ),
             agents=agents or agent_registry.get,
             switchboard=switchboard,
+            approvals=approvals,
         )
-        outbox = Outbox()
         scheduler = Scheduler(
             settings=settings, store=store, runtime=runtime, outbox=outbox, clock=clock
         )
@@ -163,6 +168,7 @@ class Clawbot:
             commands = builtin_commands()
             register_agent_commands(commands, switchboard, runtime)
             register_queue_commands(commands, scheduler, store.sessions)
+            register_approval_commands(commands, approvals)
             register_subagent_commands(commands, store, scheduler, scheduler.clock)
             register_memory_commands(commands, store.memories, agent_registry.get)
             register_compaction_commands(

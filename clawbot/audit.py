@@ -106,7 +106,8 @@ def requested_capabilities(call: ToolCallBlock) -> tuple[str, ...]:
     return tuple(wanted)
 
 
-def _summary(arguments: dict[str, Any], limit: int = 80) -> str:
+def summary(arguments: dict[str, Any], limit: int = 80) -> str:
+    """Arguments on one line, ``name=value`` each, cut at ``limit`` characters."""
     parts = []
     for name, value in arguments.items():
         text = value if isinstance(value, str) else json.dumps(value, default=str)
@@ -124,7 +125,7 @@ def audit_line(record: AuditRecord) -> str:
     error = f" — {record.error}" if record.error else ""
     return (
         f"#{record.id} {record.started_at:%Y-%m-%d %H:%M:%S} {record.agent_id} "
-        f"{record.tool} {_summary(record.arguments)} → {record.status}{took}{error}"
+        f"{record.tool} {summary(record.arguments)} → {record.status}{took}{error}"
     )
 
 

@@ -61,6 +61,15 @@ class InboundMessage(Frozen):
     received_at: datetime = Field(default_factory=utcnow)
 
 
+class Action(Frozen):
+    """A button under a message. Pressing it is the same as the presser sending
+    ``command`` in that chat (so who may press it is checked like any command); a channel
+    without buttons shows the command in the text instead."""
+
+    label: str
+    command: str
+
+
 class OutboundMessage(Frozen):
     """A reply on its way out. Only the outbox's delivery gate turns it into a platform call."""
 
@@ -72,6 +81,7 @@ class OutboundMessage(Frozen):
     session_key: str = ""
     deliver: bool = True
     kind: Literal["reply", "notice", "error"] = "reply"
+    actions: tuple[Action, ...] = ()
 
 
 class TextBlock(Frozen):

@@ -6,8 +6,9 @@ where strings shaped like API keys and tokens are masked before they reach a cha
 
 The one exception to "internal text stays internal" is :meth:`Outbox.deliver_on_behalf`: a
 subagent allowed to (``subagents.message``) posts to its root session's chat, under its
-role's name. It is the only way text written in an internal session reaches a platform, and
-it still passes the same gate (as a message of the root session).
+role's name; an approval request a subagent needs goes the same way, to its root's person.
+It is the only way text written in an internal session reaches a platform, and it still
+passes the same gate (as a message of the root session).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Literal
 
 from clawbot.channels import Adapter, SentMessage
 from clawbot.errors import DeliveryError
-from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
+from clawbot.messages import INTERNAL_CHANNEL, Action, OutboundMessage
 from clawbot.redaction import redactor
 from clawbot.sessions import Session
 
@@ -81,7 +82,9 @@ class Outbox:
             return Delivery(status="failed", error=f"{type(exc).__name__}: {exc}")
         return Delivery(status="sent", parts=tuple(parts))
 
-    async def deliver_on_behalf(self, root: Session, text: str, *, role: str) -> Delivery:
+    async def deliver_on_behalf(
+        self, root: Session, text: str, *, role: str, actions: tuple[Action, ...] = ()
+    ) -> Delivery:
         """The only path from an internal session to a platform: ``text`` from a subagent
         running as ``role``, posted to its ``root`` session's chat as ``[role]: text``.
 
@@ -101,7 +104,8 @@ class Outbox:
                 text=f"[{role}]: {text}",
                 session_key=root.key,
                 deliver=root.deliver,
-                kind="reply",
+                kind="reply" if not actions else "notice",
+                actions=actions,
             )
         )
 

@@ -7,6 +7,7 @@ error results; provider failures (after retries) end the turn as failed with a s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections import Counter
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from clawbot.agents import MESSAGE_GROUP, AgentSpec, ModelSource, effective_model
+from clawbot.approvals import Approvals
 from clawbot.compaction import Compactor
 from clawbot.errors import ClawbotError, MalformedMetaError, ProviderError
 from clawbot.jobs import TurnJob
@@ -29,6 +31,7 @@ from clawbot.messages import (
 )
 from clawbot.reach import Reach
 from clawbot.recall import memory_context
+from clawbot.risk import AgentProfiles
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.skills import SKILL_READ, Skill, SkillLibrary, skills_prompt
@@ -39,7 +42,7 @@ from clawbot.subagents.context import announce_context
 from clawbot.subagents.records import ChildInfo
 from clawbot.subagents.scratchpad import SCRATCHPAD_WRITE, keep_notifications
 from clawbot.tools import Tool, ToolContext, ToolRegistry
-from clawbot.tools.audited import AuditedCalls
+from clawbot.tools.gate import ToolGate
 from clawbot.transcripts import TranscriptCache
 from clawbot.workspace import BootstrapFile, Workspace
 
@@ -128,11 +131,14 @@ class Runtime:
         client: ModelClient,
         agents: AgentResolver,
         switchboard: Switchboard | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.tools = tools
-        self.calls = AuditedCalls(store.audit)
+        self.approvals = approvals
+        self.gate = ToolGate(store.audit, approvals)
+        self.profiles = AgentProfiles(settings.risk_profile, agents)
         self.workspace = workspace
         self.client = client
         self.agents = agents
@@ -251,11 +257,23 @@ class Runtime:
         return await session_reach(session, runtime=self, sessions=self.store.sessions)
 
     def agent_tools(self, agent: AgentSpec) -> frozenset[str]:
-        """The tools an agent's own policy allows."""
-        return frozenset(t.name for t in self.tools if agent.allows_tool(t.name, t.groups))
+        """The tools an agent's own policy and its risk profile allow."""
+        return frozenset(t.name for t in self._offered(agent))
+
+    def parked(self) -> set[asyncio.Task[Any]]:
+        """The turns waiting for a person's approval (see ``Approvals.parked``)."""
+        return self.approvals.parked() if self.approvals is not None else set()
+
+    def _offered(self, agent: AgentSpec) -> tuple[Tool, ...]:
+        profile = self.profiles.of(agent)
+        return tuple(
+            t
+            for t in self.tools
+            if agent.allows_tool(t.name, t.groups) and profile.offers(t.name, t.groups, t.risk)
+        )
 
     def _build_parts(self, agent: AgentSpec, files: tuple[BootstrapFile, ...]) -> _AgentParts:
-        tools = tuple(t for t in self.tools if agent.allows_tool(t.name, t.groups))
+        tools = self._offered(agent)
         skills = self.skills.for_agent(agent, {t.name for t in tools})
         sections = [f"## {f.name}\n{f.text.strip()}" for f in files]
         if agent.system_prompt:
@@ -322,7 +340,11 @@ class Runtime:
                     session=session, workspace=self.workspace.root, settings=self.settings
                 )
                 await keep_notifications(scratch, inputs)
-            return await self._loop(session, resolved, turn_id, ephemeral, control, inputs)
+            try:
+                return await self._loop(session, resolved, turn_id, ephemeral, control, inputs)
+            finally:
+                if self.approvals is not None:
+                    await self.approvals.run_ended(turn_id)
 
     async def _loop(
         self,
@@ -446,16 +468,22 @@ class Runtime:
     async def _run_tool(
         self, call: ToolCallBlock, context: ToolContext, resolved: ResolvedTurn, step: int
     ) -> ToolResultBlock:
-        """One tool call, inside its audit record."""
+        """One tool call through the gate: approvals, and its audit record."""
         assert context.turn_id is not None
-        return await self.calls.run(
+        ancestors = await self.chains.ancestors(context.session)
+        chain = (*ancestors, resolved.agent.agent_id)
+        profiles = self.profiles.of_chain(ancestors, resolved.agent)
+        return await self.gate.run(
             call,
+            tool=self.tools.get(call.name),
             session=context.session,
             agent_id=resolved.agent.agent_id,
             run_id=context.turn_id,
             step=step,
             inputs=context.inputs,
             allowed=resolved.tool_names,
+            chain=chain,
+            profiles=profiles,
             execute=lambda: self.tools.execute(call, context, resolved.tool_names),
         )
 

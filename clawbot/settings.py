@@ -30,6 +30,7 @@ from pydantic_settings import (
 )
 
 from clawbot.errors import ConfigError
+from clawbot.risk import DEFAULT_PROFILE, Autonomy, RiskProfile
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 
@@ -229,6 +230,29 @@ class Settings(BaseSettings):
         default=2_000_000, ge=1000, description="bytes of a response body web_fetch reads"
     )
 
+    risk_profiles: dict[str, RiskProfile] = Field(
+        default_factory=dict,
+        description="[risk_profiles.<name>] in clawbot.toml: autonomy (read_only, supervised, "
+        "full), tools (allow/deny) and risk (a tool's level, only ever raised); an agent names "
+        "its profile (risk_profile), 'default' when it does not",
+    )
+    autonomy: Autonomy = Field(
+        default="full",
+        description="the default risk profile's autonomy (read_only, supervised: guarded tools "
+        "ask once per session, full: they run), unless [risk_profiles.default] sets it",
+    )
+    approval_timeout: float = Field(
+        default=300.0, gt=0, description="seconds an approval request waits before it is denied"
+    )
+    approvers: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="who may answer approval requests in groups, channel:user_id (in a DM its "
+        "owner always may)",
+    )
+    grants: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="standing grants: guarded tools that run without asking, e.g. file_write",
+    )
     peer_groups: dict[str, PeerGroup] = Field(
         default_factory=dict,
         description="[peer_groups.<name>] agents = [...] in clawbot.toml: two agents' sessions "
@@ -240,7 +264,9 @@ class Settings(BaseSettings):
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
 
-    @field_validator("allowed_senders", "allowed_groups", "web_allow_hosts", mode="before")
+    @field_validator(
+        "allowed_senders", "allowed_groups", "web_allow_hosts", "approvers", "grants", mode="before"
+    )
     @classmethod
     def _split_csv(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -264,7 +290,7 @@ class Settings(BaseSettings):
             policies[channel.strip().lower()] = policy.strip().lower()
         return policies
 
-    @field_validator("allowed_senders", "allowed_groups", mode="after")
+    @field_validator("allowed_senders", "allowed_groups", "approvers", mode="after")
     @classmethod
     def _channel_qualified(cls, value: list[str]) -> list[str]:
         for item in value:
@@ -296,6 +322,14 @@ class Settings(BaseSettings):
     @property
     def workspace_dir(self) -> Path:
         return self.workspace or self.home / "workspace"
+
+    def risk_profile(self, name: str) -> RiskProfile | None:
+        """The named profile; ``default`` is supervised unless settings say otherwise.
+        None for a name settings lack (the caller treats the agent as read-only)."""
+        profile = self.risk_profiles.get(name)
+        if profile is None and name == DEFAULT_PROFILE:
+            return RiskProfile(autonomy=self.autonomy)
+        return profile
 
     def secret_values(self) -> list[str]:
         """Every secret setting's value, for log redaction."""

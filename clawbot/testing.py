@@ -304,6 +304,7 @@ class MemoryChannel(Adapter):
         self.name = name
         self.sent: list[OutboundMessage] = []
         self._on_message: InboundHandler | None = None
+        self._sent_more = asyncio.Event()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> MemoryChannel:
@@ -317,7 +318,18 @@ class MemoryChannel(Adapter):
 
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         self.sent.append(message)
+        self._sent_more.set()
         return [SentMessage(channel=self.name, chat_id=message.chat_id)]
+
+    async def sent_when(self, wanted: Callable[[OutboundMessage], bool]) -> OutboundMessage:
+        """The first message sent (already or from now on) that ``wanted`` accepts: wait for
+        something a turn running in the background will send, such as an approval request."""
+        while True:
+            for message in self.sent:
+                if wanted(message):
+                    return message
+            self._sent_more.clear()
+            await self._sent_more.wait()
 
     def message(
         self, text: str, *, chat_id: str = "chat1", sender_id: str = "user1", **fields: Any

@@ -152,6 +152,12 @@ class Scheduler:
         wait = self.settings.shutdown_timeout if timeout is None else timeout
         tasks = self._turns.tasks()
         if tasks:
+            # A turn waiting for a person's approval has nothing to finish: stop it now.
+            parked = self.runtime.parked() & set(tasks)
+            for run in self._queues.runs():
+                if run.task is not None and run.task in parked and run.cancel_reason is None:
+                    run.cancel_reason = "shutdown"
+                    run.task.cancel()
             _, pending = await asyncio.wait(tasks, timeout=wait)
             for run in self._queues.runs():
                 if run.task in pending and run.cancel_reason is None:

@@ -23,7 +23,10 @@ _INSERT = (
     " started_at, ended_at, status, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
     " ?, ?)"
 )
-_END = "UPDATE audit SET status = ?, error = ?, ended_at = ? WHERE id = ?"
+_END = (
+    "UPDATE audit SET status = ?, error = ?, ended_at = ?, granted_json = ?,"
+    " approval_required = ?, approval_result = ? WHERE id = ?"
+)
 
 
 def _record(row: Sequence[Any]) -> AuditRecord:
@@ -102,9 +105,25 @@ class SqliteAuditLog:
         return await self._database.grouped(insert)
 
     async def ended(
-        self, record_id: int, *, status: AuditStatus, error: str | None, ended_at: datetime
+        self,
+        record_id: int,
+        *,
+        status: AuditStatus,
+        error: str | None,
+        ended_at: datetime,
+        granted: tuple[str, ...],
+        approval_required: bool,
+        approval_result: str | None,
     ) -> None:
-        params = (status, error, ended_at.isoformat(), record_id)
+        params = (
+            status,
+            error,
+            ended_at.isoformat(),
+            json.dumps(list(granted)),
+            int(approval_required),
+            approval_result,
+            record_id,
+        )
         await self._database.grouped(lambda db: db.execute(_END, params))
 
     async def tail(self, limit: int, *, after: int = 0) -> list[AuditRecord]:

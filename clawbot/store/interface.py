@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from clawbot.agents import AgentRecord
+from clawbot.approval_records import ApprovalRequest, ApprovalScope, ApprovalStatus, Grant
 from clawbot.audit import AuditRecord, AuditStatus
 from clawbot.backlog import BacklogItem
 from clawbot.channels import ChatCursor
@@ -353,6 +354,47 @@ class Memories(Protocol):
     async def count(self) -> int: ...
 
 
+class Approvals(Protocol):
+    """Approval requests and capability grants (see ``clawbot.approvals``)."""
+
+    async def open_request(self, request: ApprovalRequest) -> tuple[ApprovalRequest, bool]:
+        """Store a new request, or find the one stored for the same call (``call_key``);
+        the stored request and whether it is new."""
+        ...
+
+    async def get(self, request_id: str) -> ApprovalRequest | None: ...
+
+    async def answer(
+        self,
+        request_id: str,
+        *,
+        status: ApprovalStatus,
+        scope: ApprovalScope | None,
+        answered_by: str | None,
+        at: datetime,
+    ) -> bool:
+        """Record the answer of a pending request; False when it was no longer pending."""
+        ...
+
+    async def pending(self, root_key: str) -> list[ApprovalRequest]: ...
+
+    async def add_grant(self, grant: Grant) -> None: ...
+
+    async def grants(self, session_key: str, tool: str) -> list[Grant]:
+        """The grants a session holds for one tool (any scope, any epoch)."""
+        ...
+
+    async def grants_under(self, root_key: str) -> list[Grant]:
+        """Every grant given in a root session's chat, oldest first."""
+        ...
+
+    async def clear_grants(self, root_key: str) -> int: ...
+
+    async def revoke_run(self, run_id: str) -> int:
+        """Drop the grants of a run that ended."""
+        ...
+
+
 class AuditLog(Protocol):
     """Audit records of tool calls and approvals (see ``clawbot.audit``)."""
 
@@ -361,9 +403,17 @@ class AuditLog(Protocol):
         ...
 
     async def ended(
-        self, record_id: int, *, status: AuditStatus, error: str | None, ended_at: datetime
+        self,
+        record_id: int,
+        *,
+        status: AuditStatus,
+        error: str | None,
+        ended_at: datetime,
+        granted: tuple[str, ...],
+        approval_required: bool,
+        approval_result: str | None,
     ) -> None:
-        """Complete a record: how the call ended."""
+        """Complete a record: how the call ended, what it was granted, how it was approved."""
         ...
 
     async def tail(self, limit: int, *, after: int = 0) -> list[AuditRecord]:
@@ -404,6 +454,8 @@ class Store(Protocol):
     def memories(self) -> Memories: ...
     @property
     def audit(self) -> AuditLog: ...
+    @property
+    def approvals(self) -> Approvals: ...
 
     @property
     def owner(self) -> str:

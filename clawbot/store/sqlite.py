@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from clawbot.store.access import SqliteAccess, SqlitePairing
 from clawbot.store.agents import SqliteAgents
+from clawbot.store.approvals import SqliteApprovals
 from clawbot.store.audit import SqliteAuditLog
 from clawbot.store.backlog import SqliteBacklog
 from clawbot.store.database import Database, describe
@@ -48,6 +49,7 @@ class SqliteStore:
         self.injections = SqliteInjections(database)
         self.memories = SqliteMemories(database)
         self.audit = SqliteAuditLog(database)
+        self.approvals = SqliteApprovals(database)
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> SqliteStore:

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_type_hints
+from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -21,6 +21,7 @@ from clawbot.agents import HIGH_RISK_GROUPS
 from clawbot.errors import ClawbotError, ToolArgumentsError
 from clawbot.messages import ToolCallBlock, ToolResultBlock, TranscriptEntry
 from clawbot.reach import ReachSource, whole_workspace
+from clawbot.risk import Risk
 
 if TYPE_CHECKING:
     from clawbot.sessions import Session
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("clawbot.tools")
 
-Risk = Literal["safe", "guarded", "unsafe"]
 MAX_RESULT_CHARS = 50_000
 MAX_ERROR_CHARS = 300
 """An unexpected tool failure is logged and returned in at most this many characters."""

@@ -1,10 +1,11 @@
-"""Every tool call inside an audit record: the runtime's one way to run a tool, so no call
-escapes the record (see ``clawbot.audit`` for what a record holds)."""
+"""The runtime's one way to run a tool: approvals first, and an audit record around the
+call, so no call escapes either (see ``clawbot.approvals`` and ``clawbot.audit``)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
+from clawbot.approvals import ALLOWED, Approvals
 from clawbot.audit import (
     MAX_ERROR_CHARS,
     AuditRecord,
@@ -14,34 +15,42 @@ from clawbot.audit import (
 )
 from clawbot.messages import ToolCallBlock, ToolResultBlock, TranscriptEntry, utcnow
 from clawbot.redaction import redactor
+from clawbot.risk import RiskProfile
 from clawbot.sessions import Session
 from clawbot.store.interface import AuditLog
 from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.origin import TurnOrigin
+from clawbot.tools.registry import Tool
 
 
-class AuditedCalls:
-    """Runs a turn's tool calls, each written to the audit log as it starts and completed
-    as it ends (ok, error, or refused: a tool the agent does not hold)."""
+class ToolGate:
+    """Runs a turn's tool calls. Each is written to the audit log as it starts; a call
+    that needs a person's approval waits for it (and is refused without it); the record is
+    completed as the call ends (ok, error, or refused: a tool the agent does not hold, or
+    an approval denied or unanswered)."""
 
-    def __init__(self, log: AuditLog) -> None:
+    def __init__(self, log: AuditLog, approvals: Approvals | None = None) -> None:
         self.log = log
+        self.approvals = approvals
 
     async def run(
         self,
         call: ToolCallBlock,
         *,
+        tool: Tool | None,
         session: Session,
         agent_id: str,
         run_id: str,
         step: int,
         inputs: Sequence[TranscriptEntry],
         allowed: Collection[str],
+        chain: Sequence[str],
+        profiles: Sequence[RiskProfile],
         execute: Callable[[], Awaitable[ToolResultBlock]],
     ) -> ToolResultBlock:
         trace_id = TurnOrigin.of(session, run_id, inputs).trace.trace_id
         requested = requested_capabilities(call)
-        refused = call.name not in allowed
+        refused = tool is None or call.name not in allowed
         record_id = await self.log.started(
             AuditRecord(
                 kind="tool_call",
@@ -54,7 +63,7 @@ class AuditedCalls:
                 tool=call.name,
                 arguments=masked_arguments(call.arguments),
                 requested=requested,
-                granted=() if refused else requested,
+                granted=(),
                 approval_required=False,
                 approval_result=None,
                 started_at=utcnow(),
@@ -63,18 +72,45 @@ class AuditedCalls:
                 error=None,
             )
         )
+        verdict = ALLOWED
         result: ToolResultBlock | None = None
         try:
-            result = await execute()
+            if not refused and tool is not None and self.approvals is not None:
+                verdict = await self.approvals.authorize(
+                    call,
+                    tool.risk,
+                    session=session,
+                    run_id=run_id,
+                    trace_id=trace_id,
+                    chain=chain,
+                    profiles=profiles,
+                )
+            if verdict.allowed:
+                result = await execute()
+            else:
+                result = ToolResultBlock(
+                    tool_call_id=call.id,
+                    name=call.name,
+                    content=f"error: not run: {verdict.refusal}",
+                    is_error=True,
+                )
         finally:
             status: AuditStatus
             error: str | None
             if result is None:
                 status, error = "error", "the call was cancelled or failed"
             elif result.is_error:
-                status = "refused" if refused else "error"
+                status = "refused" if refused or not verdict.allowed else "error"
                 error = redactor.redact(result.content.removeprefix("error: "))[:MAX_ERROR_CHARS]
             else:
                 status, error = "ok", None
-            await self.log.ended(record_id, status=status, error=error, ended_at=utcnow())
+            await self.log.ended(
+                record_id,
+                status=status,
+                error=error,
+                ended_at=utcnow(),
+                granted=requested if verdict.allowed and not refused else (),
+                approval_required=verdict.required,
+                approval_result=verdict.result,
+            )
         return result

@@ -1,0 +1,428 @@
+"""Approvals: a tool call that needs a person's yes waits for it, asked in the chat.
+
+A call whose risk asks (see ``clawbot.risk``) and that no grant covers pauses the turn at
+that call. The request is stored first (so a restart while it waits keeps it open: the
+re-run turn finds it by the call and waits again, without asking twice), then sent to the
+chat of the root session (a subagent's request goes to the person at the top of its chain,
+labelled with the chain of agents, through the outbox's one path for internal sessions),
+with buttons where the platform has them and the exact commands everywhere:
+``/approve <id> [once|session]`` and ``/deny <id>``. Only the chat's approvers may answer:
+in a DM its owner (nobody else can write there), in a group the senders listed in
+``CLAWBOT_APPROVERS``. No answer within ``approval_timeout`` is a denial, and the model is
+told so.
+
+Grants: "approve once" lets a guarded tool run for the rest of the run on the same
+resource (revoked when the run ends); "approve for this session" lets it run in that
+session until ``/new`` or ``/grants clear``. An unsafe tool asks at every call, whatever
+was granted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import secrets
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from clawbot.approval_records import (
+    ApprovalRequest,
+    ApprovalScope,
+    ApprovalStatus,
+    Grant,
+    GrantScope,
+)
+from clawbot.audit import AuditRecord, masked_arguments, requested_capabilities, summary
+from clawbot.clock import Clock
+from clawbot.messages import Action, ToolCallBlock
+from clawbot.outbox import Outbox
+from clawbot.risk import Risk, RiskProfile
+from clawbot.sessions import Session
+from clawbot.settings import Settings
+from clawbot.store.interface import Store
+from clawbot.subagents.chains import MAX_CHAIN
+
+log = logging.getLogger("clawbot.approvals")
+
+ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
+ID_LENGTH = 6
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a call may run. ``required``: a person's answer was needed (asked now or
+    before); ``result``: how it was decided, for the audit record; ``refusal``: what the
+    model is told when it may not."""
+
+    allowed: bool
+    required: bool = False
+    result: str | None = None
+    refusal: str = ""
+
+
+ALLOWED = Verdict(allowed=True)
+
+
+def resource_of(call: ToolCallBlock) -> str | None:
+    """The path or host a call names (what a run grant is scoped to), if any."""
+    for capability in requested_capabilities(call)[1:]:
+        return capability
+    return None
+
+
+class Approvals:
+    def __init__(self, *, settings: Settings, store: Store, outbox: Outbox, clock: Clock) -> None:
+        self.settings = settings
+        self.store = store
+        self.outbox = outbox
+        self.clock = clock
+        self._answers: dict[str, asyncio.Future[ApprovalRequest]] = {}
+        self._runs_with_grants: set[str] = set()
+        self._calls_in_run: dict[str, Counter[str]] = {}
+        self._parked: set[asyncio.Task[Any]] = set()
+
+    def parked(self) -> set[asyncio.Task[Any]]:
+        """The turns waiting for a person's answer: a shutdown stops them at once (the
+        request stays stored and answerable; the turn resumes at the next start)."""
+        return set(self._parked)
+
+    # asking ------------------------------------------------------------------------
+
+    async def authorize(
+        self,
+        call: ToolCallBlock,
+        risk: Risk,
+        *,
+        session: Session,
+        run_id: str,
+        trace_id: str,
+        chain: Sequence[str],
+        profiles: Sequence[RiskProfile],
+    ) -> Verdict:
+        """Decide whether ``call`` may run, asking the person and waiting when it must.
+        ``profiles``: the risk profiles of the session's agent and of every agent above it
+        (a child asks whenever any of them would)."""
+        signature = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
+        occurrence = self._calls_in_run.setdefault(run_id, Counter())
+        occurrence[signature] += 1
+        levels = [profile.level(call.name, risk) for profile in profiles] or [risk]
+        level: Risk = max(levels, key=("safe", "guarded", "unsafe").index)
+        if not any(profile.asks(call.name, risk) for profile in profiles):
+            return ALLOWED
+        resource = resource_of(call)
+        root = await self._root(session)
+        if level == "guarded":
+            granted = await self._granted(session, root, call.name, resource, run_id)
+            if granted is not None:
+                return Verdict(allowed=True, required=False, result=granted)
+        key = hashlib.sha256(
+            json.dumps([session.key, run_id, signature, occurrence[signature]]).encode()
+        ).hexdigest()
+        request = await self._request(call, level, session, root, run_id, trace_id, chain, key)
+        answered = await self._wait(request)
+        return await self._verdict(answered, session, root, resource, run_id)
+
+    async def _request(
+        self,
+        call: ToolCallBlock,
+        level: Risk,
+        session: Session,
+        root: Session,
+        run_id: str,
+        trace_id: str,
+        chain: Sequence[str],
+        call_key: str,
+    ) -> ApprovalRequest:
+        now = self.clock.now()
+        for _ in range(5):
+            wanted = ApprovalRequest(
+                id="".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH)),
+                call_key=call_key,
+                session_key=session.key,
+                root_key=root.key,
+                turn_id=run_id,
+                trace_id=trace_id,
+                tool=call.name,
+                resource=resource_of(call),
+                risk=level,
+                chain=">".join(chain),
+                summary=summary(masked_arguments(call.arguments), limit=300),
+                status="pending",
+                scope=None,
+                answered_by=None,
+                created_at=now,
+                expires_at=now + timedelta(seconds=self.settings.approval_timeout),
+                answered_at=None,
+            )
+            stored, new = await self.store.approvals.open_request(wanted)
+            if stored.call_key != call_key:
+                continue  # the id was taken by another request: draw again
+            if new:
+                log.info("approval %s asked for %s in %s", stored.id, stored.tool, root.key)
+                await self._ask(stored, root)
+            return stored
+        raise RuntimeError("could not draw a free approval id")  # pragma: no cover
+
+    async def _ask(self, request: ApprovalRequest, root: Session) -> None:
+        ask = f"/approve {request.id}"
+        actions = [Action(label="Approve once", command=f"{ask} once")]
+        if request.risk == "guarded":
+            actions.append(Action(label="Approve for this session", command=f"{ask} session"))
+        actions.append(Action(label="Deny", command=f"/deny {request.id}"))
+        await self.outbox.deliver_on_behalf(
+            root,
+            request_text(request, self.settings.approval_timeout),
+            role=request.chain,
+            actions=tuple(actions),
+        )
+
+    async def _wait(self, request: ApprovalRequest) -> ApprovalRequest:
+        if request.status != "pending":
+            return request
+        future = self._answers.setdefault(request.id, asyncio.get_running_loop().create_future())
+        remaining = (request.expires_at - self.clock.now()).total_seconds()
+        task = asyncio.current_task()
+        if task is not None:
+            self._parked.add(task)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), max(0.0, remaining))
+        except TimeoutError:
+            expired = await self.store.approvals.answer(
+                request.id, status="expired", scope=None, answered_by=None, at=self.clock.now()
+            )
+            if not expired:  # answered in the very moment it expired
+                stored = await self.store.approvals.get(request.id)
+                if stored is not None:
+                    return stored
+            log.info("approval %s expired unanswered", request.id)
+            return _with_status(request, "expired")
+        finally:
+            self._parked.discard(task)
+            if self._answers.get(request.id) is future and future.done():
+                del self._answers[request.id]
+
+    async def _verdict(
+        self,
+        request: ApprovalRequest,
+        session: Session,
+        root: Session,
+        resource: str | None,
+        run_id: str,
+    ) -> Verdict:
+        if request.status == "approved":
+            if request.risk == "guarded":
+                scope: GrantScope = "session" if request.scope == "session" else "run"
+                await self.store.approvals.add_grant(
+                    Grant(
+                        session_key=session.key,
+                        root_key=root.key,
+                        root_epoch=root.epoch,
+                        tool=request.tool,
+                        resource=None if scope == "session" else resource,
+                        scope=scope,
+                        run_id=run_id if scope == "run" else None,
+                        approval_id=request.id,
+                        created_at=self.clock.now(),
+                    )
+                )
+                if scope == "run":
+                    self._runs_with_grants.add(run_id)
+            how = "for this session" if request.scope == "session" else "once"
+            return Verdict(allowed=True, required=True, result=f"approved {how}")
+        if request.status == "denied":
+            who = request.answered_by or "a person"
+            return Verdict(
+                allowed=False,
+                required=True,
+                result="denied",
+                refusal=f"the person denied this call ({request.tool}, request {request.id}, "
+                f"answered by {who}); do not try it again, ask them what they want instead",
+            )
+        timeout = round(self.settings.approval_timeout)
+        return Verdict(
+            allowed=False,
+            required=True,
+            result="expired",
+            refusal=f"nobody answered the approval request {request.id} for {request.tool} "
+            f"within {timeout} s, so the call was denied; tell the person it needs their "
+            "approval and what you wanted to do",
+        )
+
+    async def _granted(
+        self, session: Session, root: Session, tool: str, resource: str | None, run_id: str
+    ) -> str | None:
+        if tool in self.settings.grants:
+            return "standing grant"
+        for grant in await self.store.approvals.grants(session.key, tool):
+            if grant.scope == "session" and grant.root_epoch == root.epoch:
+                return "granted for this session"
+            if grant.scope == "run" and grant.run_id == run_id and grant.resource == resource:
+                return "granted for this run"
+        return None
+
+    async def _root(self, session: Session) -> Session:
+        current = session
+        for _ in range(MAX_CHAIN):
+            if current.owner_key is None:
+                return current
+            owner = await self.store.sessions.get(current.owner_key)
+            if owner is None:
+                return current
+            current = owner
+        return current
+
+    async def run_ended(self, run_id: str) -> None:
+        """Revoke the run's grants (the few runs that hold any pay for a write)."""
+        self._calls_in_run.pop(run_id, None)
+        if run_id in self._runs_with_grants:
+            self._runs_with_grants.discard(run_id)
+            await self.store.approvals.revoke_run(run_id)
+
+    # answering ---------------------------------------------------------------------
+
+    async def answer(
+        self,
+        request_id: str,
+        *,
+        approve: bool,
+        scope: ApprovalScope,
+        chat: Session,
+        sender_id: str,
+        sender_name: str,
+    ) -> str:
+        """Answer a request from ``chat`` as ``sender_id``; what to tell the sender."""
+        request = await self.store.approvals.get(request_id.strip().lower())
+        if request is None:
+            return f"No approval request has the id {request_id!r}."
+        if request.root_key != chat.key:
+            return f"Request {request.id} was asked in another chat: answer it there."
+        if not self.may_answer(chat, sender_id):
+            return (
+                "Only this chat's approvers can answer approval requests (CLAWBOT_APPROVERS); "
+                "ask one of them."
+            )
+        if request.status != "pending":
+            return f"Request {request.id} was already {_said(request)}."
+        if approve and scope == "session" and request.risk != "guarded":
+            return (
+                f"{request.tool} is unsafe: every call asks, so it can only be approved once "
+                f"(/approve {request.id} once)."
+            )
+        who = sender_name or sender_id
+        status: ApprovalStatus = "approved" if approve else "denied"
+        now = self.clock.now()
+        stored = await self.store.approvals.answer(
+            request.id, status=status, scope=scope if approve else None, answered_by=who, at=now
+        )
+        if not stored:
+            current = await self.store.approvals.get(request.id)
+            return f"Request {request.id} was already {_said(current or request)}."
+        answered = _with_status(request, status, scope=scope if approve else None, by=who)
+        await self._audit(answered, now)
+        future = self._answers.get(request.id)
+        if future is not None and not future.done():
+            future.set_result(answered)
+        if not approve:
+            return f"Denied: {request.tool} ({request.id})."
+        how = "for this session" if scope == "session" else "once"
+        return f"Approved {how}: {request.tool} ({request.id})."
+
+    def may_answer(self, chat: Session, sender_id: str) -> bool:
+        """A DM's owner (the only person who can write there) or a listed approver."""
+        if chat.chat_type == "dm":
+            return True
+        listed = set(self.settings.approvers)
+        return f"{chat.channel}:{sender_id}" in listed or f"{chat.channel}:*" in listed
+
+    async def _audit(self, request: ApprovalRequest, at: datetime) -> None:
+        await self.store.audit.started(
+            AuditRecord(
+                kind="approval",
+                trace_id=request.trace_id,
+                task_id=request.trace_id,
+                run_id=request.turn_id,
+                step_id=request.id,
+                session_key=request.session_key,
+                agent_id=request.chain.rsplit(">", 1)[-1],
+                tool=request.tool,
+                arguments={},
+                requested=(f"tool:{request.tool}",),
+                granted=(f"tool:{request.tool}",) if request.status == "approved" else (),
+                approval_required=True,
+                approval_result=_said(request),
+                started_at=request.created_at,
+                ended_at=at,
+                status="ok",
+                error=None,
+            )
+        )
+
+    # grants ------------------------------------------------------------------------
+
+    async def grants_text(self, chat: Session) -> str:
+        """What ``/grants`` shows: the grants given in this chat that still hold."""
+        lines = []
+        for grant in await self.store.approvals.grants_under(chat.key):
+            if grant.scope == "session" and grant.root_epoch != chat.epoch:
+                continue
+            where = "" if grant.session_key == chat.key else f" (subagent {grant.session_key})"
+            scope = "this session" if grant.scope == "session" else "this run"
+            on = f" on {grant.resource}" if grant.resource else ""
+            lines.append(f"- {grant.tool}{on}: {scope}{where}, request {grant.approval_id}")
+        if not lines:
+            return "No grants: guarded tools ask before they run."
+        return "Grants in this chat (/grants clear removes them):\n" + "\n".join(lines)
+
+    async def clear(self, chat: Session) -> str:
+        removed = await self.store.approvals.clear_grants(chat.key)
+        return (
+            f"Cleared {removed} grant(s): guarded tools ask again."
+            if removed
+            else ("No grants to clear.")
+        )
+
+
+def _said(request: ApprovalRequest) -> str:
+    if request.status == "approved":
+        how = "for this session" if request.scope == "session" else "once"
+        return f"approved {how}" + (f" by {request.answered_by}" if request.answered_by else "")
+    if request.status == "denied":
+        return "denied" + (f" by {request.answered_by}" if request.answered_by else "")
+    return "expired" if request.status == "expired" else "pending"
+
+
+def _with_status(
+    request: ApprovalRequest,
+    status: ApprovalStatus,
+    *,
+    scope: ApprovalScope | None = None,
+    by: str | None = None,
+) -> ApprovalRequest:
+    return replace(request, status=status, scope=scope, answered_by=by)
+
+
+def request_text(request: ApprovalRequest, timeout: float) -> str:
+    """The request as the person reads it: who asks, what, how risky, what each answer
+    allows, its id and the commands that answer it."""
+    lines = [
+        f"Approval needed ({request.id}): {request.tool} — {request.risk}",
+    ]
+    if request.summary:
+        lines.append(f"  {request.summary}")
+    if request.risk == "guarded":
+        on = f" on {request.resource.split(':', 1)[1]}" if request.resource else ""
+        lines.append(
+            f"Once: this call (and {request.tool}{on} for the rest of this turn). "
+            f"Session: {request.tool} without asking in this session until /new or /grants clear."
+        )
+        answers = f"/approve {request.id} once · /approve {request.id} session · /deny {request.id}"
+    else:
+        lines.append("Unsafe: every call asks.")
+        answers = f"/approve {request.id} once · /deny {request.id}"
+    lines.append(f"Answer within {round(timeout)} s: {answers}")
+    return "\n".join(lines)
