@@ -3,6 +3,10 @@
 Interactive (a TTY) it offers line editing and history through prompt_toolkit. Piped, it
 reads one message per line from stdin, writes each reply to stdout and everything else to
 stderr, so it can be scripted. Each line's reply is complete before the next line is read.
+
+An approval request (a message with actions) is answered right away: the next line is read
+as the answer (``o``nce, ``s``ession, ``d``eny, or a typed ``/approve``...), since the turn
+that asked waits for it before the chat reads on.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import sys
 from typing import BinaryIO, TextIO
 
 from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage
-from clawbot.messages import InboundMessage, OutboundMessage
+from clawbot.messages import Action, InboundMessage, OutboundMessage
 from clawbot.settings import Settings
 
 log = logging.getLogger("clawbot.console")
@@ -36,6 +40,37 @@ def to_inbound(text: str, *, chat_id: str, user: str) -> InboundMessage:
         message_id=None,
         mentioned=True,
     )
+
+
+ANSWERS = {
+    "o": " once",
+    "once": " once",
+    "y": " once",
+    "yes": " once",
+    "s": " session",
+    "session": " session",
+    "d": "/deny",
+    "deny": "/deny",
+    "n": "/deny",
+    "no": "/deny",
+}
+ANSWER_PROMPT = "answer: o = once, s = for this session, d = deny › "
+
+
+def answer_command(text: str, actions: tuple[Action, ...]) -> str | None:
+    """The command a typed answer to an approval request stands for: a short answer picks
+    the matching button's command, a line starting with ``/`` is taken as typed; None when
+    the answer means nothing here."""
+    typed = text.strip()
+    if typed.startswith("/"):
+        return typed
+    wanted = ANSWERS.get(typed.lower())
+    if wanted is None:
+        return None
+    for action in actions:
+        if action.command.endswith(wanted) or action.command.startswith(wanted):
+            return action.command
+    return None
 
 
 def decode_line(raw: bytes) -> str | None:
@@ -67,6 +102,9 @@ class ConsoleAdapter(Adapter):
         self.user = _user_name()
         self.finished = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._on_message: InboundHandler | None = None
+        self._answering = asyncio.Lock()
+        self._answers: set[asyncio.Task[None]] = set()
 
     @classmethod
     def is_configured(cls, settings: Settings) -> bool:
@@ -77,6 +115,7 @@ class ConsoleAdapter(Adapter):
         return cls(chat_id=settings.console_session)
 
     async def start(self, on_message: InboundHandler) -> None:
+        self._on_message = on_message
         loop = self._interactive_loop if self.interactive else self._piped_loop
         self._task = asyncio.create_task(loop(on_message))
         self._task.add_done_callback(lambda _: self.finished.set())
@@ -85,6 +124,8 @@ class ConsoleAdapter(Adapter):
         await self.finished.wait()
 
     async def stop(self) -> None:
+        for answer in list(self._answers):
+            answer.cancel()
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -104,7 +145,44 @@ class ConsoleAdapter(Adapter):
             except BrokenPipeError:
                 self._output_closed()
                 return []
+        if message.actions and self._on_message is not None:
+            answer = asyncio.create_task(self._answer(message.actions, self._on_message))
+            self._answers.add(answer)
+            answer.add_done_callback(self._answers.discard)
         return [SentMessage(channel=CHANNEL, chat_id=message.chat_id)]
+
+    async def _answer(self, actions: tuple[Action, ...], on_message: InboundHandler) -> None:
+        """Read the answer to an approval request and send it as its command. End of input
+        denies it (nobody is left to say yes)."""
+        deny = next((a.command for a in actions if a.command.startswith("/deny")), None)
+        async with self._answering:
+            while True:
+                text = await self._read_answer()
+                if text is None:
+                    if deny is None:
+                        return
+                    command = deny
+                    break
+                answered = answer_command(text, actions)
+                if answered is not None:
+                    command = answered
+                    break
+                print(ANSWER_PROMPT.rstrip(" ›"), file=sys.stderr, flush=True)
+        await self._deliver(on_message, command, 0)
+
+    async def _read_answer(self) -> str | None:
+        if self.interactive:
+            from prompt_toolkit import PromptSession
+
+            try:
+                return await PromptSession[str]().prompt_async(ANSWER_PROMPT)
+            except (EOFError, KeyboardInterrupt):
+                return None
+        print(ANSWER_PROMPT, end="", file=sys.stderr, flush=True)
+        raw = await asyncio.to_thread(self._stdin.readline)
+        if not raw:
+            return None
+        return decode_line(raw) or ""
 
     def _output_closed(self) -> None:
         """Whoever read our output is gone (``clawbot chat < in.txt | head -1``): further
