@@ -196,3 +196,9 @@ async def test_when_every_word_is_frequent_the_newest_memories_holding_it_are_ra
         await remember(store, f"note-{number}", f"project note {number}")
 
     assert sorted(await found(store, "project")) == ["main:note-3", "main:note-4", "main:note-5"]
+
+
+async def test_a_search_in_no_namespace_finds_nothing(store: SqliteStore) -> None:
+    await remember(store, "colour", "blue")
+
+    assert await found(store, "blue", namespaces=()) == []

@@ -110,7 +110,9 @@ def _within(namespaces: Sequence[str] | None, tags: Sequence[str]) -> tuple[str,
     """The SQL conditions (and their parameters) for a namespace and tag filter."""
     sql = ""
     params: list[str] = []
-    if namespaces is not None:
+    if namespaces is not None and not namespaces:
+        sql += " AND 0"  # no namespace to look in: nothing, and never `IN ()`
+    elif namespaces is not None:
         sql += f" AND m.namespace IN ({', '.join('?' * len(namespaces))})"
         params += namespaces
     if tags:
