@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from telegram import Bot, Message, MessageEntity, ReplyParameters, Update
+from telegram import Bot, CallbackQuery, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 
+from adapters.telegram_buttons import keyboard, press_to_inbound
 from adapters.telegram_intake import (
     BotApiRequest,
     NotTheBotApi,
@@ -34,8 +35,8 @@ from clawbot.settings import Settings
 log = logging.getLogger(__name__)
 
 CHANNEL = "telegram"
-ALLOWED_UPDATES = ("message", "channel_post")
-"""Edits, reactions and membership changes are not new turns."""
+ALLOWED_UPDATES = ("message", "channel_post", "callback_query")
+"""Edits, reactions and membership changes are not new turns; a button press is a command."""
 
 POLL_TIMEOUT = 30
 """Seconds the Bot API holds a getUpdates call open (long polling)."""
@@ -262,11 +263,17 @@ def _attachment(file_id: str, name: str, mime: str, size: int | None) -> Attachm
 
 
 def part_to_send_kwargs(
-    part: RenderedPart, message: OutboundMessage, *, first: bool, plain: bool = False
+    part: RenderedPart,
+    message: OutboundMessage,
+    *,
+    first: bool,
+    plain: bool = False,
+    last: bool = False,
 ) -> dict[str, Any]:
     """Arguments for ``Bot.send_message`` for one rendered part.
 
-    Only the first part replies to the user's message; the rest follow it in order.
+    Only the first part replies to the user's message; the rest follow it in order, and the
+    last carries the message's buttons (under the text they belong to).
     ``plain`` selects the part's plain-text fallback (after Telegram rejected the HTML).
     """
     formatted = part.markup == "telegram_html" and not plain
@@ -282,6 +289,9 @@ def part_to_send_kwargs(
         kwargs["reply_parameters"] = ReplyParameters(
             message_id=int(message.reply_to_message_id), allow_sending_without_reply=True
         )
+    markup = keyboard(message.actions) if last and message.actions else None
+    if markup is not None:
+        kwargs["reply_markup"] = markup
     return kwargs
 
 
@@ -590,9 +600,25 @@ class TelegramAdapter(Adapter):
         identity, handler = self._identity, self._on_message
         if identity is None or handler is None:
             return
+        if update.callback_query is not None:
+            await self._handle_press(update.callback_query, identity, handler)
+            return
         inbound = update_to_inbound(
             update, identity, ignore_other_bots=self._settings.ignore_other_bots
         )
+        if inbound is not None:
+            await handler(inbound)
+
+    async def _handle_press(
+        self, query: CallbackQuery, identity: BotIdentity, handler: InboundHandler
+    ) -> None:
+        """A button press: answered at once (Telegram keeps the button spinning until it is),
+        then handed over as the presser's command; its reply goes to the chat."""
+        try:
+            await self._bot().answer_callback_query(query.id)
+        except (TelegramError, DeliveryError) as exc:  # a redelivered press was answered already
+            log.info("telegram: answering a button press failed: %s", self._scrub(str(exc)))
+        inbound = press_to_inbound(query, bot_id=identity.id)
         if inbound is not None:
             await handler(inbound)
 
@@ -609,7 +635,9 @@ class TelegramAdapter(Adapter):
         sent: list[SentMessage] = []
         for index, part in enumerate(parts):
             try:
-                result = await self._send_part(bot, part, message, first=index == 0)
+                result = await self._send_part(
+                    bot, part, message, first=index == 0, last=index == len(parts) - 1
+                )
             except DeliveryError as exc:
                 if sent:
                     exc.message += f" (after {len(sent)} of {len(parts)} parts were delivered)"
@@ -618,7 +646,7 @@ class TelegramAdapter(Adapter):
         return sent
 
     async def _send_part(
-        self, bot: Any, part: RenderedPart, message: OutboundMessage, *, first: bool
+        self, bot: Any, part: RenderedPart, message: OutboundMessage, *, first: bool, last: bool
     ) -> Message:
         """Send one part: plain re-send on rejected markup, bounded waits on rate limits.
 
@@ -627,7 +655,7 @@ class TelegramAdapter(Adapter):
         """
         plain = False
         for _attempt in range(MAX_SEND_ATTEMPTS):
-            kwargs = part_to_send_kwargs(part, message, first=first, plain=plain)
+            kwargs = part_to_send_kwargs(part, message, first=first, plain=plain, last=last)
             try:
                 result: Message = await bot.send_message(**kwargs)
                 return result

@@ -10,6 +10,11 @@ Updates follow Telegram's acknowledgement rule strictly: an update stays pending
 with 409 Conflict, as Telegram does when two processes poll one token. With a webhook set, the
 pending updates are POSTed to it one at a time, in order, and an update leaves the queue only
 when the bot answers 2xx; a non-2xx answer or a failed connection is retried.
+
+Inline keyboards: ``reply_markup`` is checked as Telegram checks it (``callback_data`` of 1-64
+bytes) and kept on the message; a press is a ``callback_query`` update, and the pressed button
+spins in the user's app until the bot calls ``answerCallbackQuery`` for that query (once: a
+second answer, or an unknown id, is refused as Telegram refuses it).
 """
 
 from __future__ import annotations
@@ -212,10 +217,14 @@ class TelegramStandIn:
         self.webhook_secret: str | None = None
         self.fail_sends: list[tuple[int, float]] = []
         self.reject_formatting = 0
+        self.callback_queries: set[str] = set()
+        """Callback queries pressed and not answered yet (their buttons spin)."""
+        self.answered_callbacks: list[str] = []
         self.port = 0
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(100)
         self._file_ids = itertools.count(1)
+        self._query_ids = itertools.count(4_100_000_000_001)
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._online = False
@@ -270,6 +279,12 @@ class TelegramStandIn:
 
     def next_message_id(self) -> int:
         return next(self._message_ids)
+
+    def new_callback_query(self) -> str:
+        """A fresh callback query id, pending until the bot answers it."""
+        query_id = str(next(self._query_ids))
+        self.callback_queries.add(query_id)
+        return query_id
 
     def store_message(self, message: dict[str, Any]) -> None:
         self.messages[(message["chat"]["id"], message["message_id"])] = message
@@ -512,6 +527,9 @@ class TelegramStandIn:
             raise ApiError(400, "Bad Request: message text is empty")
         if _utf16_len(visible) > 4096:
             raise ApiError(400, "Bad Request: message is too long")
+        markup = params.get("reply_markup")
+        if markup is not None:
+            _check_inline_keyboard(markup)
         chat_id = int(params["chat_id"])
         chat: dict[str, Any] = {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"}
         message: dict[str, Any] = {
@@ -521,6 +539,8 @@ class TelegramStandIn:
             "date": int(time.time()),
             "text": visible,
         }
+        if markup is not None:
+            message["reply_markup"] = markup
         thread = params.get("message_thread_id")
         if thread is not None:
             message["message_thread_id"] = int(thread)
@@ -541,6 +561,39 @@ class TelegramStandIn:
         )
         await self._notify()
         return message
+
+    async def _m_answercallbackquery(self, params: dict[str, Any]) -> Any:
+        query_id = str(params.get("callback_query_id", ""))
+        if query_id not in self.callback_queries:
+            raise ApiError(
+                400,
+                "Bad Request: query is too old and response timeout expired or query ID is invalid",
+            )
+        self.callback_queries.discard(query_id)
+        self.answered_callbacks.append(query_id)
+        await self._notify()
+        return True
+
+
+def _check_inline_keyboard(markup: Any) -> None:
+    """Telegram's checks on an InlineKeyboardMarkup with callback buttons."""
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        raise ApiError(400, "Bad Request: can't parse reply keyboard markup JSON object")
+    for button in (b for row in rows for b in row):
+        data = button.get("callback_data") if isinstance(button, dict) else None
+        if not isinstance(data, str) or not 1 <= len(data.encode()) <= 64:
+            raise ApiError(400, "Bad Request: BUTTON_DATA_INVALID")
+        if not button.get("text"):
+            raise ApiError(400, "Bad Request: text buttons are unallowed in the inline keyboard")
+
+
+def inline_buttons(record: SentRecord) -> list[tuple[str, str]]:
+    """(label, callback_data) of each button under a sent message, row by row."""
+    markup = record.raw.get("reply_markup")
+    if not isinstance(markup, dict):
+        return []
+    return [(b["text"], b["callback_data"]) for row in markup["inline_keyboard"] for b in row]
 
 
 class TelegramHarness:
@@ -745,6 +798,41 @@ class TelegramHarness:
         self.server.store_message(message)
         await self.server.push_update({"message": message})
         return str(message["message_id"]), stored.file_id
+
+    async def press(
+        self,
+        record: SentRecord,
+        label: str,
+        *,
+        sender_id: str = "1001",
+        sender_name: str = "Ann",
+        timeout: float = 5.0,
+    ) -> None:
+        """Press the button ``label`` under a message the bot sent, as ``sender_id``: a
+        callback_query update. Returns once the bot answered the query; an AssertionError if
+        it did not (the button would spin in the user's app)."""
+        (data,) = [d for text, d in inline_buttons(record) if text == label]
+        message = self.server.messages[(int(record.chat_id), int(record.message_id))]
+        query_id = self.server.new_callback_query()
+        user = self._user(sender_id, sender_name, from_bot=False, from_self=False)
+        await self.server.push_update(
+            {
+                "callback_query": {
+                    "id": query_id,
+                    "from": user,
+                    "message": message,
+                    "chat_instance": f"-{abs(int(record.chat_id))}77",
+                    "data": data,
+                }
+            }
+        )
+        try:
+            await self.server.wait_for(lambda: query_id in self.server.answered_callbacks, timeout)
+        except TimeoutError:
+            raise AssertionError(f"the bot never answered callback query {query_id}") from None
+
+    def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
+        return inline_buttons(record)
 
     async def inject_update(self, update: dict[str, Any]) -> None:
         """Deliver a raw update exactly as given (for odd or malformed payloads)."""

@@ -1,0 +1,67 @@
+"""Telegram buttons: a message's actions as an inline keyboard, and a press (a callback query)
+as the command it stands for, from the presser, in the chat the button is in.
+
+Pressing a button is the same as the presser typing its command, so who may press it is
+checked by the router like any command. Telegram caps ``callback_data`` at 64 bytes; an action
+whose command is longer gets no button (its command is in the message text anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+
+from clawbot.messages import Action, ChatType, InboundMessage
+
+log = logging.getLogger("adapters.telegram")
+
+CHANNEL = "telegram"
+MAX_CALLBACK_DATA_BYTES = 64
+_CHAT_TYPES: dict[str, ChatType] = {"private": "dm", "channel": "channel"}
+
+
+def keyboard(actions: tuple[Action, ...]) -> InlineKeyboardMarkup | None:
+    """One button per row (labels stay readable on a phone); None when nothing fits."""
+    rows = [
+        [InlineKeyboardButton(action.label, callback_data=action.command)]
+        for action in actions
+        if _fits(action)
+    ]
+    return InlineKeyboardMarkup(rows) if rows else None
+
+
+def _fits(action: Action) -> bool:
+    if len(action.command.encode()) <= MAX_CALLBACK_DATA_BYTES:
+        return True
+    log.warning(
+        "telegram: no button for %r: its command is over %d bytes",
+        action.label,
+        MAX_CALLBACK_DATA_BYTES,
+    )
+    return False
+
+
+def press_to_inbound(query: CallbackQuery, *, bot_id: int) -> InboundMessage | None:
+    """The command a pressed button stands for; None for a press that carries none, comes
+    from a bot, or sits on a message Telegram no longer shows us."""
+    message = query.message
+    data = query.data
+    user = query.from_user
+    if not data or not isinstance(message, Message) or user.is_bot or user.id == bot_id:
+        return None
+    thread_id: str | None = None
+    if message.is_topic_message and message.message_thread_id is not None:
+        thread_id = str(message.message_thread_id)
+    return InboundMessage(
+        channel=CHANNEL,
+        chat_id=str(message.chat.id),
+        chat_type=_CHAT_TYPES.get(message.chat.type, "group"),
+        thread_id=thread_id,
+        sender_id=str(user.id),
+        sender_name=user.full_name,
+        text=data,
+        # Unique per press, so deduplication never drops a second press of the same button.
+        message_id=f"callback:{query.id}",
+        mentioned=True,  # a button under the bot's message is addressed to the bot
+    )

@@ -1,0 +1,160 @@
+"""Approval buttons on the platforms that have them, through the whole pipeline: the request
+carries Approve once / Approve for this session / Deny, and a press is the presser's command
+(acknowledged as the platform requires), so who may answer is checked as for a typed one.
+
+Real adapter <-> platform stand-in (callback query, block action, component interaction),
+service, router, runtime with a scripted model, outbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import pytest
+
+from clawbot.app import Clawbot
+from clawbot.service import Service
+from clawbot.settings import Settings
+from clawbot.testing import ScriptedModel, call
+from tests.standins.harness import PlatformHarness, SentRecord
+from tests.standins.telegram import DEFAULT_GROUP_ID, TelegramHarness
+
+OWNER = "1001"
+BOSS = "3003"
+MALLORY = "4004"
+LABELS = ["Approve once", "Approve for this session", "Deny"]
+
+
+class ButtonHarness(PlatformHarness, Protocol):
+    def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
+        """(label, command) of each button under a message the bot sent."""
+
+    async def press(
+        self, record: SentRecord, label: str, *, sender_id: str = "1001", sender_name: str = "Ann"
+    ) -> None:
+        """Press a button as ``sender_id``; returns once the bot acknowledged the press as
+        the platform requires (an AssertionError if it did not)."""
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    harness: Callable[[], ButtonHarness]
+    group_id: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+PLATFORMS = [
+    Platform("telegram", TelegramHarness, str(DEFAULT_GROUP_ID)),
+]
+
+
+@dataclass
+class World:
+    platform: Platform
+    harness: ButtonHarness
+    bot: Clawbot
+    service: Service
+    model: ScriptedModel
+
+    async def request(
+        self, text: str, *, sender_id: str = OWNER, chat_type: Literal["dm", "group"] = "dm"
+    ) -> SentRecord:
+        """Say ``text``; the approval request its turn sends."""
+        await self.harness.inject_message(
+            text, sender_id=sender_id, chat_type=chat_type, mention=chat_type == "group"
+        )
+        (record,) = await self.sent_where(lambda r: "Approval needed (" in r.text)
+        return record
+
+    async def sent_where(
+        self, wanted: Callable[[SentRecord], bool], count: int = 1
+    ) -> list[SentRecord]:
+        async def found() -> list[SentRecord]:
+            while True:
+                matching = [r for r in self.harness.sent() if wanted(r)]
+                if len(matching) >= count:
+                    return matching
+                await self.harness.wait_sent(len(self.harness.sent()) + 1, timeout=10)
+
+        return await asyncio.wait_for(found(), 10)
+
+
+@pytest.fixture(params=PLATFORMS, ids=str)
+async def world(
+    request: pytest.FixtureRequest, settings: Settings, scripted: ScriptedModel
+) -> AsyncIterator[World]:
+    platform: Platform = request.param
+    harness = platform.harness()
+    await harness.start()
+    bot_settings = settings.model_copy(
+        update={
+            "autonomy": "supervised",
+            "allowed_senders": [f"{platform.name}:{OWNER}"],
+            "allowed_groups": [f"{platform.name}:{platform.group_id}"],
+            "approvers": [f"{platform.name}:{BOSS}"],
+        }
+    )
+    try:
+        async with await Clawbot.open(bot_settings) as bot:
+            service = Service(bot, [harness.make_adapter()], shutdown_timeout=10)
+            await service.start()
+            try:
+                yield World(platform, harness, bot, service, scripted)
+            finally:
+                await service.stop()
+    finally:
+        await harness.stop()
+
+
+def writes(path: str) -> Any:
+    return call("file_write", path=path, content="hello")
+
+
+async def test_an_approval_request_carries_the_three_buttons(world: World) -> None:
+    world.model.add(writes("notes.md"), "Written.")
+
+    record = await world.request("write notes.md")
+
+    rid = record.text.split("Approval needed (", 1)[1].split(")", 1)[0]
+    assert world.harness.buttons(record) == [
+        ("Approve once", f"/approve {rid} once"),
+        ("Approve for this session", f"/approve {rid} session"),
+        ("Deny", f"/deny {rid}"),
+    ]
+    await world.harness.press(record, "Deny")
+    await world.sent_where(lambda r: r.text.startswith("Denied: file_write"))
+
+
+async def test_a_press_by_the_dm_owner_approves_and_the_turn_runs_the_tool(world: World) -> None:
+    world.model.add(writes("notes.md"), "Written.")
+    record = await world.request("write notes.md")
+
+    await world.harness.press(record, "Approve once", sender_id=OWNER)
+
+    await world.sent_where(lambda r: r.text == "Written.")
+    texts = [r.text for r in world.harness.sent()]
+    assert any(t.startswith("Approved once: file_write") for t in texts)
+    assert (world.bot.workspace.root / "notes.md").read_text() == "hello"
+
+
+async def test_a_press_by_a_non_approver_in_a_group_is_refused(world: World) -> None:
+    world.model.add(writes("notes.md"), "Written.")
+    record = await world.request("write notes.md", chat_type="group")
+
+    await world.harness.press(record, "Approve for this session", sender_id=MALLORY)
+    (refusal,) = await world.sent_where(lambda r: r.text.startswith("Only this chat's"))
+    await world.harness.press(record, "Approve once", sender_id=BOSS)
+    await world.sent_where(lambda r: r.text == "Written.")
+
+    assert refusal.text == (
+        "Only this chat's approvers can answer approval requests (CLAWBOT_APPROVERS); "
+        "ask one of them."
+    )
+    assert refusal.chat_id == world.platform.group_id
+    assert (world.bot.workspace.root / "notes.md").read_text() == "hello"
