@@ -128,6 +128,14 @@ async def test_the_environment_holds_no_key_or_token(
     assert "ABCdefGHI" not in content
 
 
+async def test_home_is_a_fresh_folder_removed_after_the_call(workspace: Path) -> None:
+    content, _ = await run(workspace, 'ls -A "$HOME"; touch "$HOME/.left"; echo "$HOME"')
+
+    home = content.splitlines()[-1]
+    assert content == f"exit code 0\n{home}\n"  # it was empty
+    assert not Path(home).exists()
+
+
 @BOTH
 async def test_a_command_past_its_timeout_is_killed_with_everything_it_started(
     workspace: Path, sandbox: Bubblewrap | None

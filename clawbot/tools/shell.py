@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import tempfile
 from dataclasses import dataclass
@@ -210,24 +211,33 @@ def shell_tool(sandbox: Bubblewrap | None) -> Tool:
         root = INSIDE_WORKSPACE if sandbox is not None else str(workspace.root)
         place = Place(workspace=workspace, cwd=relative, reach=reach, root=root)
         await asyncio.to_thread(check_command, command, place)
-        with tempfile.TemporaryDirectory(prefix="clawbot-shell-") as home:
-            if sandbox is None:
-                argv = [SHELL, "-c", command]
-                folder: Path | None = workspace.root / relative
-                env = clean_environment(home)
-            else:
-                inside = INSIDE_WORKSPACE if relative == WHOLE else f"{INSIDE_WORKSPACE}/{relative}"
-                argv = sandbox.wrap(
-                    [SHELL, "-c", command],
-                    mounts=await asyncio.to_thread(_mounts, workspace, reach),
-                    cwd=inside,
-                    network=settings.shell_network,
-                )
-                folder = None
-                env = clean_environment("/tmp")
-            outcome = await run_command(
-                argv, cwd=folder, env=env, timeout=limit, limit=settings.shell_max_output
+        if sandbox is not None:
+            inside = INSIDE_WORKSPACE if relative == WHOLE else f"{INSIDE_WORKSPACE}/{relative}"
+            argv = sandbox.wrap(
+                [SHELL, "-c", command],
+                mounts=await asyncio.to_thread(_mounts, workspace, reach),
+                cwd=inside,
+                network=settings.shell_network,
             )
+            outcome = await run_command(
+                argv,
+                cwd=None,
+                env=clean_environment("/tmp"),
+                timeout=limit,
+                limit=settings.shell_max_output,
+            )
+        else:
+            home = await asyncio.to_thread(tempfile.mkdtemp, prefix="clawbot-shell-")
+            try:
+                outcome = await run_command(
+                    [SHELL, "-c", command],
+                    cwd=workspace.root / relative,
+                    env=clean_environment(home),
+                    timeout=limit,
+                    limit=settings.shell_max_output,
+                )
+            finally:  # whatever the command left in its home (off the loop: it may be big)
+                await asyncio.to_thread(shutil.rmtree, home, True)
         return _report(outcome, limit)
 
     description = (
