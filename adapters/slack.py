@@ -26,6 +26,8 @@ Choices a Slack user would notice:
   (:mod:`adapters.slack_users`), so transcripts and pairing requests show people, not ids.
 * Slash commands. ``/clawbot status`` (:mod:`adapters.slack_commands`) runs clawbot's
   ``/status``; the text form still works where Slack lets it through.
+* Buttons. A message's actions (approval requests) become Block Kit buttons on its last part;
+  a press is acked at once and runs as the presser's command (:mod:`adapters.slack_buttons`).
 """
 
 from __future__ import annotations
@@ -50,11 +52,12 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack_buttons import ACTION_IDS, blocks_for, press_to_inbound
 from adapters.slack_commands import DEFAULT_COMMAND, command_name_problem, command_to_inbound
 from adapters.slack_users import UserDirectory
 from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
-from clawbot.messages import Attachment, InboundMessage, OutboundMessage, ReplyContext
+from clawbot.messages import Action, Attachment, InboundMessage, OutboundMessage, ReplyContext
 from clawbot.rendering import RenderedPart, render_parts
 
 if TYPE_CHECKING:
@@ -342,6 +345,7 @@ class SlackAdapter(Adapter):
         app.event("app_mention")(self._on_event)
         app.event(re.compile(".*"))(_acknowledge_only)
         app.command(self._command)(self._on_command)
+        app.action(ACTION_IDS)(self._on_press)
         app.error(_log_listener_error)
         self._accepting = True
         try:
@@ -496,6 +500,19 @@ class SlackAdapter(Adapter):
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
+    async def _on_press(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """bolt listener for a press of one of clawbot's buttons: acked at once (Slack shows
+        the presser an error after 3 s and never retries), then run as the presser's command,
+        like a slash command."""
+        handler = self._on_message
+        await ack()
+        inbound = press_to_inbound(body)
+        if not self._accepting or handler is None or inbound is None:
+            return
+        task = asyncio.create_task(self._run_command(handler, inbound))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
     async def _run_command(self, handler: InboundHandler, inbound: InboundMessage) -> None:
         try:
             await handler(await self._named(inbound))
@@ -531,16 +548,30 @@ class SlackAdapter(Adapter):
 
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         sent: list[SentMessage] = []
-        for part in render_parts(message.text, self.limits):
-            ts = await self._post_part(message.chat_id, message.thread_id, part)
+        parts = render_parts(message.text, self.limits)
+        for index, part in enumerate(parts):
+            actions = message.actions if index == len(parts) - 1 else ()
+            ts = await self._post_part(message.chat_id, message.thread_id, part, actions)
             sent.append(SentMessage(channel=CHANNEL, chat_id=message.chat_id, message_id=ts))
         return sent
 
-    async def _post_part(self, chat_id: str, thread_id: str | None, part: RenderedPart) -> str:
+    async def _post_part(
+        self,
+        chat_id: str,
+        thread_id: str | None,
+        part: RenderedPart,
+        actions: tuple[Action, ...] = (),
+    ) -> str:
+        """Post one part; with ``actions``, as blocks with buttons. A part Slack refuses as
+        formatted goes again as plain text, without blocks (its text names the commands)."""
         formatted = part.markup == "slack_mrkdwn"
+        with_blocks = bool(actions)
         rate_limited = 0
         while True:
             args = part_to_post_args(chat_id, thread_id, part, formatted=formatted)
+            if with_blocks:
+                shown = args["text"] if args["mrkdwn"] else part.plain
+                args["blocks"] = blocks_for(shown, actions, markup=args["mrkdwn"])
             try:
                 response = await self._client.chat_postMessage(**args)
                 return str(response.get("ts") or "")
@@ -554,9 +585,9 @@ class SlackAdapter(Adapter):
                         ) from None
                     await asyncio.sleep(self._retry_after(exc))
                     continue
-                if formatted and error in FORMATTING_ERRORS:
+                if (formatted or with_blocks) and error in FORMATTING_ERRORS:
                     log.info("slack: formatted part refused (%s); sending it as plain text", error)
-                    formatted = False
+                    formatted = with_blocks = False
                     continue
                 raise DeliveryError(
                     f"Slack refused a message to chat {chat_id} ({error})"

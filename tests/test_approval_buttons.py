@@ -20,6 +20,7 @@ from clawbot.service import Service
 from clawbot.settings import Settings
 from clawbot.testing import ScriptedModel, call
 from tests.standins.harness import PlatformHarness, SentRecord
+from tests.standins.slack import SlackHarness
 from tests.standins.telegram import DEFAULT_GROUP_ID, TelegramHarness
 
 OWNER = "1001"
@@ -34,7 +35,7 @@ class ButtonHarness(PlatformHarness, Protocol):
 
     async def press(
         self, record: SentRecord, label: str, *, sender_id: str = "1001", sender_name: str = "Ann"
-    ) -> None:
+    ) -> object:
         """Press a button as ``sender_id``; returns once the bot acknowledged the press as
         the platform requires (an AssertionError if it did not)."""
 
@@ -51,6 +52,8 @@ class Platform:
 
 PLATFORMS = [
     Platform("telegram", TelegramHarness, str(DEFAULT_GROUP_ID)),
+    Platform("slack-socket", lambda: SlackHarness("socket"), "C0GENERAL"),
+    Platform("slack-http", lambda: SlackHarness("http"), "C0GENERAL"),
 ]
 
 
@@ -95,9 +98,9 @@ async def world(
     bot_settings = settings.model_copy(
         update={
             "autonomy": "supervised",
-            "allowed_senders": [f"{platform.name}:{OWNER}"],
-            "allowed_groups": [f"{platform.name}:{platform.group_id}"],
-            "approvers": [f"{platform.name}:{BOSS}"],
+            "allowed_senders": [f"{harness.channel}:{OWNER}"],
+            "allowed_groups": [f"{harness.channel}:{platform.group_id}"],
+            "approvers": [f"{harness.channel}:{BOSS}"],
         }
     )
     try:

@@ -16,6 +16,10 @@ Acknowledgement is modelled as strictly as Slack applies it (:class:`EventSender
   the ack, is sent again with ``retry_attempt`` / ``retry_reason`` on the next open connection
   (after a reconnect if none is open), on the same schedule. A late ack counts for nothing.
 * Slash commands are never retried: unanswered in 3 s, the user sees an error.
+* Button presses (``block_actions`` interactions) are like slash commands: sent once, as an
+  ``interactive`` envelope in Socket Mode or a form-encoded ``payload`` POST to the Request URL in
+  HTTP mode; unanswered in 3 s, the presser sees an error and nothing is retried.
+  ``chat.postMessage`` checks ``blocks`` as Slack does (``invalid_blocks``).
 
 Messages carry no ``user_profile`` (Slack's documented message events do not): the app learns
 names from ``users.info``, which serves the people the harness has seen.
@@ -84,7 +88,7 @@ class Attempt:
 class Delivery:
     """An event or slash command on its way to the app, with every attempt Slack made."""
 
-    kind: Literal["event", "command"]
+    kind: Literal["event", "command", "interaction"]
     body: dict[str, Any]
     attempts: list[Attempt] = field(default_factory=list)
     response: Any = None
@@ -311,6 +315,10 @@ class SlackStandIn:
             return _ok_false("channel_not_found")
         if not text and not args.get("blocks"):
             return _ok_false("no_text")
+        if isinstance(args.get("blocks"), str):
+            args["blocks"] = json.loads(args["blocks"])
+        if "blocks" in args and not _valid_blocks(args["blocks"]):
+            return _ok_false("invalid_blocks")
         if self._fail_queue:
             status, retry_after = self._fail_queue.pop(0)
             error = "ratelimited" if status == 429 else "internal_error"
@@ -456,6 +464,12 @@ class EventSender:
         self._start(delivery, self._envelope if mode == "socket" else self._post_form, 1)
         return delivery
 
+    def send_interaction(self, payload: dict[str, Any], mode: Mode) -> Delivery:
+        """Deliver an interaction (a button press) once: Slack never retries one."""
+        delivery = Delivery(kind="interaction", body=payload)
+        self._start(delivery, self._envelope if mode == "socket" else self._post_payload, 1)
+        return delivery
+
     def _start(self, delivery: Delivery, send: Sender, attempts: int) -> None:
         self.deliveries.append(delivery)
         task = asyncio.create_task(self._run(delivery, send, attempts))
@@ -490,6 +504,8 @@ class EventSender:
                 retry_attempt=number,
                 retry_reason=reason,
             )
+        elif delivery.kind == "interaction":
+            envelope.update(type="interactive", accepts_response_payload=False)
         else:
             envelope.update(type="slash_commands", accepts_response_payload=True)
         acked: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -530,6 +546,12 @@ class EventSender:
 
     async def _post_form(self, delivery: Delivery, number: int, reason: str) -> Attempt:
         raw = urlencode(delivery.body).encode()
+        content_type = "application/x-www-form-urlencoded"
+        headers = signed_headers(raw, content_type, self.standin.signing_secret)
+        return await self._post(delivery, number, raw, headers)
+
+    async def _post_payload(self, delivery: Delivery, number: int, reason: str) -> Attempt:
+        raw = urlencode({"payload": json.dumps(delivery.body)}).encode()
         content_type = "application/x-www-form-urlencoded"
         headers = signed_headers(raw, content_type, self.standin.signing_secret)
         return await self._post(delivery, number, raw, headers)
@@ -732,6 +754,69 @@ class SlackHarness:
         }
         return await self.standin.sender.send_command(payload, self.mode).wait(self.wait_timeout)
 
+    def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
+        """(label, value) of each button in the blocks of a message the bot posted."""
+        return [(b["text"]["text"], b["value"]) for b in _buttons(record.raw.get("blocks"))]
+
+    async def press(
+        self, record: SentRecord, label: str, *, sender_id: str = "1001", sender_name: str = "Ann"
+    ) -> Delivery:
+        """Press the button ``label`` under a message the bot posted, as ``sender_id``: a
+        ``block_actions`` interaction. Returns once the app acked it; an AssertionError if it
+        did not within 3 s (the presser would see an error)."""
+        blocks = record.raw.get("blocks")
+        (button,) = [b for b in _buttons(blocks) if b["text"]["text"] == label]
+        (block,) = [b for b in blocks or () if button in b.get("elements", ())]
+        if sender_id not in self.standin.users:
+            self.standin.add_user(sender_id, sender_name)
+        action_ts = self.standin.next_ts()
+        message: dict[str, Any] = {
+            "type": "message",
+            "user": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "text": record.text,
+            "ts": record.message_id,
+            "blocks": blocks,
+        }
+        if record.thread_id:
+            message["thread_ts"] = record.thread_id
+        payload = {
+            "type": "block_actions",
+            "user": {
+                "id": sender_id,
+                "username": sender_name.lower(),
+                "name": sender_name.lower(),
+                "team_id": TEAM_ID,
+            },
+            "api_app_id": APP_ID,
+            "token": "legacy-verification-token",
+            "container": {
+                "type": "message",
+                "message_ts": record.message_id,
+                "channel_id": record.chat_id,
+                "is_ephemeral": False,
+            },
+            "trigger_id": f"{self.standin.new_id('')}.{sender_id}.{self.standin.new_id('t')}",
+            "team": {"id": TEAM_ID, "domain": "standin"},
+            "channel": {
+                "id": record.chat_id,
+                "name": "directmessage" if record.chat_id.startswith("D") else "general",
+            },
+            "message": message,
+            "response_url": f"{self.standin.base_url}/actions/{self.standin.new_id('R')}",
+            "actions": [
+                {
+                    "type": "button",
+                    "block_id": block["block_id"],
+                    "action_id": button["action_id"],
+                    "text": button["text"],
+                    "value": button["value"],
+                    "action_ts": action_ts,
+                }
+            ],
+        }
+        return await self.standin.sender.send_interaction(payload, self.mode).wait(3.0)
+
     async def wait_sent(self, count: int, timeout: float = 5.0) -> list[SentRecord]:
         return await self.standin.wait_posted(count, timeout)
 
@@ -767,6 +852,48 @@ class SlackHarness:
             headers.update({"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "timeout"})
         async with self._http.post(self.http_url, data=raw, headers=headers) as resp:
             return resp.status, await resp.text()
+
+
+def _buttons(blocks: Any) -> list[dict[str, Any]]:
+    return [
+        element
+        for block in blocks or ()
+        if block.get("type") == "actions"
+        for element in block.get("elements", ())
+        if element.get("type") == "button"
+    ]
+
+
+def _valid_blocks(blocks: Any) -> bool:
+    """Slack's checks on the blocks clawbot sends (sections and buttons)."""
+    if not isinstance(blocks, list) or not 1 <= len(blocks) <= 50:
+        return False
+    action_ids: set[str] = set()
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "section":
+            text = block.get("text") or {}
+            if text.get("type") not in ("mrkdwn", "plain_text"):
+                return False
+            if not 1 <= len(str(text.get("text") or "")) <= 3000:
+                return False
+        elif kind == "actions":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not 1 <= len(elements) <= 25:
+                return False
+            for button in elements:
+                label = button.get("text") or {}
+                action_id = str(button.get("action_id") or "")
+                if label.get("type") != "plain_text" or not 1 <= len(label.get("text", "")) <= 75:
+                    return False
+                if not 1 <= len(action_id) <= 255 or action_id in action_ids:
+                    return False
+                if len(str(button.get("value") or "")) > 2000:
+                    return False
+                action_ids.add(action_id)
+        else:
+            return False
+    return True
 
 
 def _parse_response(body: str, content_type: str) -> Any:
