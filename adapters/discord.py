@@ -11,6 +11,9 @@ Two pure conversions carry the platform knowledge (``inbound_from_message`` and
 
 Discord never redelivers, so the adapter reads back what was posted while no gateway session
 was up (within ``discord_catch_up_hours``): see ``adapters.discord_catch_up``.
+
+A message's actions (approval requests) become buttons on its last part; a press is answered
+at once (a deferred update) and runs as the presser's command: see ``adapters.discord_buttons``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import SecretStr
 
+from adapters.discord_buttons import press_to_inbound, pressed_command, view_for
 from adapters.discord_catch_up import CatchUp
 from adapters.discord_downloads import CdnDownloads
 from clawbot.channels import Adapter, ChannelLimits, ChatCursor, InboundHandler, SentMessage
@@ -250,6 +254,9 @@ class _Client(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         await self._adapter._receive(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        await self._adapter._press(interaction)
 
 
 def _guard_parsers(client: discord.Client) -> None:
@@ -475,6 +482,31 @@ class DiscordAdapter(Adapter):
         async with self._intake:
             await self._hand_over(inbound)
 
+    async def _press(self, interaction: discord.Interaction) -> None:
+        """A press of one of clawbot's buttons: answered at once (Discord shows the presser
+        "interaction failed" after 3 s), then handed over as the presser's command; its reply
+        goes to the chat like any command's."""
+        command = pressed_command(interaction)
+        if command is None:
+            return
+        try:
+            await interaction.response.defer()
+        except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            log.warning("discord: answering a button press failed (%s)", type(exc).__name__)
+        handler, message = self._on_message, interaction.message
+        if handler is None or message is None or not self._accepting:
+            return
+        chat_type, chat_id, thread_id = _place(message)
+        inbound = press_to_inbound(
+            interaction, command, chat_type=chat_type, chat_id=chat_id, thread_id=thread_id
+        )
+        if inbound is None:
+            return
+        try:
+            await handler(inbound)
+        except Exception:
+            log.exception("discord: the handler failed on button press %s", inbound.message_id)
+
     async def _hand_over(self, inbound: InboundMessage) -> bool:
         """Give one message to ``on_message`` (the intake lock held); whether it was taken."""
         handler = self._on_message
@@ -543,8 +575,10 @@ class DiscordAdapter(Adapter):
         sent: list[SentMessage] = []
         for index, part in enumerate(parts):
             reply_to = message.reply_to_message_id if index == 0 else None
+            last = index == len(parts) - 1
+            view = view_for(message.actions) if last and message.actions else None
             try:
-                posted = await self._send_part(target, part, reply_to, message.chat_id)
+                posted = await self._send_part(target, part, reply_to, message.chat_id, view)
             except DeliveryError as exc:
                 if sent:
                     exc.message += f" (after {len(sent)} of {len(parts)} parts were delivered)"
@@ -560,14 +594,23 @@ class DiscordAdapter(Adapter):
         part: RenderedPart,
         reply_to: str | None,
         chat_id: str,
+        view: discord.ui.View | None = None,
     ) -> discord.Message:
         """Post one part. Only a 429 is retried: Discord stored nothing then, so a retry cannot
-        duplicate; a timeout might have been stored, so it is reported instead of retried."""
+        duplicate; a timeout might have been stored, so it is reported instead of retried.
+
+        A ``view`` (buttons) goes with the part; it is unregistered from discord.py's view store
+        once sent, since presses are taken from ``on_interaction`` (``_press``)."""
         plain = part.markup == "plain" or part.text == part.plain
         arguments = outbound_arguments(part, channel_id=target.id, reply_to_message_id=reply_to)
         for attempt in range(1, self._send_attempts + 1):
+            if view is not None:
+                arguments["view"] = view
             try:
-                return await target.send(**arguments)
+                posted = await target.send(**arguments)
+                if view is not None:
+                    view.stop()
+                return posted
             except discord.RateLimited as exc:
                 delay = exc.retry_after
             except discord.HTTPException as exc:

@@ -19,6 +19,7 @@ from clawbot.app import Clawbot
 from clawbot.service import Service
 from clawbot.settings import Settings
 from clawbot.testing import ScriptedModel, call
+from tests.standins.discord import GENERAL_CHANNEL_ID, DiscordHarness
 from tests.standins.harness import PlatformHarness, SentRecord
 from tests.standins.slack import SlackHarness
 from tests.standins.telegram import DEFAULT_GROUP_ID, TelegramHarness
@@ -52,6 +53,7 @@ class Platform:
 
 PLATFORMS = [
     Platform("telegram", TelegramHarness, str(DEFAULT_GROUP_ID)),
+    Platform("discord", DiscordHarness, GENERAL_CHANNEL_ID),
     Platform("slack-socket", lambda: SlackHarness("socket"), "C0GENERAL"),
     Platform("slack-http", lambda: SlackHarness("http"), "C0GENERAL"),
 ]

@@ -3,6 +3,11 @@
 The real ``discord.Client`` runs against it unmodified apart from the two base URLs the adapter
 points at it (``Route.BASE`` for REST, the gateway URL this server returns from
 ``GET /gateway/bot``). Payloads follow Discord's documented shapes; ids are real snowflakes.
+
+Message components (buttons) are checked as Discord checks them and kept on the message. A
+press is an INTERACTION_CREATE (type 3, component) over the gateway; Discord wants the
+interaction answered (``POST /interactions/{id}/{token}/callback``) within 3 seconds, once:
+later, the token is unknown (10062); twice, "already acknowledged" (40060).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ DISCORD_EPOCH_MS = 1420070400000
 OP_DISPATCH, OP_HEARTBEAT, OP_IDENTIFY, OP_RESUME = 0, 1, 2, 6
 OP_RECONNECT, OP_INVALID_SESSION, OP_HELLO, OP_HEARTBEAT_ACK = 7, 9, 10, 11
 INTENT_MESSAGE_CONTENT = 1 << 15
+INTERACTION_ANSWER_SECONDS = 3.0
 
 _MARKDOWN = re.compile(r"[*_~`|]|^\s*(?:>|#{1,3}\s|-#\s|[-*]\s)|\[[^\]]*\]\([^)]*\)", re.M)
 _ESCAPED = re.compile(r"\\.")
@@ -133,6 +139,10 @@ class DiscordStandIn:
         self._sessions: dict[str, _Session] = {}
         self._runner: web.AppRunner | None = None
         self.history = ChannelHistory(self)
+        self.interactions: dict[str, tuple[str, float]] = {}
+        """Interactions sent and not answered yet: id -> (token, monotonic deadline)."""
+        self.interaction_answers: list[tuple[str, int]] = []
+        """(interaction id, callback type) of each answer, in order."""
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -148,6 +158,9 @@ class DiscordStandIn:
         app.router.add_post(api + "/channels/{channel_id}/messages", self._post_message)
         app.router.add_get(api + "/channels/{channel_id}/messages", self.history.respond)
         app.router.add_post(api + "/channels/{channel_id}/typing", self._post_typing)
+        app.router.add_post(
+            api + "/interactions/{interaction_id}/{token}/callback", self._interaction_callback
+        )
         app.router.add_get("/attachments/{channel_id}/{file_id}/{filename}", self._get_file)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -618,6 +631,13 @@ class DiscordStandIn:
                         }
                     },
                 )
+        components = body.get("components")
+        if components:
+            problem = _component_problem(components)
+            if problem is not None:
+                return self._error(
+                    400, "Invalid Form Body", 50035, errors={"components": {"_errors": [problem]}}
+                )
         guild = channel["type"] != 1
         message = self.message_payload(
             channel_id=channel_id,
@@ -627,11 +647,41 @@ class DiscordStandIn:
             reference=reference,
             channel_type=channel["type"],
         )
+        if components:
+            message["components"] = components
         self.messages[message["id"]] = message
         self.posted.append(message["id"])
         self.sent_changed.set()
         await self.publish("MESSAGE_CREATE", message)  # Discord echoes the bot's own too
         return _json(message, headers=self._ratelimit_headers(4, 1.0))
+
+    async def _interaction_callback(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        interaction_id = request.match_info["interaction_id"]
+        self.requests.append(("POST", request.path, body))
+        pending = self.interactions.get(interaction_id)
+        answered = any(i == interaction_id for i, _ in self.interaction_answers)
+        if answered:
+            return self._error(400, "Interaction has already been acknowledged.", 40060)
+        if pending is None or pending[0] != request.match_info["token"]:
+            return self._error(404, "Unknown interaction", 10062)
+        del self.interactions[interaction_id]
+        if time.monotonic() > pending[1]:
+            return self._error(404, "Unknown interaction", 10062)
+        kind = int(body.get("type", 0))
+        if kind not in (4, 5, 6, 7, 9):
+            return self._error(400, "Invalid Form Body", 50035)
+        self.interaction_answers.append((interaction_id, kind))
+        self.sent_changed.set()
+        answer = {
+            "interaction": {
+                "id": interaction_id,
+                "type": 3,
+                "response_message_loading": kind == 5,
+                "response_message_ephemeral": False,
+            }
+        }
+        return _json(answer)
 
     async def _get_file(self, request: web.Request) -> web.StreamResponse:
         stored = self.files.get(request.match_info["file_id"])
@@ -702,6 +752,32 @@ class ChannelHistory:
         if anchors and not query[anchors[0]].isdigit():
             return anchors[0], "Value is not snowflake."
         return None
+
+
+def _component_problem(rows: Any) -> dict[str, str] | None:
+    """Discord's checks on top-level action rows of buttons; None when they pass."""
+    if not isinstance(rows, list) or len(rows) > 5:
+        return {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 5 or fewer in length."}
+    custom_ids: set[str] = set()
+    for row in rows:
+        buttons = row.get("components") if isinstance(row, dict) else None
+        if row.get("type") != 1 or not isinstance(buttons, list) or not 1 <= len(buttons) <= 5:
+            return {"code": "COMPONENT_LAYOUT_WIDTH_EXCEEDED", "message": "Invalid row."}
+        for button in buttons:
+            custom_id = str(button.get("custom_id") or "")
+            if button.get("type") != 2 or button.get("style") not in (1, 2, 3, 4):
+                return {"code": "COMPONENT_TYPE_INVALID", "message": "Invalid component."}
+            if not 1 <= len(custom_id) <= 100 or custom_id in custom_ids:
+                return {"code": "COMPONENT_CUSTOM_ID_DUPLICATED", "message": "Invalid custom_id."}
+            if len(str(button.get("label") or "")) > 80:
+                return {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 80 or fewer."}
+            custom_ids.add(custom_id)
+    return None
+
+
+def message_buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The buttons of a message's action rows, in order."""
+    return [b for row in message.get("components", ()) for b in row.get("components", ())]
 
 
 def _snowflake_id(value: str, aliases: dict[str, str], standin: DiscordStandIn) -> str:
@@ -915,6 +991,67 @@ class DiscordHarness:
 
     def sent(self) -> list[SentRecord]:
         return [self._record(m) for m in self.server.bot_messages()]
+
+    def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
+        """(label, custom_id) of each button under a message the bot posted."""
+        message = self.server.messages[record.message_id]
+        return [(b.get("label", ""), b["custom_id"]) for b in message_buttons(message)]
+
+    async def press(
+        self, record: SentRecord, label: str, *, sender_id: str = "1001", sender_name: str = "Ann"
+    ) -> None:
+        """Press the button ``label`` under a message the bot posted, as ``sender_id``: an
+        INTERACTION_CREATE. Returns once the bot answered the interaction; an AssertionError if
+        it did not within 3 s (the presser would see "This interaction failed")."""
+        server = self.server
+        message = server.messages[record.message_id]
+        (button,) = [b for b in message_buttons(message) if b.get("label") == label]
+        user = _user(_snowflake_id(sender_id, self._aliases, server), sender_name)
+        channel_id = str(message["channel_id"])
+        channel = server._channel(channel_id)
+        assert channel is not None
+        interaction_id, token = server.snowflake(), f"aW50ZXJhY3Rpb24{server.snowflake()}"
+        payload: dict[str, Any] = {
+            "id": interaction_id,
+            "application_id": APPLICATION_ID,
+            "type": 3,
+            "data": {"custom_id": button["custom_id"], "component_type": 2},
+            "channel_id": channel_id,
+            "channel": channel,
+            "message": message,
+            "token": token,
+            "version": 1,
+            "locale": "en-US",
+            "app_permissions": "2248473465835073",
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": GUILD_ID},
+            "attachment_size_limit": 10485760,
+        }
+        if channel.get("type") == 1:
+            payload.update(user=user, context=1)
+        else:
+            member = {"user": user, "roles": [], "joined_at": _iso(), "deaf": False}
+            payload.update(
+                guild_id=GUILD_ID,
+                guild_locale="en-US",
+                member={**member, "mute": False, "flags": 0, "permissions": "1024"},
+                context=0,
+            )
+        deadline = time.monotonic() + INTERACTION_ANSWER_SECONDS
+        server.interactions[interaction_id] = (token, deadline)
+        await server.dispatch("INTERACTION_CREATE", payload)
+
+        async def answered() -> None:
+            while True:
+                server.sent_changed.clear()
+                if any(i == interaction_id for i, _ in server.interaction_answers):
+                    return
+                await server.sent_changed.wait()
+
+        try:
+            await asyncio.wait_for(answered(), INTERACTION_ANSWER_SECONDS)
+        except TimeoutError:
+            raise AssertionError(f"the bot never answered interaction {interaction_id}") from None
 
     async def wait_sent(self, count: int, timeout: float = 5.0) -> list[SentRecord]:
         async def reached() -> None:
