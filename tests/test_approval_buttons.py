@@ -13,9 +13,15 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+import discord
 import pytest
 
+from adapters.discord_buttons import view_for
+from adapters.slack_buttons import blocks_for
+from adapters.telegram import TelegramAdapter, part_to_send_kwargs
 from clawbot.app import Clawbot
+from clawbot.messages import Action, OutboundMessage
+from clawbot.rendering import render_parts
 from clawbot.service import Service
 from clawbot.settings import Settings
 from clawbot.testing import ScriptedModel, call
@@ -27,7 +33,7 @@ from tests.standins.telegram import DEFAULT_GROUP_ID, TelegramHarness
 OWNER = "1001"
 BOSS = "3003"
 MALLORY = "4004"
-LABELS = ["Approve once", "Approve for this session", "Deny"]
+LONG = Action(label="Too long", command="/deny " + "x" * 100)
 
 
 class ButtonHarness(PlatformHarness, Protocol):
@@ -163,3 +169,58 @@ async def test_a_press_by_a_non_approver_in_a_group_is_refused(world: World) -> 
     )
     assert refusal.chat_id == world.platform.group_id
     assert (world.bot.workspace.root / "notes.md").read_text() == "hello"
+
+
+async def test_a_second_press_of_the_same_button_is_answered_not_dropped(world: World) -> None:
+    world.model.add(writes("notes.md"), "Written.")
+    record = await world.request("write notes.md")
+    rid = record.text.split("Approval needed (", 1)[1].split(")", 1)[0]
+
+    await world.harness.press(record, "Approve once")
+    await world.sent_where(lambda r: r.text == "Written.")
+    await world.harness.press(record, "Approve once")
+
+    (again,) = await world.sent_where(lambda r: r.text.startswith(f"Request {rid} was already"))
+    assert again.text == f"Request {rid} was already approved once by Ann."
+
+
+# ---- the conversions, where a platform limit decides ----------------------------------------
+
+
+def test_telegram_puts_the_buttons_on_the_last_part_only_and_skips_an_oversized_command() -> None:
+    message = OutboundMessage(
+        channel="telegram",
+        chat_id="1001",
+        text="request",
+        actions=(Action(label="Yes", command="/approve k7m2pq once"), LONG),
+    )
+    part = render_parts("request", TelegramAdapter.limits)[0]
+
+    first = part_to_send_kwargs(part, message, first=True)
+    last = part_to_send_kwargs(part, message, first=False, last=True)
+
+    assert "reply_markup" not in first
+    rows = last["reply_markup"].inline_keyboard
+    assert [(b.text, b.callback_data) for row in rows for b in row] == [
+        ("Yes", "/approve k7m2pq once")
+    ]
+
+
+def test_slack_splits_a_long_text_into_sections_slack_accepts_above_the_buttons() -> None:
+    text = "x" * 3500
+
+    blocks = blocks_for(text, (Action(label="Yes", command="/approve k7m2pq once"),), markup=True)
+
+    sections = [b["text"]["text"] for b in blocks if b["type"] == "section"]
+    assert [len(s) for s in sections] == [3000, 500] and "".join(sections) == text
+    assert blocks[-1]["elements"][0]["value"] == "/approve k7m2pq once"
+
+
+async def test_discord_gives_no_button_to_a_command_over_100_characters() -> None:
+    view = view_for((Action(label="Yes", command="/approve k7m2pq once"), LONG))
+
+    assert view is not None
+    assert [item.custom_id for item in view.children if isinstance(item, discord.ui.Button)] == [
+        "/approve k7m2pq once"
+    ]
+    view.stop()
