@@ -494,11 +494,8 @@ class SlackAdapter(Adapter):
             await ack(text="clawbot is restarting. Please try again in a moment.")
             return
         await ack()
-        if inbound is None:
-            return
-        task = asyncio.create_task(self._run_command(handler, inbound))
-        self._inflight.add(task)
-        task.add_done_callback(self._inflight.discard)
+        if inbound is not None:
+            self._spawn_command(handler, inbound)
 
     async def _on_press(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """bolt listener for a press of one of clawbot's buttons: acked at once (Slack shows
@@ -507,8 +504,10 @@ class SlackAdapter(Adapter):
         handler = self._on_message
         await ack()
         inbound = press_to_inbound(body)
-        if not self._accepting or handler is None or inbound is None:
-            return
+        if self._accepting and handler is not None and inbound is not None:
+            self._spawn_command(handler, inbound)
+
+    def _spawn_command(self, handler: InboundHandler, inbound: InboundMessage) -> None:
         task = asyncio.create_task(self._run_command(handler, inbound))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
@@ -583,7 +582,7 @@ class SlackAdapter(Adapter):
                         raise DeliveryError(
                             f"Slack kept rate-limiting messages to chat {chat_id}"
                         ) from None
-                    await asyncio.sleep(self._retry_after(exc))
+                    await asyncio.sleep(_retry_after(exc, self.max_retry_after))
                     continue
                 if (formatted or with_blocks) and error in FORMATTING_ERRORS:
                     log.info("slack: formatted part refused (%s); sending it as plain text", error)
@@ -596,17 +595,6 @@ class SlackAdapter(Adapter):
                 raise DeliveryError(
                     f"cannot reach Slack to deliver to chat {chat_id} ({type(exc).__name__})"
                 ) from None
-
-    def _retry_after(self, exc: SlackApiError) -> float:
-        headers = exc.response.headers or {}
-        for key, value in headers.items():
-            if key.lower() == "retry-after":
-                raw = value[0] if isinstance(value, list) else value
-                try:
-                    return min(max(float(raw), 0.0), self.max_retry_after)
-                except (TypeError, ValueError):
-                    break
-        return 1.0
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Nothing: Slack has no typing indicator for bots (see the module docstring)."""
@@ -723,6 +711,19 @@ def _has_space(value: str) -> bool:
 
 def _secret(value: SecretStr | None) -> str:
     return value.get_secret_value() if value is not None else ""
+
+
+def _retry_after(exc: SlackApiError, cap: float) -> float:
+    """Seconds Slack's ``Retry-After`` asks for, within ``[0, cap]``; 1 when it says none."""
+    headers = exc.response.headers or {}
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            raw = value[0] if isinstance(value, list) else value
+            try:
+                return min(max(float(raw), 0.0), cap)
+            except (TypeError, ValueError):
+                break
+    return 1.0
 
 
 def _error_code(exc: SlackApiError) -> str:
