@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import discord
 import pytest
@@ -36,21 +36,10 @@ MALLORY = "4004"
 LONG = Action(label="Too long", command="/deny " + "x" * 100)
 
 
-class ButtonHarness(PlatformHarness, Protocol):
-    def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
-        """(label, command) of each button under a message the bot sent."""
-
-    async def press(
-        self, record: SentRecord, label: str, *, sender_id: str = "1001", sender_name: str = "Ann"
-    ) -> object:
-        """Press a button as ``sender_id``; returns once the bot acknowledged the press as
-        the platform requires (an AssertionError if it did not)."""
-
-
 @dataclass(frozen=True)
 class Platform:
     name: str
-    harness: Callable[[], ButtonHarness]
+    harness: Callable[[], PlatformHarness]
     group_id: str
 
     def __str__(self) -> str:
@@ -68,7 +57,7 @@ PLATFORMS = [
 @dataclass
 class World:
     platform: Platform
-    harness: ButtonHarness
+    harness: PlatformHarness
     bot: Clawbot
     service: Service
     model: ScriptedModel

@@ -67,5 +67,15 @@ class PlatformHarness(Protocol):
     def typing_events(self) -> list[str]:
         """Chat ids the bot sent a typing indicator to, in order."""
 
+    def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
+        """(label, command) of each button under a message the bot sent."""
+
+    async def press(
+        self, record: SentRecord, label: str, *, sender_id: str = "1001", sender_name: str = "Ann"
+    ) -> object:
+        """Press a button under a message the bot sent, as ``sender_id``, the way the platform
+        delivers it; returns once the bot acknowledged the press as the platform requires (an
+        AssertionError if it did not)."""
+
     async def stop(self) -> None:
         """Stop the stand-in."""
