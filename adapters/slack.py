@@ -463,7 +463,7 @@ class SlackAdapter(Adapter):
         handler, bot = self._on_message, self._bot
         if not self._accepting or handler is None or bot is None:
             raise NotStored("slack: not taking messages (stopping); Slack will deliver it again")
-        if self._second_delivery(event):
+        if _second_delivery(self._seen, event):
             return
         inbound = event_to_inbound(event, bot=bot, ignore_other_bots=self._ignore_other_bots)
         if inbound is None:
@@ -529,19 +529,6 @@ class SlackAdapter(Adapter):
         if not name or name == inbound.sender_name:
             return inbound
         return inbound.model_copy(update={"sender_name": name})
-
-    def _second_delivery(self, event: Any) -> bool:
-        """Whether this is the ``app_mention`` twin of a ``message`` already handled (or the
-        reverse). The same event type arriving again is a redelivery and is passed on."""
-        if not isinstance(event, Mapping):
-            return False
-        channel, ts, kind = event.get("channel"), event.get("ts"), event.get("type")
-        if not isinstance(channel, str) or not isinstance(ts, str) or not isinstance(kind, str):
-            return False
-        first = self._seen.setdefault((channel, ts), kind)
-        if len(self._seen) > 2048:
-            self._seen.popitem(last=False)
-        return first != kind
 
     # -- outbound ------------------------------------------------------------------------------
 
@@ -711,6 +698,21 @@ def _has_space(value: str) -> bool:
 
 def _secret(value: SecretStr | None) -> str:
     return value.get_secret_value() if value is not None else ""
+
+
+def _second_delivery(seen: OrderedDict[tuple[str, str], str], event: Any) -> bool:
+    """Whether this is the ``app_mention`` twin of a ``message`` already handled (or the
+    reverse), by the (channel, ts) pairs ``seen`` so far. The same event type arriving again
+    is a redelivery and is passed on."""
+    if not isinstance(event, Mapping):
+        return False
+    channel, ts, kind = event.get("channel"), event.get("ts"), event.get("type")
+    if not isinstance(channel, str) or not isinstance(ts, str) or not isinstance(kind, str):
+        return False
+    first = seen.setdefault((channel, ts), kind)
+    if len(seen) > 2048:
+        seen.popitem(last=False)
+    return first != kind
 
 
 def _retry_after(exc: SlackApiError, cap: float) -> float:
