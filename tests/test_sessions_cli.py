@@ -7,6 +7,7 @@ import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -132,7 +133,7 @@ async def _priced_child(home: Path) -> None:
         r1 = await _spawn(store, "memory:chat1", "r1", "researcher")
         job = TurnJob(id=new_id("turn"), session_key=r1.key, status="running", attempts=1)
         await store.jobs.submit(r1, job, entry=_task("find papers", job.id))
-        calls = [
+        calls: list[dict[str, Any]] = [
             {"usage": {"prompt_tokens": 1000, "completion_tokens": 200}, "cost_usd": 0.004},
             {"usage": {"prompt_tokens": 1100, "completion_tokens": 34}},
         ]
