@@ -306,8 +306,10 @@ async def test_a_standing_grant_runs_without_asking(
 async def test_full_autonomy_runs_guarded_calls_but_unsafe_ones_still_ask(
     tmp_path: Path, scripted: ScriptedModel
 ) -> None:
-    scripted.add(writes("a.md"), call("agent_create", agent_id="x", name="x"), "Done.")
-    settings = supervised(tmp_path, scripted, autonomy="full")
+    edit = call("file_edit", path="a.md", old_text="hello", new_text="bye")
+    scripted.add(writes("a.md"), edit, "Done.")
+    profile = {"autonomy": "full", "risk": {"file_edit": "unsafe"}}
+    settings = supervised(tmp_path, scripted, risk_profiles={"default": profile})
     async with await Clawbot.open(settings) as bot:
         channel = MemoryChannel()
         bot.connect(channel)
@@ -316,8 +318,9 @@ async def test_full_autonomy_runs_guarded_calls_but_unsafe_ones_still_ask(
         await command(bot, channel, f"/deny {request_id(request)}")
         await receipt.wait()
 
-    assert (tmp_path / "home" / "workspace" / "a.md").exists()
-    assert "agent_create — unsafe" in request.text
+    assert (tmp_path / "home" / "workspace" / "a.md").read_text() == "hello"
+    assert "file_edit — unsafe" in request.text
+    assert sum(is_request(m) for m in channel.sent) == 1
 
 
 async def test_a_read_only_agent_is_offered_only_safe_tools(

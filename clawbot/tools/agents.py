@@ -185,6 +185,6 @@ def agent_tools() -> list[Tool]:
         make_tool(agents_list, risk="safe", groups=("group:catalog",)),
         make_tool(session_set_model, risk="guarded", groups=("group:sessions",)),
         make_tool(session_set_agent, risk="guarded", groups=("group:sessions",)),
-        make_tool(agent_create, risk="unsafe", groups=("group:agents",)),
-        make_tool(agent_update, risk="unsafe", groups=("group:agents",)),
+        make_tool(agent_create, risk="guarded", groups=("group:agents",)),
+        make_tool(agent_update, risk="guarded", groups=("group:agents",)),
     ]
