@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +161,9 @@ async def test_what_a_finished_command_left_running_is_killed_at_once(
 
 
 async def test_a_stopped_turn_kills_the_running_command(workspace: Path) -> None:
-    task = asyncio.create_task(run(workspace, "touch begun; sleep 1000.71", timeout=60))
+    # A duration of its own, so a command some other run left behind is not counted.
+    marker = f"1000.{random.randrange(10**6, 10**7)}"
+    task = asyncio.create_task(run(workspace, f"touch begun; sleep {marker}", timeout=60))
     async with asyncio.timeout(10):
         while not (workspace / "begun").exists():
             await asyncio.sleep(0.01)
@@ -169,7 +172,7 @@ async def test_a_stopped_turn_kills_the_running_command(workspace: Path) -> None
     with pytest.raises(asyncio.CancelledError):
         await task
 
-    assert running("1000.71") == []
+    assert running(marker) == []
 
 
 async def test_a_running_command_leaves_the_event_loop_free(workspace: Path) -> None:
