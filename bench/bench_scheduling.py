@@ -78,6 +78,7 @@ def settings_for(home: Path, model: ScriptedModel, args: argparse.Namespace) -> 
         home=home,
         model=model.model_string,
         rate_limit_per_minute=0,  # a load test, not a person typing
+        autonomy="full",  # nobody is there to approve
         lane_main=args.lane,
         max_active_turns=args.lane,
         log_level="WARNING",

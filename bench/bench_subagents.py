@@ -174,6 +174,7 @@ async def run(children: int, delay: float) -> None:
             model=parent_model.model_string,
             max_children=min(100, max(children, 1)),
             rate_limit_per_minute=0,  # a load test, not a person typing
+            autonomy="full",  # nobody is there to approve
             lane_subagent=children,
             max_active_turns=children + 8,
             max_concurrent=min(32, DELEGATE_TASKS_PER_CALL),

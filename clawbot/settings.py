@@ -237,7 +237,7 @@ class Settings(BaseSettings):
         "its profile (risk_profile), 'default' when it does not",
     )
     autonomy: Autonomy = Field(
-        default="full",
+        default="supervised",
         description="the default risk profile's autonomy (read_only, supervised: guarded tools "
         "ask once per session, full: they run), unless [risk_profiles.default] sets it",
     )

@@ -42,10 +42,14 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 @pytest.fixture(autouse=True)
 def isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test sees the developer's CLAWBOT_* settings, .env or clawbot.toml."""
+    """No test sees the developer's CLAWBOT_* settings, .env or clawbot.toml. Tests of
+    everything but approvals run with full autonomy (guarded tools run without asking, as
+    for an operator who trusts their agents); tests/test_approvals.py and the tests of the
+    approval buttons set ``autonomy="supervised"``, the shipped default, themselves."""
     for name in list(os.environ):
         if name.startswith("CLAWBOT_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("CLAWBOT_AUTONOMY", "full")
     monkeypatch.chdir(tmp_path)
 
 

@@ -24,7 +24,8 @@ def environment(home: Path, standin: OpenAIStandin | None = None, **extra: str) 
         for k, v in os.environ.items()
         if not k.startswith(("CLAWBOT_", "OPENAI_", "ANTHROPIC_"))
     }
-    env.update(CLAWBOT_HOME=str(home), CLAWBOT_RETRY_BACKOFF="0")
+    # Full autonomy, as for the in-process tests (conftest); approvals have tests of their own.
+    env.update(CLAWBOT_HOME=str(home), CLAWBOT_RETRY_BACKOFF="0", CLAWBOT_AUTONOMY="full")
     if standin is not None:
         env.update(OPENAI_API_BASE=standin.base_url, OPENAI_API_KEY="sk-test-not-a-real-key-000000")
     env.update(extra)

@@ -121,9 +121,12 @@ def memory_tools(memories: Memories, agents: AgentLookup) -> list[Tool]:
             raise ToolError(f"no memory {namespace}:{key}", hint="memory_search finds keys")
         return f"Forgot {namespace}:{key}."
 
+    # Reading memories is safe; writing or forgetting one is a write, so guarded.
     return [
-        make_tool(function, groups=GROUPS)
-        for function in (memory_store, memory_search, memory_get, memory_forget)
+        make_tool(memory_store, risk="guarded", groups=GROUPS),
+        make_tool(memory_search, groups=GROUPS),
+        make_tool(memory_get, groups=GROUPS),
+        make_tool(memory_forget, risk="guarded", groups=GROUPS),
     ]
 
 
