@@ -119,6 +119,11 @@ def summary(arguments: dict[str, Any], limit: int = 80) -> str:
 def audit_line(record: AuditRecord) -> str:
     """One record on one line (``clawbot audit tail``): id, time, agent, tool, status,
     duration, arguments, and the error if it failed."""
+    if record.kind == "approval":
+        return (
+            f"#{record.id} {record.started_at:%Y-%m-%d %H:%M:%S} {record.agent_id} "
+            f"approval {record.step_id} for {record.tool} → {record.approval_result}"
+        )
     took = ""
     if record.ended_at is not None:
         took = f" {(record.ended_at - record.started_at).total_seconds() * 1000:.0f} ms"

@@ -13,6 +13,7 @@ import pytest
 
 from clawbot.agents import ToolPolicy
 from clawbot.app import Clawbot
+from clawbot.audit import audit_line
 from clawbot.messages import OutboundMessage
 from clawbot.router import Receipt
 from clawbot.settings import Settings
@@ -97,6 +98,11 @@ async def test_a_guarded_call_waits_and_the_chat_gets_one_clear_request(
     )
     await receipt.wait()
     assert (bot.workspace.root / "notes.md").read_text() == "hello"
+    call_record, answer = sorted(await bot.store.audit.all(), key=lambda r: r.kind != "tool_call")
+    assert (call_record.approval_required, call_record.approval_result) == (True, "approved once")
+    assert audit_line(answer).endswith(
+        f"main approval {rid} for file_write → approved once by user1"
+    )
     assert channel.texts[-1] == "Written."
     assert sum(is_request(m) for m in channel.sent) == 1
 
