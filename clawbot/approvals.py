@@ -45,7 +45,7 @@ from clawbot.risk import Risk, RiskProfile
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store.interface import Store
-from clawbot.subagents.chains import MAX_CHAIN
+from clawbot.subagents.chains import owners
 
 log = logging.getLogger("clawbot.approvals")
 
@@ -107,19 +107,20 @@ class Approvals:
         """Decide whether ``call`` may run, asking the person and waiting when it must.
         ``profiles``: the risk profiles of the session's agent and of every agent above it
         (a child asks whenever any of them would)."""
-        signature = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
-        occurrence = self._calls_in_run.setdefault(run_id, Counter())
-        occurrence[signature] += 1
-        levels = [profile.level(call.name, risk) for profile in profiles] or [risk]
-        level: Risk = max(levels, key=("safe", "guarded", "unsafe").index)
         if not any(profile.asks(call.name, risk) for profile in profiles):
-            return ALLOWED
+            return ALLOWED  # the common case: decided without a lookup
+        levels = [profile.level(call.name, risk) for profile in profiles]
+        level: Risk = max(levels, key=("safe", "guarded", "unsafe").index)
         resource = resource_of(call)
-        root = await self._root(session)
+        root = (await owners(self.store.sessions, session) or [session])[-1]
         if level == "guarded":
             granted = await self._granted(session, root, call.name, resource, run_id)
             if granted is not None:
                 return Verdict(allowed=True, required=False, result=granted)
+        # The n-th identical call of the run: a re-run after a restart finds its request.
+        signature = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
+        occurrence = self._calls_in_run.setdefault(run_id, Counter())
+        occurrence[signature] += 1
         key = hashlib.sha256(
             json.dumps([session.key, run_id, signature, occurrence[signature]]).encode()
         ).hexdigest()
@@ -264,17 +265,6 @@ class Approvals:
             if grant.scope == "run" and grant.run_id == run_id and grant.resource == resource:
                 return "granted for this run"
         return None
-
-    async def _root(self, session: Session) -> Session:
-        current = session
-        for _ in range(MAX_CHAIN):
-            if current.owner_key is None:
-                return current
-            owner = await self.store.sessions.get(current.owner_key)
-            if owner is None:
-                return current
-            current = owner
-        return current
 
     async def run_ended(self, run_id: str) -> None:
         """Revoke the run's grants (the few runs that hold any pay for a write)."""

@@ -22,7 +22,7 @@ from clawbot.agents import SCRATCHPAD_GROUP, AgentSpec
 from clawbot.reach import Reach, Root
 from clawbot.sessions import Session
 from clawbot.store.interface import Sessions
-from clawbot.subagents.chains import MAX_CHAIN
+from clawbot.subagents.chains import MAX_CHAIN, owners
 from clawbot.subagents.scratchpad import folder_of
 from clawbot.tools import ToolRegistry
 
@@ -86,16 +86,11 @@ async def session_reach(session: Session, *, runtime: Policies, sessions: Sessio
     """The workspace reach of ``session`` now: its own (from its effective tools) within
     every owner's up its chain, coordinators passing theirs on; plus its own scratchpad
     folder when it holds the scratchpad tools (which pass every ceiling)."""
-    chain = [session]
-    current = session
-    while current.owner_key is not None:
-        owner = await sessions.get(current.owner_key) if len(chain) <= MAX_CHAIN else None
-        if owner is None:
-            return _scratchpad(session, runtime, Reach())
-        chain.append(owner)
-        current = owner
+    above = await owners(sessions, session)
+    if (above[-1] if above else session).owner_key is not None:
+        return _scratchpad(session, runtime, Reach())  # a broken chain: an owner is gone
     ceiling = Reach.whole()
-    for owner in reversed(chain[1:]):
+    for owner in reversed(above):
         if not runtime.agents(owner.agent_id).coordinator:
             ceiling = _own(owner, runtime).within(ceiling)
     return _scratchpad(session, runtime, _own(session, runtime).within(ceiling))

@@ -30,16 +30,23 @@ class AgentChains:
         cached = self._ancestors.get(session.key)
         if cached is not None:
             return cached
-        agents: list[str] = []
-        seen = {session.key}
-        key: str | None = session.owner_key
-        while key is not None and key not in seen and len(agents) < MAX_CHAIN:
-            seen.add(key)
-            owner = await self._sessions.get(key)
-            if owner is None:
-                break
-            agents.append(owner.agent_id)
-            key = owner.owner_key
-        chain = tuple(reversed(agents))
+        chain = tuple(owner.agent_id for owner in reversed(await owners(self._sessions, session)))
         self._ancestors.put(session.key, chain)
         return chain
+
+
+async def owners(sessions: Sessions, session: Session) -> list[Session]:
+    """The sessions above ``session``, its owner first and the root last; empty for a
+    person's session. An owner that is gone ends the list; a malformed chain (a loop)
+    stops at ``MAX_CHAIN``."""
+    found: list[Session] = []
+    seen = {session.key}
+    key = session.owner_key
+    while key is not None and key not in seen and len(found) < MAX_CHAIN:
+        seen.add(key)
+        owner = await sessions.get(key)
+        if owner is None:
+            break
+        found.append(owner)
+        key = owner.owner_key
+    return found

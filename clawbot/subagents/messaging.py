@@ -26,7 +26,7 @@ from clawbot.scheduling import Scheduler
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store
-from clawbot.subagents.chains import MAX_CHAIN
+from clawbot.subagents.chains import owners
 from clawbot.tools import Tool, ToolContext, make_tool
 
 log = logging.getLogger("clawbot.subagents")
@@ -68,16 +68,9 @@ class SubagentMessenger:
 
     async def root(self, session: Session) -> Session:
         """The first session up ``session``'s owner chain that is not internal."""
-        current = session
-        for _ in range(MAX_CHAIN):
-            if current.owner_key is None:
-                break
-            owner = await self.store.sessions.get(current.owner_key)
-            if owner is None:
-                break
-            current = owner
-            if current.channel != INTERNAL_CHANNEL:
-                return current
+        for owner in await owners(self.store.sessions, session):
+            if owner.channel != INTERNAL_CHANNEL:
+                return owner
         raise SubagentError(
             "there is no person's conversation above this session",
             hint="report back to your parent instead",

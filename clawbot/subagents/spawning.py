@@ -28,7 +28,6 @@ from clawbot.subagents.injection import Injector, TurnOrigin
 from clawbot.subagents.keys import child_key
 from clawbot.subagents.records import CHILD_META, ChildInfo, Injection
 
-MAX_CHAIN = 16
 LABEL_CHARS = 60
 
 

@@ -16,7 +16,7 @@ from clawbot.scheduling.records import StopReport
 from clawbot.sessions import Session
 from clawbot.store import SessionActivity, Store
 from clawbot.store.interface import Sessions
-from clawbot.subagents.chains import MAX_CHAIN
+from clawbot.subagents.chains import MAX_CHAIN, owners
 from clawbot.subagents.keys import child_id_of
 from clawbot.usage import format_usd
 
@@ -113,14 +113,9 @@ async def family(store: Store, root: Session) -> list[SessionNode]:
 
 
 async def depth_below_root(sessions: Sessions, key: str) -> int:
-    """How many owners stand above ``key`` (0 for a person's session). A malformed owner
-    chain (a loop) stops at ``MAX_CHAIN``."""
+    """How many owners stand above ``key`` (0 for a person's session)."""
     session = await sessions.get(key)
-    depth = 0
-    while session is not None and session.owner_key is not None and depth < MAX_CHAIN:
-        depth += 1
-        session = await sessions.get(session.owner_key)
-    return depth
+    return 0 if session is None else len(await owners(sessions, session))
 
 
 async def roots(sessions: Sessions) -> list[Session]:
@@ -129,12 +124,11 @@ async def roots(sessions: Sessions) -> list[Session]:
     found: dict[str, Session] = {}
     for key in await sessions.owners():
         session = await sessions.get(key)
-        for _ in range(MAX_CHAIN):
-            if session is None or session.owner_key is None:
-                break
-            session = await sessions.get(session.owner_key)
-        if session is not None and session.owner_key is None:
-            found.setdefault(session.key, session)
+        if session is None:
+            continue
+        top = (await owners(sessions, session) or [session])[-1]
+        if top.owner_key is None:
+            found.setdefault(top.key, top)
     return list(found.values())
 
 
