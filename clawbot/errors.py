@@ -111,6 +111,13 @@ class MemoryInputError(ClawbotError):
     Nothing was stored; the message says what to change."""
 
 
+class EmbeddingError(ClawbotError):
+    """The embedding model for semantic recall could not load or answer. Recall falls back
+    to full-text search alone; the message says which model and why."""
+
+    hint = "check CLAWBOT_MEMORY_EMBEDDINGS (off, local, or a litellm embedding model)"
+
+
 class MalformedMetaError(ClawbotError):
     """A stored payload (an announce, an injection header, a child's record) is unreadable."""
 

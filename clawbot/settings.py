@@ -201,6 +201,16 @@ class Settings(BaseSettings):
         description="the longest text one memory may hold (memory_store, clawbot memory "
         "import); a longer one is refused with a clear error",
     )
+    memory_embeddings: str = Field(
+        default="off",
+        min_length=1,
+        description="semantic recall: off (full-text search alone), local (the wordllama "
+        "model shipped in the semantic extra; nothing leaves the machine) or a litellm "
+        "embedding model, e.g. openai/text-embedding-3-small (docs/memory.md)",
+    )
+    memory_embedding_dims: Literal[64, 128, 256] = Field(
+        default=128, description="dimensions of the local model's vectors (64, 128 or 256)"
+    )
 
     shell_timeout: float = Field(
         default=60.0,
