@@ -1,8 +1,9 @@
 """Approvals: a tool call that needs a person's yes waits for it, asked in the chat.
 
 A call whose risk asks (see ``clawbot.risk``) and that no grant covers pauses the turn at
-that call. The request is stored first (so a restart while it waits keeps it open: the
-re-run turn finds it by the call and waits again, without asking twice), then sent to the
+that call. The request is stored first, with the round of tool calls it waits in (so a
+restart while it waits keeps it open: the turn resumes at that very call and waits again,
+without asking twice or asking the model anew; see ``clawbot.paused_rounds``), then sent to the
 chat of the root session (a subagent's request goes to the person at the top of its chain,
 labelled with the chain of agents, through the outbox's one path for internal sessions),
 with buttons where the platform has them and the exact commands everywhere:
@@ -28,7 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawbot.approval_records import (
     ApprovalRequest,
@@ -41,11 +42,15 @@ from clawbot.audit import AuditRecord, masked_arguments, requested_capabilities,
 from clawbot.clock import Clock
 from clawbot.messages import Action, ToolCallBlock
 from clawbot.outbox import Outbox
+from clawbot.paused_rounds import MalformedRoundError, PausedRound, ToolRound
 from clawbot.risk import Risk, RiskProfile
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store.interface import Store
 from clawbot.subagents.chains import owners
+
+if TYPE_CHECKING:
+    from clawbot.transcripts import Transcript
 
 log = logging.getLogger("clawbot.approvals")
 
@@ -84,6 +89,7 @@ class Approvals:
         self._answers: dict[str, asyncio.Future[ApprovalRequest]] = {}
         self._runs_with_grants: set[str] = set()
         self._calls_in_run: dict[str, Counter[str]] = {}
+        self._runs_with_rounds: set[str] = set()
         self._parked: set[asyncio.Task[Any]] = set()
 
     def parked(self) -> set[asyncio.Task[Any]]:
@@ -103,10 +109,21 @@ class Approvals:
         trace_id: str,
         chain: Sequence[str],
         profiles: Sequence[RiskProfile],
+        tool_round: ToolRound | None = None,
     ) -> Verdict:
         """Decide whether ``call`` may run, asking the person and waiting when it must.
         ``profiles``: the risk profiles of the session's agent and of every agent above it
-        (a child asks whenever any of them would)."""
+        (a child asks whenever any of them would). ``tool_round``: the round ``call`` is part
+        of, saved with a new request; when it resumes a round saved before a restart,
+        its waiting call waits for the very request the person was shown."""
+        resumes = tool_round.resumes(call) if tool_round is not None else None
+        if resumes is not None:
+            asked = await self.store.approvals.get(resumes)
+            if asked is not None:
+                self._runs_with_rounds.add(run_id)
+                root = (await owners(self.store.sessions, session) or [session])[-1]
+                answered = await self._wait(asked)
+                return await self._verdict(answered, session, root, resource_of(call), run_id)
         if not any(profile.asks(call.name, risk) for profile in profiles):
             return ALLOWED  # the common case: decided without a lookup
         levels = [profile.level(call.name, risk) for profile in profiles]
@@ -117,14 +134,20 @@ class Approvals:
             granted = await self._granted(session, root, call.name, resource, run_id)
             if granted is not None:
                 return Verdict(allowed=True, required=False, result=granted)
-        # The n-th identical call of the run: a re-run after a restart finds its request.
+        # The n-th identical call of the run: a re-run after a restart finds its request
+        # while it waits (one answered already is never taken for a new call's answer).
         signature = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
         occurrence = self._calls_in_run.setdefault(run_id, Counter())
-        occurrence[signature] += 1
-        key = hashlib.sha256(
-            json.dumps([session.key, run_id, signature, occurrence[signature]]).encode()
-        ).hexdigest()
-        request = await self._request(call, level, session, root, run_id, trace_id, chain, key)
+        while True:
+            occurrence[signature] += 1
+            key = hashlib.sha256(
+                json.dumps([session.key, run_id, signature, occurrence[signature]]).encode()
+            ).hexdigest()
+            request = await self._request(
+                call, level, session, root, run_id, trace_id, chain, key, tool_round
+            )
+            if request.status == "pending":
+                break
         answered = await self._wait(request)
         return await self._verdict(answered, session, root, resource, run_id)
 
@@ -138,6 +161,7 @@ class Approvals:
         trace_id: str,
         chain: Sequence[str],
         call_key: str,
+        tool_round: ToolRound | None,
     ) -> ApprovalRequest:
         now = self.clock.now()
         for _ in range(5):
@@ -160,9 +184,12 @@ class Approvals:
                 expires_at=now + timedelta(seconds=self.settings.approval_timeout),
                 answered_at=None,
             )
-            stored, new = await self.store.approvals.open_request(wanted)
+            paused = tool_round.paused_at(call, wanted.id) if tool_round is not None else None
+            stored, new = await self.store.approvals.open_request(wanted, paused)
             if stored.call_key != call_key:
                 continue  # the id was taken by another request: draw again
+            if new and paused is not None:
+                self._runs_with_rounds.add(run_id)
             if new:
                 log.info("approval %s asked for %s in %s", stored.id, stored.tool, root.key)
                 await self._ask(stored, root)
@@ -266,9 +293,39 @@ class Approvals:
                 return "granted for this run"
         return None
 
+    async def paused_round(self, run_id: str, transcript: Transcript) -> PausedRound | None:
+        """The round ``run_id`` waited in for an approval when its process stopped, to
+        resume from. ``transcript``: the session's, where a round stored just before the
+        process stopped (its saved copy not cleared yet) is found, and not run twice."""
+        try:
+            paused = await self.store.approvals.paused_round(run_id)
+        except MalformedRoundError as exc:
+            log.warning("turn %s is run again from the model: %s", run_id, exc)
+            await self.store.approvals.clear_rounds(run_id)
+            return None
+        if paused is None:
+            return None
+        if paused.ran_in(transcript.tail(len(transcript))):
+            await self.store.approvals.clear_rounds(run_id)
+            return None
+        log.info(
+            "turn %s resumes at the call that waits for approval %s", run_id, paused.request_id
+        )
+        self._runs_with_rounds.add(run_id)
+        return paused
+
+    async def round_ended(self, run_id: str) -> None:
+        """A round of ``run_id`` is in its transcript: a round saved with a request is not
+        resumed any more (a write only for the runs that saved one)."""
+        if run_id in self._runs_with_rounds:
+            self._runs_with_rounds.discard(run_id)
+            await self.store.approvals.clear_rounds(run_id)
+
     async def run_ended(self, run_id: str) -> None:
-        """Revoke the run's grants (the few runs that hold any pay for a write)."""
+        """Revoke the run's grants (the few runs that hold any pay for a write). A round it
+        saved stays saved: a run stopped by a shutdown resumes from it."""
         self._calls_in_run.pop(run_id, None)
+        self._runs_with_rounds.discard(run_id)
         if run_id in self._runs_with_grants:
             self._runs_with_grants.discard(run_id)
             await self.store.approvals.revoke_run(run_id)

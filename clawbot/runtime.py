@@ -29,6 +29,7 @@ from clawbot.messages import (
     ToolResultBlock,
     TranscriptEntry,
 )
+from clawbot.paused_rounds import ToolRound
 from clawbot.reach import Reach
 from clawbot.recall import memory_context
 from clawbot.risk import AgentProfiles
@@ -363,22 +364,31 @@ class Runtime:
         final_note: str | None = None
         pending: list[TranscriptEntry] = []
         made: list[TranscriptEntry] = []
+        # A turn stopped while a call waited for approval resumes at that call's round.
+        approvals = self.approvals
+        paused = await approvals.paused_round(turn_id, transcript) if approvals else None
         while True:
             offer_tools = final_note is None
-            try:
-                # kept within the model's window: compacted first when it nears it
-                reply = await self.compactor.complete(
-                    session,
-                    transcript,
-                    resolved.model,
-                    lambda note=final_note: self._messages(  # type: ignore[misc]
-                        resolved, transcript.tail(resolved.history_limit), ephemeral, note
-                    ),
-                    specs if offer_tools else (),
-                    temperature=resolved.agent.temperature,
-                )
-            except ClawbotError as exc:
-                return await self._fail(session, turn_id, rounds, pending, exc)
+            resumed, paused = paused, None
+            if resumed is not None:  # the round as it was saved: the model is not asked again
+                reply = resumed.reply
+                ran = reply.tool_calls[: len(resumed.results)]
+                seen.update(f"{c.name}:{json.dumps(c.arguments, sort_keys=True)}" for c in ran)
+            else:
+                try:
+                    # kept within the model's window: compacted first when it nears it
+                    reply = await self.compactor.complete(
+                        session,
+                        transcript,
+                        resolved.model,
+                        lambda note=final_note: self._messages(  # type: ignore[misc]
+                            resolved, transcript.tail(resolved.history_limit), ephemeral, note
+                        ),
+                        specs if offer_tools else (),
+                        temperature=resolved.agent.temperature,
+                    )
+                except ClawbotError as exc:
+                    return await self._fail(session, turn_id, rounds, pending, exc)
             entry = _assistant_entry(reply, turn_id, offer_tools)
             if not offer_tools or not reply.tool_calls:
                 pending.append(entry)
@@ -405,9 +415,10 @@ class Runtime:
                     withheld_skills=resolved.withheld_skills,
                 )
             rounds += 1
-            results: list[ToolResultBlock] = []
+            results: list[ToolResultBlock] = list(resumed.results) if resumed else []
+            tool_round = ToolRound(reply, results, resumed)  # saved if a call waits
             yielding = False
-            for tool_call in reply.tool_calls:
+            for tool_call in reply.tool_calls[len(results) :]:
                 # Not-yet-started calls are a safe boundary; each still gets a result.
                 if yielding or control.should_yield():
                     yielding = True
@@ -422,7 +433,9 @@ class Runtime:
                     results.append(_repeated(tool_call))
                     continue
                 log.info("tool %s", tool_call.name)
-                results.append(await self._run_tool(tool_call, context, resolved, rounds))
+                results.append(
+                    await self._run_tool(tool_call, context, resolved, rounds, tool_round)
+                )
             tool_entry = TranscriptEntry(
                 role="tool",
                 content=tuple(results),
@@ -435,6 +448,8 @@ class Runtime:
             self.skills.changed()
             # Each finished round is durable, so a crash loses at most the round in flight.
             await self.store.transcripts.append(session, pending)
+            if approvals is not None:
+                await approvals.round_ended(turn_id)
             transcript.append(pending)
             made.extend(pending)
             pending = []
@@ -466,7 +481,12 @@ class Runtime:
         return messages
 
     async def _run_tool(
-        self, call: ToolCallBlock, context: ToolContext, resolved: ResolvedTurn, step: int
+        self,
+        call: ToolCallBlock,
+        context: ToolContext,
+        resolved: ResolvedTurn,
+        step: int,
+        tool_round: ToolRound | None = None,
     ) -> ToolResultBlock:
         """One tool call through the gate: approvals, and its audit record."""
         assert context.turn_id is not None
@@ -485,6 +505,7 @@ class Runtime:
             chain=chain,
             profiles=profiles,
             execute=lambda: self.tools.execute(call, context, resolved.tool_names),
+            tool_round=tool_round,
         )
 
     async def _fail(

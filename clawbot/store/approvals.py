@@ -14,6 +14,8 @@ from clawbot.approval_records import (
     Grant,
     GrantScope,
 )
+from clawbot.paused_rounds import PausedRound
+from clawbot.redaction import redactor
 from clawbot.risk import Risk
 from clawbot.store.database import Database
 
@@ -91,14 +93,18 @@ class SqliteApprovals:
     def __init__(self, database: Database) -> None:
         self._database = database
 
-    async def open_request(self, request: ApprovalRequest) -> tuple[ApprovalRequest, bool]:
-        """Store a new request, or find the one already stored for the same call (a turn
-        re-run after a restart asks again); the stored request and whether it is new."""
+    async def open_request(
+        self, request: ApprovalRequest, paused: PausedRound | None = None
+    ) -> tuple[ApprovalRequest, bool]:
+        """Store a new request, with the round its call waits in (masked like a transcript
+        row), or find the one already stored for the same call (a turn re-run after a
+        restart asks again); the stored request and whether it is new."""
+        round_json = redactor.redact(paused.to_json()) if paused is not None else None
 
         def upsert(db: sqlite3.Connection) -> tuple[ApprovalRequest, bool]:
             cursor = db.execute(
-                f"INSERT OR IGNORE INTO approvals ({_REQUEST_COLUMNS}) VALUES"
-                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR IGNORE INTO approvals ({_REQUEST_COLUMNS}, round_json) VALUES"
+                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     request.id,
                     request.call_key,
@@ -117,6 +123,7 @@ class SqliteApprovals:
                     request.created_at.isoformat(),
                     request.expires_at.isoformat(),
                     None,
+                    round_json,
                 ),
             )
             row = db.execute(
@@ -157,6 +164,28 @@ class SqliteApprovals:
             (root_key,),
         )
         return [_request(row) for row in rows]
+
+    async def paused_round(self, turn_id: str) -> PausedRound | None:
+        """The round a turn last waited in for an approval, while it is saved (a lookup of
+        a partial index that holds only saved rounds: cheap at every turn's start)."""
+        row = await self._database.fetchone(
+            "SELECT id, round_json FROM approvals WHERE turn_id = ? AND round_json IS NOT NULL"
+            " ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            (turn_id,),
+            small=True,
+            flush=False,
+        )
+        if row is None:
+            return None
+        request_id, round_json = row
+        return PausedRound.from_json(round_json, request_id=request_id)
+
+    async def clear_rounds(self, turn_id: str) -> int:
+        """Forget the rounds a turn saved: they are in its transcript now."""
+        return await self._database.write(
+            "UPDATE approvals SET round_json = NULL WHERE turn_id = ? AND round_json IS NOT NULL",
+            (turn_id,),
+        )
 
     async def add_grant(self, grant: Grant) -> None:
         await self._database.write(

@@ -20,6 +20,7 @@ from clawbot.jobs import JobStatus, TurnJob
 from clawbot.memory import Memory, MemoryHit, MemoryQuery
 from clawbot.messages import TranscriptEntry
 from clawbot.pairing import PairingRequest
+from clawbot.paused_rounds import PausedRound
 from clawbot.sessions import Session
 from clawbot.store.records import (
     DeferredContext,
@@ -357,9 +358,19 @@ class Memories(Protocol):
 class Approvals(Protocol):
     """Approval requests and capability grants (see ``clawbot.approvals``)."""
 
-    async def open_request(self, request: ApprovalRequest) -> tuple[ApprovalRequest, bool]:
-        """Store a new request, or find the one stored for the same call (``call_key``);
-        the stored request and whether it is new."""
+    async def open_request(
+        self, request: ApprovalRequest, paused: PausedRound | None = None
+    ) -> tuple[ApprovalRequest, bool]:
+        """Store a new request (with the round its call waits in), or find the one stored
+        for the same call (``call_key``); the stored request and whether it is new."""
+        ...
+
+    async def paused_round(self, turn_id: str) -> PausedRound | None:
+        """The round a turn last waited in for an approval, while it is saved."""
+        ...
+
+    async def clear_rounds(self, turn_id: str) -> int:
+        """Forget the rounds a turn saved (they are in its transcript now)."""
         ...
 
     async def get(self, request_id: str) -> ApprovalRequest | None: ...

@@ -14,6 +14,7 @@ from clawbot.audit import (
     requested_capabilities,
 )
 from clawbot.messages import ToolCallBlock, ToolResultBlock, TranscriptEntry, utcnow
+from clawbot.paused_rounds import ToolRound
 from clawbot.redaction import redactor
 from clawbot.risk import RiskProfile
 from clawbot.sessions import Session
@@ -47,7 +48,10 @@ class ToolGate:
         chain: Sequence[str],
         profiles: Sequence[RiskProfile],
         execute: Callable[[], Awaitable[ToolResultBlock]],
+        tool_round: ToolRound | None = None,
     ) -> ToolResultBlock:
+        """``tool_round``: the round the call is part of, saved with an approval request it
+        waits for (so a restart resumes the turn at this call)."""
         trace_id = TurnOrigin.of(session, run_id, inputs).trace.trace_id
         requested = requested_capabilities(call)
         refused = tool is None or call.name not in allowed
@@ -84,6 +88,7 @@ class ToolGate:
                     trace_id=trace_id,
                     chain=chain,
                     profiles=profiles,
+                    tool_round=tool_round,
                 )
             if verdict.allowed:
                 result = await execute()
