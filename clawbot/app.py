@@ -13,6 +13,7 @@ from clawbot.channels import Adapter
 from clawbot.clock import Clock, SystemClock
 from clawbot.commands import CommandRegistry, builtin_commands
 from clawbot.compaction_commands import register_compaction_commands
+from clawbot.embeddings import configured_embedder
 from clawbot.errors import ConfigError
 from clawbot.home import prepare_home
 from clawbot.llm import ModelClient
@@ -89,7 +90,9 @@ class Clawbot:
         prepare_home(settings)
         redactor.add(*settings.secret_values())  # masked in transcripts and replies too
         workspace = Workspace(settings.workspace_dir, clock=clock)
-        store: Store = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
+        opened = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
+        opened.memories.use_embeddings(configured_embedder(settings))  # loads at first use
+        store: Store = opened
         try:
             await store.check_writable()
         except BaseException:

@@ -739,13 +739,16 @@ def audit_export(
 
 
 async def _open_store(settings: Settings) -> Store:
+    from clawbot.embeddings import configured_embedder
     from clawbot.errors import ClawbotError
     from clawbot.store import SqliteStore
 
     try:
-        return await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
+        store = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
     except ClawbotError as exc:
         fail(str(exc), code=1)
+    store.memories.use_embeddings(configured_embedder(settings))  # loads at first use
+    return store
 
 
 def main() -> None:

@@ -20,13 +20,20 @@ import json
 import re
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from clawbot.embeddings import Embedder
 from clawbot.memory import Memory, MemoryHit, MemoryQuery
+from clawbot.memory_ranking import Candidate, blend, coverage
 from clawbot.redaction import redactor
 from clawbot.store.database import Database
+from clawbot.store.memory_vectors import SemanticIndex, VectorMatrix, read_state
 from clawbot.store.rows import now
+
+if TYPE_CHECKING:
+    from clawbot.embeddings import Vectors
 
 MAX_WORDS = 16
 """Words of a query looked at (the first ones)."""
@@ -46,7 +53,8 @@ AGENT_BOOST = 0.25
 _BM25 = "bm25(memories_fts, 3.0, 1.0, 2.0)"
 _BOOST = f"(1.0 + {SESSION_BOOST} * (m.session_key = ?) + {AGENT_BOOST} * (m.agent_id = ?))"
 _COLUMNS = (
-    "m.namespace, m.key, m.text, m.tags, m.session_key, m.agent_id, m.created_at, m.updated_at"
+    "m.namespace, m.key, m.text, m.tags, m.session_key, m.agent_id, m.created_at, m.updated_at,"
+    " m.id"
 )
 _WORD = re.compile(r"\w+")
 _COMMON_WORDS = (
@@ -166,11 +174,78 @@ def _search(db: sqlite3.Connection, query: MemoryQuery, words: Sequence[str]) ->
     return rows
 
 
+def _boost(row: Sequence[Any], query: MemoryQuery) -> float:
+    """The session and agent factor of a row, as ``_BOOST`` computes it in SQL."""
+    session = SESSION_BOOST if row[4] == query.session_key else 0.0
+    agent = AGENT_BOOST if row[5] == query.agent_id else 0.0
+    return 1.0 + session + agent
+
+
+def _hybrid(
+    db: sqlite3.Connection,
+    query: MemoryQuery,
+    words: Sequence[str],
+    vector: Vectors,
+    matrix: VectorMatrix,
+    check: bool,
+) -> list[tuple[Any, float]] | None:
+    """The best matches by the blend of bm25 and meaning (``clawbot.memory_ranking``), as
+    (row, score); None when ``check`` finds another process changed the vectors."""
+    if check and read_state(db) != matrix.state:
+        return None
+    wanted = max(query.limit * 4, 20)
+    by_words = _search(db, replace(query, limit=wanted), words) if words else []
+    rows = {int(row[8]): row for row in by_words}
+    bm25 = {int(row[8]): -float(row[9]) / _boost(row, query) for row in by_words}
+    near = matrix.nearest(vector, query.namespaces, wanted)
+    others = [n.memory_id for n in near if n.memory_id not in rows]
+    if others:
+        where, filters = _within(query.namespaces, query.tags)
+        found = db.execute(
+            f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(others))})"
+            f"{where}",
+            (*others, *filters),
+        ).fetchall()
+        rows.update((int(row[8]), row) for row in found)
+    similarity = {n.memory_id: n.similarity for n in near}
+    similarity.update(matrix.similarity(vector, [i for i in rows if i not in similarity]))
+    candidates = []
+    for memory_id, row in rows.items():
+        held = coverage(words, row[1], row[2], row[3])
+        if memory_id in bm25:  # found by its words, if in another spelling (diacritics)
+            held = max(held, 1 / len(words))
+        candidates.append(
+            Candidate(
+                memory_id=memory_id,
+                bm25=bm25.get(memory_id, 0.0),
+                coverage=held,
+                similarity=similarity.get(memory_id, 0.0),
+                boost=_boost(row, query),
+            )
+        )
+    return [(rows[r.memory_id], r.score) for r in blend(candidates, query.limit)]
+
+
 class SqliteMemories:
-    """The memories of every agent, and their full-text index."""
+    """The memories of every agent, their full-text index and, when an embedding model is
+    set (:meth:`use_embeddings`), their vectors for semantic recall."""
 
     def __init__(self, database: Database) -> None:
         self._database = database
+        self._semantic: SemanticIndex | None = None
+
+    def use_embeddings(self, embedder: Embedder | None) -> None:
+        """Rank searches by words and meaning with ``embedder`` (None: words alone). Nothing
+        loads now: the model and the vectors load at the first search or write."""
+        self._semantic = SemanticIndex(self._database, embedder) if embedder else None
+
+    async def reindex(self) -> int | None:
+        """Embed every memory again (after a change of model, say) and load the vectors;
+        how many memories, or None when semantic recall is off or its model failed."""
+        if self._semantic is None or not self._semantic.active:
+            return None
+        embedded = await self._semantic.sync(rebuild=True)
+        return embedded if self._semantic.active else None
 
     async def put(
         self,
@@ -187,13 +262,26 @@ class SqliteMemories:
         stamp = now()
         text = redactor.redact(text)  # a key the user pasted is not kept, as in transcripts
         params = (namespace, key, text, " ".join(tags), session_key, agent_id, stamp, stamp)
+        semantic = self._semantic
+        vectors = None
+        if semantic is not None and await semantic.ready():
+            found = await semantic.vectors([(key, text)])
+            vectors = found[0] if found else None
 
         def upsert(db: sqlite3.Connection) -> Memory:
+            before = read_state(db) if semantic is not None else None
             db.execute(_UPSERT, params)
             row = db.execute(
                 f"SELECT {_COLUMNS} FROM memories m WHERE m.namespace = ? AND m.key = ?",
                 (namespace, key),
             ).fetchone()
+            if semantic is not None and before is not None:
+                memory_id = int(row[8])
+                if vectors is not None:
+                    semantic.store(db, memory_id, vectors)
+                    semantic.matrix.write(before, read_state(db), memory_id, namespace, vectors)
+                else:  # its old vectors are gone (the trigger): out of the matrix too
+                    semantic.matrix.drop(before, read_state(db), [memory_id])
             return _memory(row)
 
         return await self._database.grouped(upsert)
@@ -202,9 +290,20 @@ class SqliteMemories:
         """Write memories exactly as given (times, session and agent included), replacing
         any under the same keys, in one transaction: what an import does. How many."""
         rows = [_row(memory) for memory in memories]
+        semantic = self._semantic
+        vectors = None
+        if semantic is not None and rows and await semantic.ready():
+            vectors = await semantic.vectors([(row[1], row[2]) for row in rows])
 
         def write(db: sqlite3.Connection) -> int:
             db.executemany(_RESTORE, rows)
+            if semantic is not None:
+                for row, found in zip(rows, vectors or (), strict=False):
+                    (memory_id,) = db.execute(
+                        "SELECT id FROM memories WHERE namespace = ? AND key = ?", row[:2]
+                    ).fetchone()
+                    semantic.store(db, memory_id, found)
+                semantic.matrix.invalidate()  # many changed: load again at the next search
             return len(rows)
 
         return await self._database.transaction(write, background=True)
@@ -220,19 +319,61 @@ class SqliteMemories:
 
     async def forget(self, namespace: str, key: str) -> bool:
         """Delete one memory; False when there was none."""
-        deleted = await self._database.write(
-            "DELETE FROM memories WHERE namespace = ? AND key = ?", (namespace, key)
-        )
-        return deleted > 0
+        semantic = self._semantic
+        if semantic is None:
+            deleted = await self._database.write(
+                "DELETE FROM memories WHERE namespace = ? AND key = ?", (namespace, key)
+            )
+            return deleted > 0
+
+        def delete(db: sqlite3.Connection) -> bool:
+            before = read_state(db)
+            row = db.execute(
+                "DELETE FROM memories WHERE namespace = ? AND key = ? RETURNING id",
+                (namespace, key),
+            ).fetchone()
+            if row is not None:
+                semantic.matrix.drop(before, read_state(db), [int(row[0])])
+            return row is not None
+
+        return await self._database.transaction(delete)
 
     async def search(self, query: MemoryQuery) -> builtins.list[MemoryHit]:
         """The memories that best match the query's words, best first; none for a query
         without words. One hop to the database thread: counting, then ranking."""
         words = query_words(query.text)
+        semantic = self._semantic
+        if semantic is not None and query.limit >= 1 and query.text.strip():
+            hits = await self._hybrid_search(semantic, query, words)
+            if hits is not None:
+                return hits
         if not words or query.limit < 1:
             return []
         rows = await self._database.read(lambda db: _search(db, query, words), flush=False)
-        return [MemoryHit(memory=_memory(row), score=-float(row[8])) for row in rows]
+        return [MemoryHit(memory=_memory(row), score=-float(row[9])) for row in rows]
+
+    async def _hybrid_search(
+        self, semantic: SemanticIndex, query: MemoryQuery, words: Sequence[str]
+    ) -> builtins.list[MemoryHit] | None:
+        """The hybrid ranking's hits; None when semantic recall is (or just went) off."""
+        if not await semantic.ready():
+            return None
+        found = await semantic.embed([query.text])
+        if found is None:
+            return None
+        vector = found[0]
+        for check in (True, False):  # another process wrote: load its vectors, once
+
+            def rank(db: sqlite3.Connection, check: bool = check) -> list[tuple[Any, float]] | None:
+                return _hybrid(db, query, words, vector, semantic.matrix, check)
+
+            ranked = await self._database.read(rank, flush=False)
+            if ranked is not None:
+                return [MemoryHit(memory=_memory(row), score=score) for row, score in ranked]
+            await semantic.sync()
+            if not semantic.active:
+                return None
+        return None
 
     async def written_in(
         self, session_key: str, namespaces: Sequence[str] | None, limit: int

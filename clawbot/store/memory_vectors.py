@@ -1,0 +1,336 @@
+"""The vectors of semantic recall: stored in ``memory_vectors`` (migration 0015), searched in
+memory. SQLite here cannot load sqlite-vec, and an exact search needs none: each process
+keeps every vector in one float32 matrix, and a query is one matrix-vector product (at
+100,000 memories and 128 dimensions, about 2 ms; docs/memory.md has the figures).
+
+The matrix is loaded at the first search or write, after the memories without vectors of
+the current model are embedded (a backfill: memories written while semantic recall was off,
+or with another model). This process's writes update it in the same step as the database;
+``memory_vectors_version`` (bumped by a trigger for every vector written or deleted) and the
+newest memory id tell a search when another process wrote, and the matrix is loaded again.
+
+An embedding model that fails (it does not load, the provider refuses) turns semantic recall
+off for the life of the process, with one warning: full-text search goes on alone, and the
+memories written meanwhile are embedded at the next start."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from clawbot.embeddings import Embedder
+from clawbot.errors import ClawbotError
+from clawbot.memory_chunks import embedded_texts
+from clawbot.store.database import Database
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from clawbot.embeddings import Vectors
+
+log = logging.getLogger("clawbot.memory")
+
+BACKFILL_BATCH = 256
+"""Memories embedded per round of a backfill."""
+_STATE = (
+    "SELECT (SELECT n FROM memory_vectors_version), (SELECT coalesce(max(id), 0) FROM memories)"
+)
+_MISSING = (
+    "SELECT m.id, m.key, m.text FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_vectors"
+    " v WHERE v.memory_id = m.id AND v.model = ?) AND m.id > ? ORDER BY m.id LIMIT ?"
+)
+_INSERT = "INSERT INTO memory_vectors (memory_id, chunk, model, vector) VALUES (?, ?, ?, ?)"
+
+
+@dataclass(frozen=True)
+class State:
+    """What the vectors looked like: the version counter and the newest memory's id."""
+
+    version: int
+    newest: int
+
+
+@dataclass(frozen=True)
+class Near:
+    """A memory and the best similarity of its pieces to a query."""
+
+    memory_id: int
+    similarity: float
+
+
+def read_state(db: sqlite3.Connection) -> State:
+    version, newest = db.execute(_STATE).fetchone()
+    return State(int(version), int(newest))
+
+
+class VectorMatrix:
+    """Every piece's vector in one growing matrix, with its memory and namespace; rows of a
+    forgotten or rewritten memory are blanked (never matched) until the next load. Safe to
+    use from the event loop and the database's thread (one lock)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: Vectors | None = None
+        self._owner: NDArray[np.int64] | None = None
+        self._space: NDArray[np.int32] | None = None
+        self._size = 0
+        self._spaces: dict[str, int] = {}
+        self._rows_of: dict[int, list[int]] = {}
+        self.state: State | None = None
+        """As of the last load or own write; None: load before use."""
+
+    def replace(self, state: State, owners: list[tuple[int, str]], vectors: Vectors) -> None:
+        """Everything, as just read from the database."""
+        with self._lock:
+            self._spaces = {}
+            self._rows_of = {}
+            self._size = 0
+            dims = vectors.shape[1] if len(vectors) else 1
+            self._allocate(max(1024, len(owners)), dims)
+            self._append(owners, vectors)
+            self.state = state
+
+    def write(
+        self, before: State, after: State, memory_id: int, namespace: str, vectors: Vectors
+    ) -> None:
+        """One memory's new vectors, written in the database between ``before`` and
+        ``after``; when another writer came between, the next search loads everything."""
+        with self._lock:
+            if self.state != before:
+                self.state = None
+                return
+            self._blank(memory_id)
+            if len(vectors):
+                if self._rows is None or self._rows.shape[1] != vectors.shape[1]:
+                    if self._size:
+                        self.state = None  # another model's size: load again
+                        return
+                    self._rows = None  # loaded empty: take this size
+                    self._allocate(1024, vectors.shape[1])
+                self._append([(memory_id, namespace)] * len(vectors), vectors)
+            self.state = after
+
+    def invalidate(self) -> None:
+        """Load everything again before the next search (after an import, say)."""
+        with self._lock:
+            self.state = None
+
+    def drop(self, before: State, after: State, memory_ids: Sequence[int]) -> None:
+        with self._lock:
+            if self.state != before:
+                self.state = None
+                return
+            for memory_id in memory_ids:
+                self._blank(memory_id)
+            self.state = after
+
+    def nearest(self, query: Vectors, namespaces: Sequence[str] | None, count: int) -> list[Near]:
+        """The ``count`` memories (of ``namespaces``; None: all) nearest to ``query``."""
+        import numpy as np
+
+        with self._lock:
+            if self._rows is None or self._size == 0 or query.shape[0] != self._rows.shape[1]:
+                return []
+            assert self._owner is not None and self._space is not None
+            scores = self._rows[: self._size] @ query
+            live = self._owner[: self._size] >= 0
+            if namespaces is not None:
+                codes = [self._spaces[n] for n in namespaces if n in self._spaces]
+                live &= np.isin(self._space[: self._size], codes)
+            scores = np.where(live, scores, -np.inf)
+            wanted = min(self._size, count * 4)
+            top = np.argpartition(scores, self._size - wanted)[self._size - wanted :]
+            top = top[np.argsort(-scores[top])]
+            found: dict[int, float] = {}
+            for row in top:
+                if not np.isfinite(scores[row]):
+                    break
+                owner = int(self._owner[row])
+                if owner not in found:
+                    found[owner] = float(scores[row])
+                    if len(found) == count:
+                        break
+            return [Near(memory_id, score) for memory_id, score in found.items()]
+
+    def similarity(self, query: Vectors, memory_ids: Sequence[int]) -> dict[int, float]:
+        """The best similarity of each memory's pieces to ``query`` (0 without vectors)."""
+        with self._lock:
+            if self._rows is None or query.shape[0] != self._rows.shape[1]:
+                return {}
+            found: dict[int, float] = {}
+            for memory_id in memory_ids:
+                rows = self._rows_of.get(memory_id)
+                if rows:
+                    found[memory_id] = float((self._rows[rows] @ query).max())
+            return found
+
+    def _allocate(self, capacity: int, dims: int) -> None:
+        import numpy as np
+
+        rows = np.zeros((capacity, dims), dtype=np.float32)
+        owner = np.full(capacity, -1, dtype=np.int64)
+        space = np.zeros(capacity, dtype=np.int32)
+        if self._rows is not None and self._owner is not None and self._space is not None:
+            rows[: self._size] = self._rows[: self._size]
+            owner[: self._size] = self._owner[: self._size]
+            space[: self._size] = self._space[: self._size]
+        self._rows, self._owner, self._space = rows, owner, space
+
+    def _append(self, owners: list[tuple[int, str]], vectors: Vectors) -> None:
+        assert self._rows is not None
+        needed = self._size + len(owners)
+        if needed > self._rows.shape[0]:
+            self._allocate(max(needed, self._rows.shape[0] * 2), self._rows.shape[1])
+        assert self._rows is not None and self._owner is not None and self._space is not None
+        start = self._size
+        self._rows[start:needed] = vectors
+        for offset, (memory_id, namespace) in enumerate(owners):
+            code = self._spaces.setdefault(namespace, len(self._spaces))
+            self._owner[start + offset] = memory_id
+            self._space[start + offset] = code
+            self._rows_of.setdefault(memory_id, []).append(start + offset)
+        self._size = needed
+
+    def _blank(self, memory_id: int) -> None:
+        rows = self._rows_of.pop(memory_id, [])
+        if rows and self._owner is not None and self._rows is not None:
+            self._owner[rows] = -1
+            self._rows[rows] = 0.0
+
+
+class SemanticIndex:
+    """An embedder and the matrix of the memories' vectors, kept in step with the store."""
+
+    def __init__(self, database: Database, embedder: Embedder) -> None:
+        self.database = database
+        self.embedder = embedder
+        self.matrix = VectorMatrix()
+        self.active = True
+        self._syncing = asyncio.Lock()
+
+    def fail(self, exc: ClawbotError) -> None:
+        """Semantic recall off for this process, said once."""
+        if self.active:
+            self.active = False
+            log.warning("semantic recall is off, full-text search goes on alone: %s", exc)
+
+    async def embed(self, texts: Sequence[str]) -> Vectors | None:
+        """The vectors of ``texts``, or None (and semantic recall off) when the model fails."""
+        if not self.active:
+            return None
+        try:
+            return await self.embedder.embed(texts)
+        except ClawbotError as exc:
+            self.fail(exc)
+            return None
+
+    async def vectors(self, memories: Sequence[tuple[str, str]]) -> list[Vectors] | None:
+        """(key, text) -> the vectors of its pieces, one array a memory; None when the
+        model failed (and semantic recall is off)."""
+        texts = [embedded_texts(key, text) for key, text in memories]
+        flat = await self.embed([piece for pieces in texts for piece in pieces])
+        if flat is None:
+            return None
+        found: list[Vectors] = []
+        start = 0
+        for pieces in texts:
+            found.append(flat[start : start + len(pieces)])
+            start += len(pieces)
+        return found
+
+    def store(self, db: sqlite3.Connection, memory_id: int, vectors: Vectors) -> None:
+        """Write one memory's vectors (replacing any), inside the caller's transaction."""
+        db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
+        db.executemany(
+            _INSERT,
+            [
+                (memory_id, chunk, self.embedder.name, row.astype("<f4").tobytes())
+                for chunk, row in enumerate(vectors)
+            ],
+        )
+
+    async def ready(self) -> bool:
+        """Load the matrix (after a backfill) when it is not loaded or another process
+        wrote; False when semantic recall is off."""
+        if self.active and self.matrix.state is None:
+            await self.sync()
+        return self.active
+
+    async def sync(self, *, rebuild: bool = False) -> int:
+        """Embed the memories without vectors of this model (every memory on ``rebuild``),
+        then load the matrix; how many memories were embedded."""
+        async with self._syncing:
+            if not self.active:
+                return 0
+            if rebuild:
+                await self.database.transaction(
+                    lambda db: db.execute("DELETE FROM memory_vectors").rowcount
+                )
+            embedded = await self._backfill()
+            if not self.active:
+                return embedded
+            state, rows = await self.database.read(self._read_all, flush=False)
+            owners, matrix = _matrix(rows)
+            self.matrix.replace(state, owners, matrix)
+            return embedded
+
+    async def _backfill(self) -> int:
+        embedded = 0
+        after = 0
+        while self.active:
+            rows = await self.database.fetchall(
+                _MISSING, (self.embedder.name, after, BACKFILL_BATCH), flush=False
+            )
+            if not rows:
+                break
+            after = int(rows[-1][0])
+            items = [(int(i), str(key), str(text)) for i, key, text in rows]
+            vectors = await self.vectors([(key, text) for _, key, text in items])
+            if vectors is None:
+                break
+
+            def write(
+                db: sqlite3.Connection,
+                found: list[Vectors] = vectors,
+                items: list[tuple[int, str, str]] = items,
+            ) -> int:
+                written = 0
+                for (memory_id, _, text), rows_ in zip(items, found, strict=True):
+                    still = db.execute(
+                        "SELECT 1 FROM memories WHERE id = ? AND text = ?", (memory_id, text)
+                    ).fetchone()
+                    if still is not None:  # changed meanwhile: its writer embedded it
+                        self.store(db, memory_id, rows_)
+                        written += 1
+                return written
+
+            embedded += await self.database.transaction(write, background=True)
+        return embedded
+
+    def _read_all(self, db: sqlite3.Connection) -> tuple[State, list[Any]]:
+        rows = db.execute(
+            "SELECT v.memory_id, m.namespace, v.vector FROM memory_vectors v"
+            " JOIN memories m ON m.id = v.memory_id WHERE v.model = ? ORDER BY v.id",
+            (self.embedder.name,),
+        ).fetchall()
+        return read_state(db), rows
+
+
+def _matrix(rows: list[Any]) -> tuple[list[tuple[int, str]], Vectors]:
+    """(memory id, namespace, blob) rows -> their owners and one matrix (a blob of another
+    size than the first, from a damaged row, is left out)."""
+    import numpy as np
+
+    if not rows:
+        return [], np.zeros((0, 1), dtype=np.float32)
+    size = len(rows[0][2])
+    usable = [row for row in rows if len(row[2]) == size]
+    matrix = np.frombuffer(b"".join(row[2] for row in usable), dtype="<f4")
+    owners = [(int(row[0]), str(row[1])) for row in usable]
+    return owners, matrix.reshape(len(usable), size // 4).astype(np.float32)
