@@ -152,6 +152,8 @@ def agent_toml(spec: AgentSpec) -> str:
     subagents = spec.subagents.model_dump(exclude_defaults=True)
     if subagents:
         lines += ["", "[subagents]", *(f"{k} = {_value(v)}" for k, v in subagents.items())]
+    if spec.siblings:
+        lines += ["", "[siblings]", *(f"{_key(k)} = {_value(v)}" for k, v in spec.siblings.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -172,6 +174,11 @@ def _value(value: Any) -> str:
     if isinstance(value, tuple | list):
         return "[" + ", ".join(_value(item) for item in value) + "]"
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def _key(key: str) -> str:
+    """A table key: bare when TOML allows it (agent ids do), quoted otherwise (``*``)."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _string(key)
 
 
 def _string(value: str) -> str:

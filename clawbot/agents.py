@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -25,6 +26,11 @@ true``) and its allow list names them; a scratchpad belongs to a coordinator's s
 MESSAGE_GROUP = "group:message"
 """The group of the subagent ``message`` tool: an agent holds it only when its profile sets
 ``subagents.message`` (its tool allow list does not grant it; its deny list can remove it)."""
+
+
+SiblingAccess = Literal["read", "write"]
+EVERY_SIBLING = "*"
+_AGENT_ID = r"^[a-z0-9][a-z0-9_\-]{0,39}$"
 
 
 class ToolPolicy(BaseModel):
@@ -83,7 +89,7 @@ class AgentSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    agent_id: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]{0,39}$")
+    agent_id: str = Field(pattern=_AGENT_ID)
     name: str = Field(min_length=1, max_length=60)
     description: str = ""
     model: str | None = Field(default=None, pattern=r"^[^/\s]+/\S+$")
@@ -98,6 +104,10 @@ class AgentSpec(BaseModel):
     as_tool: bool = False
     """Other agents may call this one as the tool ``agent_<agent_id>(task)``, described by
     ``description``: it runs as their delegate and its answer is the tool result."""
+    siblings: dict[str, SiblingAccess] = Field(default_factory=dict)
+    """Other agents' folders (``agents/<id>/`` in the workspace) this agent's file tools and
+    shell may use besides its own: ``read``, or ``write`` (with a tool that writes); ``*``
+    for every agent's folder. See ``clawbot.reach``."""
     coordinator: bool = False
     """Coordinator mode: its workers' reports reach its model as ``<task-notification>``
     XML, it may hold the scratchpad tools, and the workers it spawns keep their own tools
@@ -108,6 +118,17 @@ class AgentSpec(BaseModel):
     def _trimmed(cls, value: str) -> str:
         if value != value.strip():
             raise ValueError("must not start or end with spaces")
+        return value
+
+    @field_validator("siblings")
+    @classmethod
+    def _sibling_ids(cls, value: dict[str, SiblingAccess]) -> dict[str, SiblingAccess]:
+        for agent_id in value:
+            if agent_id != EVERY_SIBLING and not re.fullmatch(_AGENT_ID, agent_id):
+                raise ValueError(
+                    f"{agent_id!r} is not an agent id (1-40 lowercase letters, digits, '-' "
+                    "or '_', starting with a letter or digit; or '*' for every agent)"
+                )
         return value
 
     @property

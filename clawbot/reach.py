@@ -1,30 +1,56 @@
-"""Workspace reach: the folders of the workspace a session's file tools may read, and the
-ones they may also write.
+"""Workspace reach: the folders of the workspace a session's file tools and shell may read,
+and the ones they may also write.
 
 The workspace confines every file tool (``Workspace.resolve``); a reach narrows that per
-session. A session's reach is its own agent's within its parent's, and its parent's within
-the grandparent's (``clawbot.subagents.ceiling.session_reach``), looked up again on every
-file tool call: a parent that loses a permission narrows its running child at once, and a
-read-only agent's child writes nothing, whatever its own agent allows.
+session. Each agent's own reach starts from its own folder: the whole workspace for ``main``
+(the operator's agent), ``agents/<agent_id>/`` for every other agent (the folder that also
+holds its bootstrap overlays). Its ``siblings`` add other agents' folders, read-only or
+read-write. All of it is read-only unless the agent holds a tool that writes files, and
+nothing without a file tool. Sibling access lives on the agent (``AgentSpec.siblings``), not
+on its risk profile: a profile is shared by many agents, a sibling names one.
 
-Today an agent's own reach is the whole workspace, read-only unless it holds a tool that
-writes files; a coordinator's also holds its scratchpad folder. Risk profiles and sibling
-folders (issue 18) narrow it to folders: more roots, the same intersection.
+A session's reach is its own agent's within its parent's, and its parent's within the
+grandparent's (``clawbot.subagents.ceiling.session_reach``), looked up again on every file
+tool call: a parent that loses a permission narrows its running child at once, and a
+read-only agent's child writes nothing, whatever its own agent allows. So ``main`` spawning
+``coder`` gives it ``agents/coder/``; ``coder`` spawning ``writer`` gives it nothing unless
+``coder``'s own reach holds ``agents/writer/``. A coordinator's scratchpad folder is added
+for it and its workers.
+
+Four devices are readable by everyone, whatever the reach (``ALWAYS_READABLE``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from clawbot.agents import DEFAULT_AGENT_ID, EVERY_SIBLING, AgentSpec
 from clawbot.errors import ToolError
+from clawbot.workspace import AGENT_FOLDERS, agent_folder
 
 WHOLE = "."
 """The root that stands for the whole workspace."""
 READING_TOOLS = frozenset({"file_read", "list_dir"})
 WRITING_TOOLS = frozenset({"file_write", "file_edit", "shell_exec"})
 """Tools that write the workspace: a shell writes wherever its sandbox lets it."""
-REFUSAL_HINT = "a subagent reaches no further than the session that started it: report back"
+REFUSAL_HINT = (
+    "use a path in the folders of its reach; a subagent reaches no further than the session "
+    "that started it: report back"
+)
+ALWAYS_READABLE = frozenset({"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"})
+"""Absolute paths every session may read, whatever its reach (``file_read``, the shell)."""
+
+
+def own_folder(agent_id: str) -> str:
+    """An agent's workspace boundary: the whole workspace for ``main``, else its folder."""
+    return WHOLE if agent_id == DEFAULT_AGENT_ID else agent_folder(agent_id)
+
+
+def sibling_folder(agent_id: str) -> str:
+    """The folder a sibling grant names: ``agents/<id>``, or ``agents`` for ``*``. (For
+    ``main`` that is ``agents/main``, its overlays: never the whole workspace.)"""
+    return AGENT_FOLDERS if agent_id == EVERY_SIBLING else agent_folder(agent_id)
 
 
 @dataclass(frozen=True)
@@ -46,23 +72,33 @@ class Root:
 
 @dataclass(frozen=True)
 class Reach:
-    """The roots a session's file tools may use; none: no file at all."""
+    """The roots a session's file tools may use (none: no file at all), and its own folder
+    (``home``: where its shell runs unless told otherwise), None when out of reach."""
 
     roots: tuple[Root, ...] = ()
+    home: str | None = None
 
     @classmethod
     def whole(cls, *, write: bool = True) -> Reach:
-        return cls((Root(WHOLE, write),))
+        return cls((Root(WHOLE, write),), home=WHOLE)
 
     @classmethod
-    def of_tools(cls, tool_names: Collection[str]) -> Reach:
-        """An agent's own reach from the tools it holds: the whole workspace, written only
-        with a tool that writes files, nothing without a file tool."""
+    def of_agent(cls, agent: AgentSpec, tool_names: Collection[str]) -> Reach:
+        """An agent's own reach from the tools it holds: its own folder and the sibling
+        folders its profile grants, written only with a tool that writes files (a sibling
+        only when granted ``write``), nothing without a file tool."""
         if not WRITING_TOOLS.isdisjoint(tool_names):
-            return cls.whole(write=True)
-        if not READING_TOOLS.isdisjoint(tool_names):
-            return cls.whole(write=False)
-        return cls()
+            write = True
+        elif not READING_TOOLS.isdisjoint(tool_names):
+            write = False
+        else:
+            return cls()
+        home = own_folder(agent.agent_id)
+        siblings = (
+            Root(sibling_folder(other), write and access == "write")
+            for other, access in agent.siblings.items()
+        )
+        return cls(_distinct((Root(home, write), *siblings)), home=home)
 
     def within(self, ceiling: Reach) -> Reach:
         """What both reach: each folder of one inside a folder of the other, written only
@@ -74,10 +110,13 @@ class Reach:
                     found.append(Root(mine.path, mine.write and theirs.write))
                 elif mine.holds(theirs.path):
                     found.append(Root(theirs.path, mine.write and theirs.write))
-        return Reach(_distinct(found))
+        within = Reach(_distinct(found))
+        if self.home is not None and within.allows(self.home, write=False):
+            return replace(within, home=self.home)
+        return within
 
     def plus(self, root: Root) -> Reach:
-        return Reach(_distinct((*self.roots, root)))
+        return Reach(_distinct((*self.roots, root)), home=self.home)
 
     def allows(self, relative: str, *, write: bool) -> bool:
         return any(root.holds(relative) and (root.write or not write) for root in self.roots)

@@ -13,6 +13,11 @@ from clawbot.errors import WorkspaceError
 RECHECK_SECONDS = 1.0
 """How long the bootstrap files found are trusted before the folders are looked at again."""
 
+AGENT_FOLDERS = "agents"
+"""The workspace folder that holds one folder per agent (``agents/<agent_id>/``): its
+bootstrap overlays, and for every agent but ``main`` the boundary of its file tools and
+shell (``clawbot.reach``)."""
+
 BOOTSTRAP_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md")
 MAX_BOOTSTRAP_CHARS = 20_000
 
@@ -31,6 +36,11 @@ def shown_path(relative: str) -> str:
         relative = relative[: SHOWN_PATH_CHARS - 1] + "…"
     plain = relative.isprintable() and relative == relative.strip() and "'" not in relative
     return relative if plain and '"' not in relative else repr(relative)
+
+
+def agent_folder(agent_id: str) -> str:
+    """The workspace path of an agent's own folder."""
+    return f"{AGENT_FOLDERS}/{agent_id}"
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,20 @@ class Workspace:
     def relative(self, path: Path) -> str:
         return str(path.relative_to(self.root)) if path != self.root else "."
 
+    def ensure_folder(self, relative: str) -> Path:
+        """The folder ``relative`` (resolved and confined as :meth:`resolve` does), created
+        when missing: an agent's own folder exists from its first tool call on, so its
+        shell can run there and its sandbox can mount it."""
+        folder = self.resolve(relative)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            raise WorkspaceError(
+                f"the folder {shown_path(relative)} cannot be created in the workspace",
+                hint="tell the user: a file may stand where the folder should be",
+            ) from None
+        return folder
+
     def bootstrap(
         self, agent_id: str | None = None, *, overlay: bool = True
     ) -> tuple[BootstrapFile, ...]:
@@ -156,7 +180,7 @@ class Workspace:
         folders = self._folder_cache.get(agent_id)
         if folders is None:
             root = str(self.root)
-            folders = (os.path.join(root, "agents", agent_id), root) if agent_id else (root,)
+            folders = (os.path.join(root, agent_folder(agent_id)), root) if agent_id else (root,)
             self._folder_cache[agent_id] = folders
         return folders
 

@@ -353,7 +353,7 @@ async def test_a_subagents_request_goes_to_the_root_chat_labelled_with_its_chain
         return "ok"
 
     scripted.function = parent
-    worker.add(writes("w.md"), "written")
+    worker.add(writes("agents/worker/w.md"), "written")
     settings = supervised(tmp_path, scripted, grants=["sessions_spawn"])
     async with await Clawbot.open(settings) as bot:
         channel = MemoryChannel()
@@ -371,7 +371,7 @@ async def test_a_subagents_request_goes_to_the_root_chat_labelled_with_its_chain
 
     assert request.text.startswith(f"[main>worker]: Approval needed ({request_id(request)})")
     assert request.session_key == parent_key(channel)
-    assert (tmp_path / "home" / "workspace" / "w.md").exists()
+    assert (tmp_path / "home" / "workspace" / "agents" / "worker" / "w.md").exists()
 
 
 async def test_a_restart_while_a_request_waits_keeps_it_answerable(

@@ -134,7 +134,9 @@ async def test_a_call_cancelled_mid_way_is_completed_as_an_error(
 async def test_a_run_with_a_subagent_is_one_trace_across_both_sessions(
     workers: Clawbot, chat: Chat, scripted: ScriptedModel, worker: ScriptedModel
 ) -> None:
-    (workers.workspace.root / "a.md").write_text("alpha")
+    folder = workers.workspace.root / "agents" / "worker"
+    folder.mkdir(parents=True)
+    (folder / "a.md").write_text("alpha")
 
     def parent(request: ModelRequest) -> Step:
         if request.last_user_text == "research":
@@ -144,9 +146,9 @@ async def test_a_run_with_a_subagent_is_one_trace_across_both_sessions(
     def child(request: ModelRequest) -> Step:
         rounds = len(request.tool_results)
         if rounds == 0:
-            return call("list_dir")
+            return call("list_dir", path="agents/worker")
         if rounds == 1:
-            return call("file_read", path="a.md")
+            return call("file_read", path="agents/worker/a.md")
         return "a.md says alpha"
 
     scripted.function = parent
@@ -173,7 +175,7 @@ async def test_a_run_with_a_subagent_is_one_trace_across_both_sessions(
     assert "sessions_spawn" in lines[2]
     assert lines[3].startswith("  internal:") and lines[3].endswith("(worker)")
     assert "list_dir" in lines[4] and lines[4].startswith("    #")
-    assert "file_read path=a.md → ok" in lines[5]
+    assert "file_read path=agents/worker/a.md → ok" in lines[5]
 
 
 async def test_the_tail_and_the_export_read_the_records_from_the_shell(

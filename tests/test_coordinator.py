@@ -114,7 +114,7 @@ async def test_a_worker_keeps_its_own_tools_though_the_coordinator_lacks_them(
     scripted.add(
         call("sessions_spawn", task="read the notes", agent="researcher"), "Started.", "Done."
     )
-    worker.add(call("file_write", path="notes/found.md", content="x"), "Found it.")
+    worker.add(call("file_write", path="agents/researcher/found.md", content="x"), "Found it.")
 
     await chat.say("research this")
     await bot.scheduler.wait_idle()
@@ -122,7 +122,7 @@ async def test_a_worker_keeps_its_own_tools_though_the_coordinator_lacks_them(
     spawned = scripted.requests[1].tool_results[0]
     assert spawned.startswith("Spawned") and "Refused" not in spawned
     assert set(worker.requests[0].tool_names) == RESEARCHER_TOOLS
-    assert (bot.workspace.root / "notes" / "found.md").read_text() == "x"
+    assert (bot.workspace.root / "agents" / "researcher" / "found.md").read_text() == "x"
 
 
 async def test_the_coordinator_may_spawn_only_the_workers_its_profile_names(

@@ -308,7 +308,7 @@ EVERY_FILE_TOOL = [
         "file_link.txt",
         "folder_link/file.txt",
         "folder_link",
-        "/dev/zero",
+        "/dev/full",
         "device_link",
         "a\0b",
         "d/" * 3000 + "f",
@@ -335,6 +335,44 @@ async def test_every_file_tool_refuses_every_way_out_of_the_workspace(
     assert (workspace.parent / "outside.txt").read_text() == "top secret"
     assert (outside / "file.txt").read_text() == "top secret"
     assert str(workspace.parent) not in content
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/random", "/dev/urandom"])
+async def test_file_read_reads_an_endless_device_up_to_its_cap(
+    workspace: Path, device: str
+) -> None:
+    content, is_error = await run(workspace, "file_read", path=device)
+
+    assert not is_error
+    assert content.endswith(
+        f"[truncated: the first {MAX_READ_CHARS:,} bytes of a device that never ends]"
+    )
+    assert len(content) < MAX_READ_CHARS + 100
+
+
+async def test_file_read_reads_dev_null_as_empty(workspace: Path) -> None:
+    assert await run(workspace, "file_read", path="/dev/null") == ("", False)
+
+
+@pytest.mark.parametrize("call", EVERY_FILE_TOOL[1:], ids=lambda call: str(call["name"]))
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/zero"])
+async def test_the_readable_devices_are_refused_to_every_other_file_tool(
+    workspace: Path, call: dict[str, str], device: str
+) -> None:
+    arguments = {key: value for key, value in call.items() if key != "name"}
+
+    content, is_error = await run(workspace, call["name"], path=device, **arguments)
+
+    assert is_error and "absolute paths are not allowed" in content
+
+
+@pytest.mark.parametrize("path", ["/dev//null", "/dev/./zero", "/dev/full", "/proc/self/environ"])
+async def test_file_read_reads_only_the_four_devices_spelled_exactly(
+    workspace: Path, path: str
+) -> None:
+    content, is_error = await run(workspace, "file_read", path=path)
+
+    assert is_error and "absolute paths are not allowed" in content
 
 
 @pytest.mark.parametrize(

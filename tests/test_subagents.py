@@ -33,7 +33,7 @@ from clawbot.subagents.records import (
 )
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, ScriptedUsage, Step, call
 
-from .conftest import Chat, add_agent, parent_key
+from .conftest import Chat, add_agent, parent_key, until_idle
 
 BLOCK = "[Context: subagent_announce]"
 
@@ -56,7 +56,12 @@ async def test_a_child_reports_once_and_the_report_is_shown_for_the_next_turn_on
         "The worker says 42.",
         "Anything else?",
     )
-    worker.add("The answer is 42.")
+
+    async def answer(request: ModelRequest) -> Step:
+        await until_idle(bot, parent_key(channel))  # the report starts a turn of its own
+        return "The answer is 42."
+
+    worker.function = answer
 
     await chat.say("please research")
     await bot.scheduler.wait_idle()
@@ -319,7 +324,13 @@ async def test_sessions_send_continues_a_child_and_each_turn_reports_once(
 ) -> None:
     bot = workers
     scripted.add(call("sessions_spawn", task="count to one", agent="worker"), "Started.")
-    worker.add("one", "two")
+    answers = iter(["one", "two"])
+
+    async def answer(request: ModelRequest) -> Step:
+        await until_idle(bot, parent_key(channel))  # each report starts a turn of its own
+        return next(answers)
+
+    worker.function = answer
 
     await chat.say("go")
     await bot.scheduler.wait_idle()
@@ -650,8 +661,11 @@ async def test_the_report_names_the_files_the_child_wrote(
     bot = workers
     scripted.add(call("sessions_spawn", task="write notes", agent="worker"), "Started.", "Done.")
     worker.add(
-        [call("file_write", path="notes.md", content="n"), call("file_read", path="missing.md")],
-        call("file_edit", path="missing.md", old="a", new="b"),
+        [
+            call("file_write", path="agents/worker/notes.md", content="n"),
+            call("file_read", path="agents/worker/missing.md"),
+        ],
+        call("file_edit", path="agents/worker/missing.md", old="a", new="b"),
         "",
     )
 
@@ -661,10 +675,11 @@ async def test_the_report_names_the_files_the_child_wrote(
     stored = await bot.store.transcripts.load(parent_key(channel), 0)
     (entry,) = [e for e in stored if ANNOUNCE_META in e.meta]
     payload = AnnouncePayload.model_validate(entry.meta[ANNOUNCE_META])
-    assert [a.path for a in payload.result.artifacts] == ["notes.md"]  # the failed edit is not
+    # the failed edit is not
+    assert [a.path for a in payload.result.artifacts] == ["agents/worker/notes.md"]
     assert payload.result.summary  # no final text: the last useful tool result stands in
     assert payload.stats.duration_ms is not None and payload.stats.duration_ms >= 0
-    assert "Artifacts: notes.md" in scripted.requests[2].system
+    assert "Artifacts: agents/worker/notes.md" in scripted.requests[2].system
 
 
 async def reported_stats(

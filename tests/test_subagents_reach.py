@@ -52,6 +52,7 @@ async def lead_bot(bot: Clawbot, channel: MemoryChannel, scripted: ScriptedModel
         tools=LEAD_TOOLS,
         skills=ToolPolicy(allow=("*",), deny=("secret-recipe",)),
         subagents=SubagentPolicy(allow=("worker",)),
+        siblings={"worker": "write"},
     )
     await bot.router.update_session(
         await bot.router.session_for(channel.message("x")), agent_id="lead"
@@ -256,12 +257,12 @@ async def test_a_parent_that_loses_file_write_stops_its_running_child_writing(
 
     async def work(request: ModelRequest) -> Step:
         if len(worker.requests) == 1:
-            return call("file_write", path="first.md", content="1")
+            return call("file_write", path="agents/worker/first.md", content="1")
         if len(worker.requests) == 2:  # the lead becomes read-only while its child works
             lead = bot.agents.get("lead")
             narrower = ToolPolicy(allow=("sessions_spawn", "file_read", "list_dir"))
             await bot.agents.update(lead.model_copy(update={"tools": narrower}))
-            return call("file_write", path="second.md", content="2")
+            return call("file_write", path="agents/worker/second.md", content="2")
         return "done"
 
     worker.function = work
@@ -271,12 +272,13 @@ async def test_a_parent_that_loses_file_write_stops_its_running_child_writing(
     await chat.say("go")
     await bot.scheduler.wait_idle()
 
-    assert (bot.workspace.root / "first.md").read_text() == "1"
-    assert not (bot.workspace.root / "second.md").exists()
+    folder = bot.workspace.root / "agents" / "worker"
+    assert (folder / "first.md").read_text() == "1"
+    assert not (folder / "second.md").exists()
     refusal = worker.requests[2].tool_results[-1]
     assert refusal.startswith(
-        "error: second.md may not be changed: this session may only read it "
-        "(its reach: the whole workspace (read only))"
+        "error: agents/worker/second.md may not be changed: this session may only read it "
+        "(its reach: agents/worker (read only))"
     )
 
 
@@ -296,9 +298,9 @@ async def test_a_grandchilds_reach_is_within_every_owner_up_its_chain(
 
     after = await bot.runtime.reach(grandchild)
 
-    assert before.allows("notes/a.md", write=True)
-    assert not after.allows("notes/a.md", write=True)
-    assert after.allows("notes/a.md", write=False)
+    assert before.allows("agents/worker/a.md", write=True)
+    assert not after.allows("agents/worker/a.md", write=True)
+    assert after.allows("agents/worker/a.md", write=False)
 
 
 def test_a_reach_within_a_narrower_root_keeps_only_that_root() -> None:

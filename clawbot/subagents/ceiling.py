@@ -83,9 +83,11 @@ async def children_skills(
 
 
 async def session_reach(session: Session, *, runtime: Policies, sessions: Sessions) -> Reach:
-    """The workspace reach of ``session`` now: its own (from its effective tools) within
-    every owner's up its chain, coordinators passing theirs on; plus its own scratchpad
-    folder when it holds the scratchpad tools (which pass every ceiling)."""
+    """The workspace reach of ``session`` now: its own (its agent's folder and siblings, by
+    its effective tools) within every owner's up its chain, coordinators passing theirs on;
+    plus the scratchpad folder of its own session when it holds the scratchpad tools, and of
+    its parent when that is a coordinator which holds them (its workers read and write the
+    notes the coordinator points them to): scratchpads pass every ceiling."""
     above = await owners(sessions, session)
     if (above[-1] if above else session).owner_key is not None:
         return _scratchpad(session, runtime, Reach())  # a broken chain: an owner is gone
@@ -93,15 +95,20 @@ async def session_reach(session: Session, *, runtime: Policies, sessions: Sessio
     for owner in reversed(above):
         if not runtime.agents(owner.agent_id).coordinator:
             ceiling = _own(owner, runtime).within(ceiling)
-    return _scratchpad(session, runtime, _own(session, runtime).within(ceiling))
+    own = _own(session, runtime)
+    reach = own.within(ceiling)
+    if above and own.roots and runtime.agents(above[0].agent_id).coordinator:
+        writes = any(root.write for root in own.roots)
+        reach = _scratchpad(above[0], runtime, reach, write=writes)
+    return _scratchpad(session, runtime, reach)
 
 
 def _own(session: Session, runtime: Policies) -> Reach:
-    return Reach.of_tools(runtime.effective_tools(session))
+    return Reach.of_agent(runtime.agents(session.agent_id), runtime.effective_tools(session))
 
 
-def _scratchpad(session: Session, runtime: Policies, reach: Reach) -> Reach:
+def _scratchpad(session: Session, runtime: Policies, reach: Reach, *, write: bool = True) -> Reach:
     tools = runtime.effective_tools(session)
     if any(SCRATCHPAD_GROUP in t.groups for t in runtime.tools if t.name in tools):
-        return reach.plus(Root(folder_of(session.key), write=True))
+        return reach.plus(Root(folder_of(session.key), write=write))
     return reach

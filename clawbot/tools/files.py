@@ -25,6 +25,7 @@ from typing import Annotated, Concatenate, ParamSpec, TypeVar
 from pydantic import Field
 
 from clawbot.errors import ToolError
+from clawbot.reach import ALWAYS_READABLE
 from clawbot.tools import MAX_RESULT_CHARS, Tool, ToolContext, make_tool
 from clawbot.workspace import Workspace, shown_path
 
@@ -138,6 +139,23 @@ def _read_start(target: Path, shown: str) -> str:
     )
 
 
+def _read_device(path: str) -> str:
+    """One of the always-readable devices: at most MAX_READ_CHARS bytes of it (``/dev/null``
+    reads empty; the others never end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _os_error(exc, path) from None
+    with os.fdopen(fd, "rb") as device:
+        if not stat.S_ISCHR(os.fstat(device.fileno()).st_mode):
+            raise ToolError(f"{path} is not the device it should be here")
+        data = device.read(MAX_READ_CHARS)
+    text = data.decode("utf-8", errors="replace")
+    if len(data) < MAX_READ_CHARS:
+        return text
+    return text + f"\n[truncated: the first {MAX_READ_CHARS:,} bytes of a device that never ends]"
+
+
 def _write_whole(target: Path, shown: str, content: str) -> None:
     data = content.encode("utf-8")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -211,6 +229,8 @@ async def _off_loop(
 
     def confined() -> T:
         workspace = _workspace(ctx)
+        if reach.home is not None:
+            workspace.ensure_folder(reach.home)  # an agent's folder exists from its first call
         target = workspace.resolve(path)
         reach.check(workspace.relative(target), shown, write=write)
         try:
@@ -226,6 +246,8 @@ async def file_read(
     ctx: ToolContext,
 ) -> str:
     """Read a UTF-8 text file from the workspace (long files: the first 40,000 characters)."""
+    if path in ALWAYS_READABLE:
+        return await asyncio.to_thread(_read_device, path)
     return await _off_loop(ctx, _file_path(path), False, _read_start)
 
 

@@ -168,6 +168,16 @@ def _mounts(workspace: Workspace, reach: Reach) -> list[Mount]:
     return mounts
 
 
+def _working_folder(workspace: Workspace, cwd: str | None, reach: Reach) -> str:
+    """The command's folder: ``cwd``, else the session's own folder (created when missing:
+    an agent's folder need not exist before its first command)."""
+    if reach.home is not None:
+        workspace.ensure_folder(reach.home)
+    if cwd is None:
+        cwd = reach.home or WHOLE
+    return working_folder(workspace, cwd, reach)
+
+
 def _report(outcome: Outcome, timeout: float) -> str:
     if outcome.exit_code is None:
         status = (
@@ -188,7 +198,10 @@ def shell_tool(sandbox: Bubblewrap | None) -> Tool:
     async def shell_exec(
         command: Annotated[str, Field(min_length=1, description="the command line, run by bash")],
         ctx: ToolContext,
-        cwd: Annotated[str, Field(description="working folder relative to the workspace")] = ".",
+        cwd: Annotated[
+            str | None,
+            Field(description="working folder relative to the workspace (default: your own)"),
+        ] = None,
         timeout: Annotated[
             float | None, Field(gt=0, description="seconds it may run (at most the setting)")
         ] = None,
@@ -200,7 +213,7 @@ def shell_tool(sandbox: Bubblewrap | None) -> Tool:
             raise ToolError("the workspace folder no longer exists", hint="tell the user")
         workspace = Workspace(ctx.workspace)
         reach = await ctx.reach()
-        relative = await asyncio.to_thread(working_folder, workspace, cwd, reach)
+        relative = await asyncio.to_thread(_working_folder, workspace, cwd, reach)
         if sandbox is None and not reach.allows(WHOLE, write=True):
             raise ToolError(
                 "this session may not change the whole workspace (its reach: "

@@ -23,16 +23,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from clawbot.errors import ToolError
-from clawbot.reach import Reach
+from clawbot.reach import ALWAYS_READABLE, Reach
 from clawbot.workspace import Workspace, shown_path
 
 SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/tmp")
 """Absolute paths a command may name: programs and libraries (read-only in the sandbox) and
 its own fresh ``/tmp``."""
-ALWAYS_READABLE = frozenset(
-    {"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/stdin", "/dev/stdout"}
-    | {"/dev/stderr", "/dev/tty"}
-)
+DEVICES = ALWAYS_READABLE | {"/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty"}
 """Devices any command may use; every other device file is refused."""
 _HOME = re.compile(r"^~[\w.-]*(/|$)")
 HINT = "use paths relative to the working folder, inside the workspace"
@@ -109,7 +106,7 @@ def _check_path(word: str, place: Place) -> None:
 
 def _check_absolute(word: str, shown: str, place: Place) -> None:
     path = "/" + posixpath.normpath(word).lstrip("/")
-    if path in ALWAYS_READABLE or path.startswith("/dev/fd/"):
+    if path in DEVICES or path.startswith("/dev/fd/"):
         return
     if path == place.root or path.startswith(place.root.rstrip("/") + "/"):
         _check_inside(path[len(place.root) :].strip("/") or ".", shown, place)
