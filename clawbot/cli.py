@@ -646,6 +646,21 @@ def memory_forget(
     print(f"Forgot {namespace}:{name}.")
 
 
+@memory_app.command("reindex")
+def memory_reindex(home: HomeOption = None) -> None:
+    """Embed every memory again for semantic recall (CLAWBOT_MEMORY_EMBEDDINGS), e.g. after
+    changing the model; a bot does it for the memories without vectors at its first search."""
+    settings = load(home=home, log_level="ERROR")
+
+    async def reindex(store: Store) -> int | None:
+        return await store.memories.reindex()
+
+    embedded = _with_store(settings, reindex)
+    if embedded is None:
+        fail("semantic recall is off: set CLAWBOT_MEMORY_EMBEDDINGS (docs/memory.md)", code=1)
+    print(f"Embedded {embedded} memories with {settings.memory_embeddings}.")
+
+
 audit_app = typer.Typer(
     help="Read the audit records of tool calls (docs/access.md#audit).", no_args_is_help=True
 )

@@ -339,7 +339,13 @@ class Memories(Protocol):
 
     async def search(self, query: MemoryQuery) -> builtins.list[MemoryHit]:
         """The best matches, best first. Any text is a safe query: its words are searched
-        for, never parsed as search syntax; a text without words finds nothing."""
+        for, never parsed as search syntax; a text without words finds nothing. With
+        semantic recall on, ranked by words and meaning (``clawbot.memory_ranking``)."""
+        ...
+
+    async def reindex(self) -> int | None:
+        """Embed every memory again for semantic recall; how many, or None when it is off.
+        An EmbeddingError when its model fails."""
         ...
 
     async def written_in(

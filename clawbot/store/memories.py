@@ -241,11 +241,15 @@ class SqliteMemories:
 
     async def reindex(self) -> int | None:
         """Embed every memory again (after a change of model, say) and load the vectors;
-        how many memories, or None when semantic recall is off or its model failed."""
-        if self._semantic is None or not self._semantic.active:
+        how many memories, or None when semantic recall is off. The model's EmbeddingError
+        when it fails."""
+        semantic = self._semantic
+        if semantic is None:
             return None
-        embedded = await self._semantic.sync(rebuild=True)
-        return embedded if self._semantic.active else None
+        embedded = await semantic.sync(rebuild=True)
+        if semantic.failure is not None:
+            raise semantic.failure
+        return embedded
 
     async def put(
         self,

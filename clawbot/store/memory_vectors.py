@@ -45,6 +45,9 @@ _MISSING = (
     "SELECT m.id, m.key, m.text FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_vectors"
     " v WHERE v.memory_id = m.id AND v.model = ?) AND m.id > ? ORDER BY m.id LIMIT ?"
 )
+_EVERY = (
+    "SELECT m.id, m.key, m.text FROM memories m WHERE ? != '' AND m.id > ? ORDER BY m.id LIMIT ?"
+)
 _INSERT = "INSERT INTO memory_vectors (memory_id, chunk, model, vector) VALUES (?, ?, ?, ?)"
 
 
@@ -212,12 +215,14 @@ class SemanticIndex:
         self.embedder = embedder
         self.matrix = VectorMatrix()
         self.active = True
+        self.failure: ClawbotError | None = None
         self._syncing = asyncio.Lock()
 
     def fail(self, exc: ClawbotError) -> None:
         """Semantic recall off for this process, said once."""
         if self.active:
             self.active = False
+            self.failure = exc
             log.warning("semantic recall is off, full-text search goes on alone: %s", exc)
 
     async def embed(self, texts: Sequence[str]) -> Vectors | None:
@@ -268,11 +273,7 @@ class SemanticIndex:
         async with self._syncing:
             if not self.active:
                 return 0
-            if rebuild:
-                await self.database.transaction(
-                    lambda db: db.execute("DELETE FROM memory_vectors").rowcount
-                )
-            embedded = await self._backfill()
+            embedded = await self._backfill(_EVERY if rebuild else _MISSING)
             if not self.active:
                 return embedded
             state, rows = await self.database.read(self._read_all, flush=False)
@@ -280,12 +281,14 @@ class SemanticIndex:
             self.matrix.replace(state, owners, matrix)
             return embedded
 
-    async def _backfill(self) -> int:
+    async def _backfill(self, which: str) -> int:
+        """Embed the memories ``which`` selects, a batch at a time (each memory's vectors
+        replace its old ones, so a model that fails halfway leaves the rest as they were)."""
         embedded = 0
         after = 0
         while self.active:
             rows = await self.database.fetchall(
-                _MISSING, (self.embedder.name, after, BACKFILL_BATCH), flush=False
+                which, (self.embedder.name, after, BACKFILL_BATCH), flush=False
             )
             if not rows:
                 break

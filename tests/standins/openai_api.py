@@ -1,4 +1,5 @@
-"""An OpenAI-compatible chat-completions server on 127.0.0.1 for end-to-end CLI tests.
+"""An OpenAI-compatible chat-completions (and embeddings) server on 127.0.0.1 for end-to-end
+tests.
 
 The CLI runs as a subprocess with ``OPENAI_API_BASE`` pointing here, so the whole real path
 (settings, litellm's OpenAI provider, HTTP) is exercised. Replies follow a script; when it runs
@@ -9,10 +10,13 @@ can drive subprocesses against it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,6 +26,7 @@ from aiohttp import web
 # text, {"tool_calls": [(name, args)...]}, {"status": 429}, or {"hang": True}: the request
 # never gets an answer (``hung`` is set), to kill the client mid-call.
 Reply = str | dict[str, Any]
+EMBEDDING_DIMS = 32
 
 
 class OpenAIStandin:
@@ -38,6 +43,47 @@ class OpenAIStandin:
         self._ready = threading.Event()
         self.hung = threading.Event()
         self._release: asyncio.Event | None = None
+        # Embeddings: the vector of the first entry whose words are all in a text, else one
+        # of the text's hashed words (deterministic, without meaning); ``embedded`` is every
+        # text asked for, ``embedding_status`` a status to fail every request with.
+        self.vectors: dict[str, list[float]] = {}
+        self.embedded: list[str] = []
+        self.embedding_status: int | None = None
+
+    def _vector(self, text: str) -> list[float]:
+        words = set(text.lower().replace(":", " ").split())
+        for wanted, vector in self.vectors.items():
+            if set(wanted.lower().split()) <= words:
+                return vector
+        vector = [0.0] * EMBEDDING_DIMS
+        for word in words:
+            vector[zlib.crc32(word.encode()) % EMBEDDING_DIMS] += 1.0
+        return vector
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        self.embedded += inputs
+        if self.embedding_status is not None:
+            return web.json_response(
+                {"error": {"message": "scripted failure", "type": "invalid_request_error"}},
+                status=self.embedding_status,
+            )
+        data = []
+        for index, text in enumerate(inputs):
+            vector = self._vector(str(text))
+            encoded: object = vector
+            if body.get("encoding_format") == "base64":
+                encoded = base64.b64encode(struct.pack(f"<{EMBEDDING_DIMS}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", "standin"),
+                "usage": {"prompt_tokens": len(inputs), "total_tokens": len(inputs)},
+            }
+        )
 
     async def _completions(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -100,6 +146,8 @@ class OpenAIStandin:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/chat/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._completions)
+        app.router.add_post("/embeddings", self._embeddings)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app)
         loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
