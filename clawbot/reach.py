@@ -140,6 +140,20 @@ class Reach:
         return ", ".join(root.label() for root in self.roots) or "no file at all"
 
 
+def siblings_beyond(actor: AgentSpec, new: AgentSpec, old: AgentSpec | None) -> list[str]:
+    """The sibling grants ``new`` would gain (over ``old``) on folders ``actor`` itself does
+    not reach so: an agent cannot hand out a folder it may not use (``agent_create``,
+    ``agent_update``). The actor's folders as its profile sets them, its tools aside."""
+    mine = Reach.of_agent(actor, WRITING_TOOLS)
+    before = old.siblings if old is not None else {}
+    return [
+        f"{other} ({access})"
+        for other, access in new.siblings.items()
+        if before.get(other) not in (access, "write")
+        and not mine.allows(sibling_folder(other), write=access == "write")
+    ]
+
+
 def _distinct(roots: Iterable[Root]) -> tuple[Root, ...]:
     """The roots without repeats, a writable one winning over the same folder read-only."""
     best: dict[str, bool] = {}

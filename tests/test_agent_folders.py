@@ -189,6 +189,25 @@ def test_siblings_round_trip_through_an_agent_file(tmp_path: Path) -> None:
     assert read_agent_file(path).spec == spec
 
 
+async def test_an_agent_cannot_grant_a_sibling_folder_it_does_not_reach(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    maker = ToolPolicy(allow=("agent_create", "file_read"))
+    await talk_to(bot, channel, scripted, "builder", tools=maker, siblings={"scribe": "read"})
+    draft = {
+        "name": "Copier",
+        "description": "Copies.",
+        "system_prompt": "Copy.",
+        "siblings": {"scribe": "write", "tester": "read"},
+    }
+    scripted.add(call("agent_create", draft=draft), "Could not.")
+
+    await chat.say("make an agent that writes the scribe's folder")
+
+    assert "siblings: you cannot grant scribe (write), tester (read)" in result_of(scripted)
+    assert "copier" not in {spec.agent_id for spec in bot.agents.all()}
+
+
 # children ---------------------------------------------------------------------------------
 
 

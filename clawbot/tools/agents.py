@@ -14,6 +14,7 @@ from pydantic import Field
 
 from clawbot.agents import AgentSpec
 from clawbot.errors import ToolError
+from clawbot.reach import siblings_beyond
 from clawbot.switchboard import Switchboard
 from clawbot.tools import Tool, ToolContext, make_tool
 
@@ -24,7 +25,8 @@ DRAFT_FIELDS = (
     "tools {allow: [...], deny: [...]} with tool names, '*' wildcards or groups such as "
     "'group:files'; skills {allow, deny}; context {memory_recall, recall_from, recall_items, "
     "recall_chars, recall_tags, max_history_messages}; "
-    "workspace_overlay (bool)."
+    "workspace_overlay (bool); siblings {agent_id or '*': 'read' | 'write'}: other agents' "
+    "folders it may use besides its own."
 )
 
 
@@ -165,6 +167,11 @@ def _checked(
     if beyond:
         problems.append(
             f"tools: you cannot grant {', '.join(beyond)}, which you do not have yourself"
+        )
+    folders = siblings_beyond(actor, spec, old)
+    if folders:
+        problems.append(
+            f"siblings: you cannot grant {', '.join(folders)}, a folder you do not reach so"
         )
     if problems:
         _refuse("wrong: " + "; ".join(problems))
