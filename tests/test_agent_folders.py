@@ -15,6 +15,7 @@ from clawbot.agents import AgentSpec, SiblingAccess, SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.reach import Reach, Root
 from clawbot.sessions import Session
+from clawbot.subagents.scratchpad import folder_of
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 from clawbot.tools.sandbox import find_bubblewrap
 
@@ -253,6 +254,22 @@ async def test_a_child_reaches_its_folder_when_its_parent_holds_it_as_a_sibling(
     reach = await bot.runtime.reach(await child_of(bot, builder, "scribe"))
 
     assert reach == Reach((Root("agents/scribe", write=False),), home="agents/scribe")
+
+
+async def test_a_coordinators_worker_reaches_its_scratchpad_and_its_own_folder(
+    bot: Clawbot, channel: MemoryChannel
+) -> None:
+    root = await bot.router.session_for(channel.message("x"))
+    await bot.router.update_session(root, agent_id="coordinator")
+    coordinator = await bot.store.sessions.get(root.key)
+    assert coordinator is not None
+
+    reach = await bot.runtime.reach(await child_of(bot, coordinator, "researcher"))
+
+    assert reach == Reach(
+        (Root("agents/researcher", write=True), Root(folder_of(root.key), write=True)),
+        home="agents/researcher",
+    )
 
 
 @pytest.mark.parametrize("how", ["delegate", "sessions_spawn"])
