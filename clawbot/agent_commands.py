@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from clawbot.commands import CommandContext, CommandRegistry
-from clawbot.runtime import ResolvedTurn
+from clawbot.resolved_turn import ResolvedTurn
 from clawbot.sessions import Session
 from clawbot.switchboard import Switchboard
 

@@ -12,13 +12,13 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from clawbot.agents import MESSAGE_GROUP, AgentSpec, ModelSource, effective_model
+from clawbot.agents import AgentSpec, effective_model
 from clawbot.approvals import Approvals
 from clawbot.compaction import Compactor
-from clawbot.errors import ClawbotError, MalformedMetaError, ProviderError
+from clawbot.errors import ClawbotError, ProviderError
 from clawbot.jobs import TurnJob
 from clawbot.llm import UNTRUSTED_NOTE, ModelClient, ModelReply
 from clawbot.logs import agent_scope
@@ -32,16 +32,17 @@ from clawbot.messages import (
 from clawbot.paused_rounds import ToolRound
 from clawbot.reach import Reach
 from clawbot.recall import memory_context
+from clawbot.resolved_turn import ResolvedTurn, within_ceiling
 from clawbot.risk import AgentProfiles
 from clawbot.sessions import Session
 from clawbot.settings import Settings
-from clawbot.skills import SKILL_READ, Skill, SkillLibrary, skills_prompt
+from clawbot.skills import Skill, SkillLibrary, skills_prompt
 from clawbot.store import Store, new_id
 from clawbot.subagents.ceiling import session_reach
 from clawbot.subagents.chains import AgentChains
 from clawbot.subagents.context import announce_context
-from clawbot.subagents.records import ChildInfo
 from clawbot.subagents.scratchpad import SCRATCHPAD_WRITE, keep_notifications
+from clawbot.tool_offer import ToolOffer
 from clawbot.tools import Tool, ToolContext, ToolRegistry
 from clawbot.tools.gate import ToolGate
 from clawbot.transcripts import TranscriptCache
@@ -95,25 +96,6 @@ class TurnResult:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class ResolvedTurn:
-    """Session -> agent -> the effective model, tools and prompt for one turn."""
-
-    agent: AgentSpec
-    model: str
-    tools: tuple[Tool, ...]
-    tool_specs: tuple[dict[str, Any], ...]
-    system_prompt: str
-    history_limit: int
-    prompt_files: tuple[str, ...] = field(default=())
-    model_source: ModelSource = "global default"
-    skills: tuple[Skill, ...] = ()
-    tool_names: frozenset[str] = frozenset()
-    withheld_skills: tuple[str, ...] = ()
-    """Skills its agent allows that a child may not use: its parent lacks them or a tool
-    they need (refused at the ``skill_read`` call with that reason)."""
-
-
 AgentResolver = Callable[[str], AgentSpec]
 # tools, their specs, the system prompt, the files it came from and the skills it lists
 _AgentParts = tuple[
@@ -140,6 +122,7 @@ class Runtime:
         self.approvals = approvals
         self.gate = ToolGate(store.audit, approvals)
         self.profiles = AgentProfiles(settings.risk_profile, agents)
+        self.offer = ToolOffer(tools, self.profiles)
         self.workspace = workspace
         self.client = client
         self.agents = agents
@@ -196,61 +179,16 @@ class Runtime:
     def tools_changed(self) -> None:
         """The tool registry gained or lost a tool: resolve every agent's tools afresh."""
         self._resolved.clear()
-
-    def within_ceiling(self, session: Session, resolved: ResolvedTurn) -> ResolvedTurn:
-        """A child session's tools: its agent's, within the ceiling set when it was spawned
-        (what its parent held then). Offered and executable: nothing else. A session
-        nobody owns never gets the subagent ``message`` tool (its replies reach the person)."""
-        if session.owner_key is None:
-            if not resolved.agent.subagents.message:
-                return resolved  # without the flag the tool is not among its agent's
-            tools = tuple(t for t in resolved.tools if MESSAGE_GROUP not in t.groups)
-            return replace(
-                resolved,
-                tools=tools,
-                tool_specs=tuple(t.spec() for t in tools),
-                tool_names=frozenset(t.name for t in tools),
-            )
-        prompt = resolved.system_prompt
-        role_prompt: str | None = None
-        try:
-            child = ChildInfo.of(session)
-            if child is None:
-                return resolved
-            allowed = frozenset(child.tools)
-            skills_allowed = None if child.skills is None else frozenset(child.skills)
-            role_prompt = child.prompt  # a delegate's role prompt
-        except MalformedMetaError as exc:  # deny by default: no tools rather than all
-            log.warning("session %s: %s", session.key, exc)
-            allowed = skills_allowed = frozenset()
-        tools = tuple(t for t in resolved.tools if t.name in allowed)
-        names = frozenset(t.name for t in tools)
-        skills = tuple(
-            skill
-            for skill in resolved.skills
-            if SKILL_READ in names
-            and names.issuperset(skill.requires_tools)
-            and (skills_allowed is None or skill.name in skills_allowed)
-        )
-        if skills != resolved.skills:
-            prompt = _listing(prompt, resolved.skills, skills)
-        return replace(
-            resolved,
-            system_prompt=role_prompt or prompt,
-            tools=tools,
-            tool_specs=tuple(t.spec() for t in tools),
-            tool_names=names,
-            skills=skills,
-            withheld_skills=tuple(s.name for s in resolved.skills if s not in skills),
-        )
+        self.offer.changed()
 
     def effective_tools(self, session: Session) -> frozenset[str]:
-        """The tools a session's turns may use: what a child it spawns is held within."""
-        return self.within_ceiling(session, self.resolve(session)).tool_names
+        """The tools a session's turns may use: what a child it spawns is held within (the
+        names ``within_ceiling`` gives, without resolving the turn)."""
+        return self.offer.session_tools(session, self.agents(session.agent_id))
 
     def effective_skills(self, session: Session) -> frozenset[str]:
         """The skills a session's turns may use: what a child it spawns is held within."""
-        return frozenset(s.name for s in self.within_ceiling(session, self.resolve(session)).skills)
+        return frozenset(s.name for s in within_ceiling(session, self.resolve(session)).skills)
 
     async def reach(self, session: Session) -> Reach:
         """The session's workspace reach as its chain's policies stand now (asked at each
@@ -259,22 +197,14 @@ class Runtime:
 
     def agent_tools(self, agent: AgentSpec) -> frozenset[str]:
         """The tools an agent's own policy and its risk profile allow."""
-        return frozenset(t.name for t in self._offered(agent))
+        return self.offer.agent_tools(agent)
 
     def parked(self) -> set[asyncio.Task[Any]]:
         """The turns waiting for a person's approval (see ``Approvals.parked``)."""
         return self.approvals.parked() if self.approvals is not None else set()
 
-    def _offered(self, agent: AgentSpec) -> tuple[Tool, ...]:
-        profile = self.profiles.of(agent)
-        return tuple(
-            t
-            for t in self.tools
-            if agent.allows_tool(t.name, t.groups) and profile.offers(t.name, t.groups, t.risk)
-        )
-
     def _build_parts(self, agent: AgentSpec, files: tuple[BootstrapFile, ...]) -> _AgentParts:
-        tools = self._offered(agent)
+        tools = self.offer.offered(agent)
         skills = self.skills.for_agent(agent, {t.name for t in tools})
         sections = [f"## {f.name}\n{f.text.strip()}" for f in files]
         if agent.system_prompt:
@@ -325,7 +255,7 @@ class Runtime:
         messages the turn answers: the announces among them are rendered as ephemeral
         blocks, and tools read the hop and trace of injected ones.
         """
-        resolved = self.within_ceiling(session, self.resolve(session))
+        resolved = within_ceiling(session, self.resolve(session))
         announces = announce_context(inputs, notifications=resolved.agent.coordinator)
         if announces:
             ephemeral = (*ephemeral, *announces)
@@ -533,15 +463,6 @@ class Runtime:
         return TurnResult(
             turn_id=turn_id, status="failed", reply=reply, rounds=rounds, error=str(exc)
         )
-
-
-def _listing(prompt: str, listed: tuple[Skill, ...], kept: tuple[Skill, ...]) -> str:
-    """``prompt`` with its section listing the skills ``listed`` cut down to ``kept`` (or
-    left out, with the blank line before it, when none is kept)."""
-    section = "\n\n" + skills_prompt(listed) if listed else ""
-    if not section or section not in prompt:
-        return prompt
-    return prompt.replace(section, "\n\n" + skills_prompt(kept) if kept else "", 1)
 
 
 def _assistant_entry(reply: ModelReply, turn_id: str, tools_offered: bool) -> TranscriptEntry:

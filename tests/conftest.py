@@ -3,6 +3,7 @@ call, and an in-memory channel to read what the outbox delivered."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -128,6 +129,18 @@ async def workers(bot: Clawbot, worker: ScriptedModel) -> AsyncIterator[Clawbot]
     """The bot with a ``worker`` agent that runs on the ``worker`` model."""
     await add_agent(bot, "worker", model=worker.model_string)
     yield bot
+
+
+async def until_idle(bot: Clawbot, session_key: str) -> None:
+    """Return once ``session_key`` runs no turn. A child's scripted model awaits this
+    before it answers when a test needs the child's report to start a turn of the parent's
+    own, rather than wait in the busy parent's backlog (which is merged into a
+    ``[Backlog]`` turn). Yields to the event loop only, never a timer."""
+    for _ in range(100_000):
+        if bot.scheduler.queue_state(session_key).active is None:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"session {session_key} stayed busy")
 
 
 def parent_key(channel: MemoryChannel) -> str:

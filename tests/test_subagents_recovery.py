@@ -17,7 +17,7 @@ from clawbot.settings import Settings
 from clawbot.subagents.records import ANNOUNCE_META
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
-from .conftest import add_agent
+from .conftest import add_agent, until_idle
 from .standins.openai_api import OpenAIStandin
 from .test_cli import chat_killed_when_the_model_hangs, environment, run
 from .test_subagents import BLOCK
@@ -106,6 +106,12 @@ async def test_a_crash_after_the_announce_was_written_runs_the_parents_turn_once
         lost = MemoryChannel()
         crashed.connect(lost)
         await add_agent(crashed, "worker", model=worker.model_string)
+
+        async def answer(request: ModelRequest) -> Step:
+            await until_idle(crashed, PARENT)  # the report starts a turn of its own
+            return "The answer is 42."
+
+        worker.function = answer
         await crashed.router.handle(lost.message("go"))
         await entered.wait()
         clock.advance(settings.job_lease + 1)

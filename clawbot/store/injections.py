@@ -137,6 +137,7 @@ class SqliteInjections:
             f"SELECT {_RUN_COLUMNS} FROM injections i JOIN turn_jobs j ON j.id = i.job_id"
             " WHERE i.job_id = ? AND i.parent_key IS NOT NULL",
             (job_id,),
+            small=True,
         )
         return _run(row) if row is not None else None
 
@@ -158,12 +159,17 @@ class SqliteInjections:
         changed = await self._database.write(_MARK_ANNOUNCED, (stamp, job_id, job_id))
         return changed > 0
 
-    async def turn(self, session_key: str, turn_id: str) -> list[TranscriptEntry]:
-        """Every entry of one turn of a session, in order (its input included)."""
+    async def turn(
+        self, session_key: str, turn_id: str, *, small: bool = False
+    ) -> list[TranscriptEntry]:
+        """Every entry of one turn of a session, in order (its input included). ``small``:
+        the session is a child's, whose few messages are read right here on the loop when
+        the database's thread is idle (see ``Database.fetchall``)."""
         rows = await self._database.fetchall(
             "SELECT role, content_json, provenance_json, meta_json, created_at FROM messages"
             " WHERE session_key = ? AND turn_id = ? ORDER BY id",
             (session_key, turn_id),
+            small=small,
         )
         return [
             TranscriptEntry(

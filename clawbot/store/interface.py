@@ -303,8 +303,11 @@ class Injections(Protocol):
         """Mark a child turn announced without an announce; False when it was already."""
         ...
 
-    async def turn(self, session_key: str, turn_id: str) -> builtins.list[TranscriptEntry]:
-        """Every entry of one turn of a session, in order."""
+    async def turn(
+        self, session_key: str, turn_id: str, *, small: bool = False
+    ) -> builtins.list[TranscriptEntry]:
+        """Every entry of one turn of a session, in order; ``small`` for a session of few
+        messages (a child's), read without the hop to the database's thread."""
         ...
 
 

@@ -134,7 +134,7 @@ class Announcer:
             )
             await self.store.injections.drop_announce(run.job_id)
             return
-        entries = await self.store.injections.turn(child.key, run.job_id)
+        entries = await self.store.injections.turn(child.key, run.job_id, small=True)
         origin = TurnOrigin.of(child, run.job_id, [e for e in entries if e.role == "user"])
         payload = self._payload(run, child, entries, origin)
         injection = Injection(
