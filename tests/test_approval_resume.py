@@ -1,0 +1,165 @@
+"""A restart while an approval waits resumes the turn AT the call the person was shown: the
+round it waited in is saved with the request, so the model is not asked again for that
+step (a re-run would often make another call), the shown call runs once approved (or the
+model is told of the denial), and the calls of the round that ran before the restart are
+not run again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from clawbot.app import Clawbot
+from clawbot.messages import OutboundMessage
+from clawbot.settings import Settings
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
+
+from .test_approvals import command, is_request, request_id, supervised, writes
+
+
+def fresh_asks(scripted: ScriptedModel) -> int:
+    """How many times the model was asked to start the turn afresh (no tool results yet)."""
+    return sum(not request.tool_results for request in scripted.requests)
+
+
+def rerun_differs(then: Step) -> Callable[[ModelRequest], Step]:
+    """A model that writes a.md when first asked, and would write b.md if asked afresh
+    again (as a real model's re-run often differs); ``then`` once it has tool results."""
+    asked: list[ModelRequest] = []
+
+    def reply(request: ModelRequest) -> Step:
+        if request.tool_results:
+            return then
+        asked.append(request)
+        return writes("a.md", "original") if len(asked) == 1 else writes("b.md", "other")
+
+    return reply
+
+
+def the_end(final: str) -> Callable[[OutboundMessage], bool]:
+    """The turn's final answer, or a new approval request (asked again: the flaw)."""
+    return lambda message: message.text == final or is_request(message)
+
+
+async def asked_then_stopped(settings: Settings, text: str = "write") -> str:
+    """Run a turn until its approval request is sent, then stop clawbot; the request's id."""
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await bot.router.receive(channel.message(text))
+        return request_id(await channel.sent_when(is_request))
+
+
+async def test_after_a_restart_the_call_that_was_shown_runs_once_approved(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    scripted.function = rerun_differs("Written after the restart.")
+    settings = supervised(tmp_path, scripted)
+    rid = await asked_then_stopped(settings)
+
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await bot.scheduler.start()
+        answered = await command(bot, channel, f"/approve {rid}")
+        end = await channel.sent_when(the_end("Written after the restart."))
+
+    workspace = tmp_path / "home" / "workspace"
+    assert end.text == "Written after the restart."  # and no second request
+    assert answered == f"Approved once: file_write ({rid})."
+    assert (workspace / "a.md").read_text() == "original"
+    assert not (workspace / "b.md").exists()
+    assert fresh_asks(scripted) == 1  # the step was not asked of the model again
+    assert not any(is_request(m) for m in channel.sent)
+
+
+async def test_a_denial_after_a_restart_reaches_the_model_and_the_call_never_runs(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    scripted.function = rerun_differs("I will not write it then.")
+    settings = supervised(tmp_path, scripted)
+    rid = await asked_then_stopped(settings)
+
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await bot.scheduler.start()
+        await command(bot, channel, f"/deny {rid}")
+        end = await channel.sent_when(the_end("I will not write it then."))
+
+    workspace = tmp_path / "home" / "workspace"
+    assert end.text == "I will not write it then."
+    assert not (workspace / "a.md").exists()
+    assert not (workspace / "b.md").exists()
+    (told,) = scripted.requests[-1].tool_results
+    assert told.startswith(
+        f"error: not run: the person denied this call (file_write, request {rid}"
+    )
+    assert not any(is_request(m) for m in channel.sent)
+
+
+async def test_a_call_of_the_round_that_ran_before_the_restart_is_not_run_again(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    workspace = tmp_path / "home" / "workspace"
+    workspace.mkdir(parents=True)
+    (workspace / "notes.md").write_text("before the restart")
+
+    def reply(request: ModelRequest) -> Step:
+        if request.tool_results:
+            return "Done."
+        return [call("file_read", path="notes.md"), writes("a.md")]
+
+    scripted.function = reply
+    settings = supervised(tmp_path, scripted)
+    rid = await asked_then_stopped(settings)
+    (workspace / "notes.md").write_text("changed while clawbot was down")
+
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await bot.scheduler.start()
+        await command(bot, channel, f"/approve {rid}")
+        await channel.sent_when(lambda m: m.text == "Done.")
+        reads = [r for r in await bot.store.audit.all() if r.tool == "file_read"]
+
+    read, written = scripted.requests[-1].tool_results
+    assert (read, written.startswith("error")) == ("before the restart", False)
+    assert len(reads) == 1  # run once, before the restart
+    assert (workspace / "a.md").read_text() == "hello"
+
+
+async def test_an_unsafe_call_approved_before_a_restart_asks_again_when_repeated_after_it(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    def reply(request: ModelRequest) -> Step:
+        done = len(request.tool_results)
+        return [writes("a.md"), writes("b.md"), writes("a.md")][done] if done < 3 else "Done."
+
+    scripted.function = reply
+    profiles = {"default": {"risk": {"file_write": "unsafe"}}}
+    settings = supervised(tmp_path, scripted, risk_profiles=profiles)
+    async with await Clawbot.open(settings) as bot:
+        first = MemoryChannel()
+        bot.connect(first)
+        await bot.router.receive(first.message("write"))
+        a = request_id(await first.sent_when(is_request))
+        await command(bot, first, f"/approve {a} once")
+        b = request_id(await first.sent_when(lambda m: is_request(m) and a not in m.text))
+
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await bot.scheduler.start()
+        await command(bot, channel, f"/approve {b} once")
+        asked = await channel.sent_when(the_end("Done."))
+        assert is_request(asked), "the repeated unsafe call ran on the earlier approval"
+        again = request_id(asked)
+        await command(bot, channel, f"/deny {again}")
+        await channel.sent_when(lambda m: m.text == "Done.")
+
+    assert again not in (a, b)
+    told = scripted.requests[-1].tool_results[-1]
+    assert told.startswith(
+        f"error: not run: the person denied this call (file_write, request {again}"
+    )
