@@ -108,7 +108,10 @@ async def test_a_call_of_the_round_that_ran_before_the_restart_is_not_run_again(
     def reply(request: ModelRequest) -> Step:
         if request.tool_results:
             return "Done."
-        return [call("file_read", path="notes.md"), writes("a.md")]
+        return [
+            call("file_read", path="notes.md"),
+            call("file_write", path="a.md", content="hello"),
+        ]
 
     scripted.function = reply
     settings = supervised(tmp_path, scripted)
