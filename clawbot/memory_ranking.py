@@ -51,7 +51,7 @@ def coverage(query_words: Sequence[str], *texts: str) -> float:
     """The share of ``query_words`` (lower-case) found among the words of ``texts``."""
     if not query_words:
         return 0.0
-    held = {word.lower() for text in texts for word in _WORD.findall(text)}
+    held = {word for text in texts for word in _WORD.findall(text.lower())}
     return sum(word in held for word in query_words) / len(query_words)
 
 

@@ -9,7 +9,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -60,6 +60,19 @@ async def found(
 ) -> list[str]:
     query = MemoryQuery(text=text, session_key=session, agent_id=agent, namespaces=namespaces)
     return [hit.memory.ref for hit in await store.memories.search(query)]
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """The CLI sets up logging for the process (level, a handler on CliRunner's stderr):
+    undone after each test, so later tests' caplog sees warnings."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    yield
+    root.setLevel(level)
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
 
 
 @pytest.fixture

@@ -193,7 +193,7 @@ def _hybrid(
     (row, score); None when ``check`` finds another process changed the vectors."""
     if check and read_state(db) != matrix.state:
         return None
-    wanted = max(query.limit * 4, 20)
+    wanted = max(query.limit * 2, 10)
     by_words = _search(db, replace(query, limit=wanted), words) if words else []
     rows = {int(row[8]): row for row in by_words}
     bm25 = {int(row[8]): -float(row[9]) / _boost(row, query) for row in by_words}
@@ -211,9 +211,9 @@ def _hybrid(
     similarity.update(matrix.similarity(vector, [i for i in rows if i not in similarity]))
     candidates = []
     for memory_id, row in rows.items():
-        held = coverage(words, row[1], row[2], row[3])
-        if memory_id in bm25:  # found by its words, if in another spelling (diacritics)
-            held = max(held, 1 / len(words))
+        held = 0.0  # the words count only for what full-text search found
+        if memory_id in bm25:  # (at least one of them, if in another spelling: diacritics)
+            held = max(coverage(words, row[1], row[2], row[3]), 1 / len(words))
         candidates.append(
             Candidate(
                 memory_id=memory_id,

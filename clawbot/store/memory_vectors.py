@@ -72,31 +72,88 @@ def read_state(db: sqlite3.Connection) -> State:
     return State(int(version), int(newest))
 
 
+class _Block:
+    """The rows of one namespace's vectors, in a buffer that doubles when full; a blanked
+    row (its memory forgotten or rewritten) has owner -1 and is never matched."""
+
+    def __init__(self, dims: int, capacity: int = 64) -> None:
+        import numpy as np
+
+        self.rows: Vectors = np.zeros((capacity, dims), dtype=np.float32)
+        self.owner: NDArray[np.int64] = np.full(capacity, -1, dtype=np.int64)
+        self.size = 0
+        self.blanked = 0
+
+    def append(self, memory_id: int, vectors: Vectors) -> list[int]:
+        import numpy as np
+
+        needed = self.size + len(vectors)
+        if needed > len(self.rows):
+            capacity = max(needed, 2 * len(self.rows))
+            rows = np.zeros((capacity, self.rows.shape[1]), dtype=np.float32)
+            owner = np.full(capacity, -1, dtype=np.int64)
+            rows[: self.size] = self.rows[: self.size]
+            owner[: self.size] = self.owner[: self.size]
+            self.rows, self.owner = rows, owner
+        start, self.size = self.size, needed
+        self.rows[start:needed] = vectors
+        self.owner[start:needed] = memory_id
+        return list(range(start, needed))
+
+    def blank(self, rows: list[int]) -> None:
+        self.owner[rows] = -1
+        self.rows[rows] = 0.0
+        self.blanked += len(rows)
+
+    def best(self, query: Vectors, count: int) -> list[tuple[float, int]]:
+        """(similarity, memory id) of the ``count`` best live rows."""
+        import numpy as np
+
+        if self.size == 0:
+            return []
+        scores = self.rows[: self.size] @ query
+        rows = None
+        if self.blanked:  # rank live rows only: a partition over many equal scores is slow
+            rows = np.flatnonzero(self.owner[: self.size] >= 0)
+            scores = scores[rows]
+        keep = min(len(scores), count)
+        if keep == 0:
+            return []
+        top = np.argpartition(scores, len(scores) - keep)[len(scores) - keep :]
+        at = top if rows is None else rows[top]
+        return [(float(s), int(o)) for s, o in zip(scores[top], self.owner[at], strict=True)]
+
+
 class VectorMatrix:
-    """Every piece's vector in one growing matrix, with its memory and namespace; rows of a
-    forgotten or rewritten memory are blanked (never matched) until the next load. Safe to
-    use from the event loop and the database's thread (one lock)."""
+    """Every piece's vector, a block of rows per namespace, so a search of a few namespaces
+    multiplies only their rows. Safe to use from the event loop and the database's thread
+    (one lock)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._rows: Vectors | None = None
-        self._owner: NDArray[np.int64] | None = None
-        self._space: NDArray[np.int32] | None = None
-        self._size = 0
-        self._spaces: dict[str, int] = {}
-        self._rows_of: dict[int, list[int]] = {}
+        self._blocks: dict[str, _Block] = {}
+        self._rows_of: dict[int, tuple[str, list[int]]] = {}
+        self._dims = 0
         self.state: State | None = None
         """As of the last load or own write; None: load before use."""
 
     def replace(self, state: State, owners: list[tuple[int, str]], vectors: Vectors) -> None:
         """Everything, as just read from the database."""
         with self._lock:
-            self._spaces = {}
+            self._blocks = {}
             self._rows_of = {}
-            self._size = 0
-            dims = vectors.shape[1] if len(vectors) else 1
-            self._allocate(max(1024, len(owners)), dims)
-            self._append(owners, vectors)
+            self._dims = vectors.shape[1] if len(vectors) else 0
+            by_space: dict[str, list[int]] = {}
+            for row, (_, namespace) in enumerate(owners):
+                by_space.setdefault(namespace, []).append(row)
+            for namespace, picked in by_space.items():
+                block = self._blocks[namespace] = _Block(self._dims, max(64, len(picked)))
+                block.rows[: len(picked)] = vectors[picked]
+                block.size = len(picked)
+                for offset, row in enumerate(picked):
+                    memory_id = owners[row][0]
+                    block.owner[offset] = memory_id
+                    self._rows_of.setdefault(memory_id, (namespace, []))[1].append(offset)
             self.state = state
 
     def write(
@@ -110,13 +167,11 @@ class VectorMatrix:
                 return
             self._blank(memory_id)
             if len(vectors):
-                if self._rows is None or self._rows.shape[1] != vectors.shape[1]:
-                    if self._size:
-                        self.state = None  # another model's size: load again
-                        return
-                    self._rows = None  # loaded empty: take this size
-                    self._allocate(1024, vectors.shape[1])
-                self._append([(memory_id, namespace)] * len(vectors), vectors)
+                if self._dims and self._dims != vectors.shape[1]:
+                    self.state = None  # another model's size: load again
+                    return
+                self._dims = vectors.shape[1]
+                self._add(memory_id, namespace, vectors)
             self.state = after
 
     def invalidate(self) -> None:
@@ -135,76 +190,50 @@ class VectorMatrix:
 
     def nearest(self, query: Vectors, namespaces: Sequence[str] | None, count: int) -> list[Near]:
         """The ``count`` memories (of ``namespaces``; None: all) nearest to ``query``."""
-        import numpy as np
-
         with self._lock:
-            if self._rows is None or self._size == 0 or query.shape[0] != self._rows.shape[1]:
+            if query.shape[0] != self._dims:
                 return []
-            assert self._owner is not None and self._space is not None
-            scores = self._rows[: self._size] @ query
-            live = self._owner[: self._size] >= 0
-            if namespaces is not None:
-                codes = [self._spaces[n] for n in namespaces if n in self._spaces]
-                live &= np.isin(self._space[: self._size], codes)
-            scores = np.where(live, scores, -np.inf)
-            wanted = min(self._size, count * 4)
-            top = np.argpartition(scores, self._size - wanted)[self._size - wanted :]
-            top = top[np.argsort(-scores[top])]
-            found: dict[int, float] = {}
-            for row in top:
-                if not np.isfinite(scores[row]):
-                    break
-                owner = int(self._owner[row])
-                if owner not in found:
-                    found[owner] = float(scores[row])
-                    if len(found) == count:
+            names = self._blocks if namespaces is None else namespaces
+            found: list[tuple[float, int]] = []
+            for name in names:
+                block = self._blocks.get(name)
+                if block is not None:
+                    found += block.best(query, count * 4)  # a memory may have several rows
+            found.sort(reverse=True)
+            best: dict[int, float] = {}
+            for score, memory_id in found:
+                if memory_id not in best:
+                    best[memory_id] = score
+                    if len(best) == count:
                         break
-            return [Near(memory_id, score) for memory_id, score in found.items()]
+            return [Near(memory_id, score) for memory_id, score in best.items()]
 
     def similarity(self, query: Vectors, memory_ids: Sequence[int]) -> dict[int, float]:
         """The best similarity of each memory's pieces to ``query`` (0 without vectors)."""
         with self._lock:
-            if self._rows is None or query.shape[0] != self._rows.shape[1]:
+            if query.shape[0] != self._dims:
                 return {}
             found: dict[int, float] = {}
             for memory_id in memory_ids:
-                rows = self._rows_of.get(memory_id)
-                if rows:
-                    found[memory_id] = float((self._rows[rows] @ query).max())
+                where = self._rows_of.get(memory_id)
+                if where is not None:
+                    rows = self._blocks[where[0]].rows[where[1]]
+                    found[memory_id] = float((rows @ query).max())
             return found
 
-    def _allocate(self, capacity: int, dims: int) -> None:
-        import numpy as np
-
-        rows = np.zeros((capacity, dims), dtype=np.float32)
-        owner = np.full(capacity, -1, dtype=np.int64)
-        space = np.zeros(capacity, dtype=np.int32)
-        if self._rows is not None and self._owner is not None and self._space is not None:
-            rows[: self._size] = self._rows[: self._size]
-            owner[: self._size] = self._owner[: self._size]
-            space[: self._size] = self._space[: self._size]
-        self._rows, self._owner, self._space = rows, owner, space
-
-    def _append(self, owners: list[tuple[int, str]], vectors: Vectors) -> None:
-        assert self._rows is not None
-        needed = self._size + len(owners)
-        if needed > self._rows.shape[0]:
-            self._allocate(max(needed, self._rows.shape[0] * 2), self._rows.shape[1])
-        assert self._rows is not None and self._owner is not None and self._space is not None
-        start = self._size
-        self._rows[start:needed] = vectors
-        for offset, (memory_id, namespace) in enumerate(owners):
-            code = self._spaces.setdefault(namespace, len(self._spaces))
-            self._owner[start + offset] = memory_id
-            self._space[start + offset] = code
-            self._rows_of.setdefault(memory_id, []).append(start + offset)
-        self._size = needed
+    def _add(self, memory_id: int, namespace: str, vectors: Vectors) -> None:
+        block = self._blocks.get(namespace)
+        if block is None:
+            block = self._blocks[namespace] = _Block(vectors.shape[1])
+        rows = block.append(memory_id, vectors)
+        if memory_id in self._rows_of:  # more pieces of one memory (a load, row by row)
+            rows = self._rows_of[memory_id][1] + rows
+        self._rows_of[memory_id] = (namespace, rows)
 
     def _blank(self, memory_id: int) -> None:
-        rows = self._rows_of.pop(memory_id, [])
-        if rows and self._owner is not None and self._rows is not None:
-            self._owner[rows] = -1
-            self._rows[rows] = 0.0
+        where = self._rows_of.pop(memory_id, None)
+        if where is not None:
+            self._blocks[where[0]].blank(where[1])
 
 
 class SemanticIndex:
