@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clawbot.approval_records import (
     ApprovalRequest,
@@ -48,9 +48,6 @@ from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store.interface import Store
 from clawbot.subagents.chains import owners
-
-if TYPE_CHECKING:
-    from clawbot.transcripts import Transcript
 
 log = logging.getLogger("clawbot.approvals")
 
@@ -293,10 +290,10 @@ class Approvals:
                 return "granted for this run"
         return None
 
-    async def paused_round(self, run_id: str, transcript: Transcript) -> PausedRound | None:
+    async def paused_round(self, session: Session, run_id: str) -> PausedRound | None:
         """The round ``run_id`` waited in for an approval when its process stopped, to
-        resume from. ``transcript``: the session's, where a round stored just before the
-        process stopped (its saved copy not cleared yet) is found, and not run twice."""
+        resume from (one stored just before the process stopped, its saved copy not
+        cleared yet, is found in the turn's transcript and not run twice)."""
         try:
             paused = await self.store.approvals.paused_round(run_id)
         except MalformedRoundError as exc:
@@ -305,7 +302,7 @@ class Approvals:
             return None
         if paused is None:
             return None
-        if paused.ran_in(transcript.tail(len(transcript))):
+        if paused.ran_in(await self.store.injections.turn(session.key, run_id)):
             await self.store.approvals.clear_rounds(run_id)
             return None
         log.info(

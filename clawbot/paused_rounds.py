@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pydantic import ValidationError
 
 from clawbot.errors import ClawbotError
 from clawbot.llm import ModelReply
-from clawbot.messages import Frozen, ToolCallBlock, ToolResultBlock
+from clawbot.messages import Frozen, ToolCallBlock, ToolResultBlock, TranscriptEntry
 
 
 class MalformedRoundError(ClawbotError):
@@ -78,10 +78,15 @@ class PausedRound:
         )
         return cls(reply=reply, results=saved.results, call_id=saved.call_id, request_id=request_id)
 
-    def ran_in(self, wire: Sequence[dict[str, Any]]) -> bool:
-        """Whether the round is in these transcript messages already (it was stored, and the
-        process stopped before its saved copy was cleared)."""
-        return any(message.get("tool_call_id") == self.call_id for message in wire)
+    def ran_in(self, turn: Sequence[TranscriptEntry]) -> bool:
+        """Whether the round is among its turn's stored entries already (it was stored, and
+        the process stopped before its saved copy was cleared)."""
+        return any(
+            isinstance(block, ToolResultBlock) and block.tool_call_id == self.call_id
+            for entry in turn
+            if entry.role == "tool"
+            for block in entry.content
+        )
 
 
 class ToolRound(NamedTuple):

@@ -296,7 +296,7 @@ class Runtime:
         made: list[TranscriptEntry] = []
         # A turn stopped while a call waited for approval resumes at that call's round.
         approvals = self.approvals
-        paused = await approvals.paused_round(turn_id, transcript) if approvals else None
+        paused = await approvals.paused_round(session, turn_id) if approvals else None
         while True:
             offer_tools = final_note is None
             resumed, paused = paused, None

@@ -6,15 +6,23 @@ not run again."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from clawbot.app import Clawbot
 from clawbot.messages import OutboundMessage
 from clawbot.settings import Settings
+from clawbot.store.approvals import SqliteApprovals
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
 from .test_approvals import command, is_request, request_id, supervised, writes
+
+
+async def no_clearing(_approvals: SqliteApprovals, _turn_id: str) -> int:
+    return 0
 
 
 def fresh_asks(scripted: ScriptedModel) -> int:
@@ -124,7 +132,8 @@ async def test_a_call_of_the_round_that_ran_before_the_restart_is_not_run_again(
         await bot.scheduler.start()
         await command(bot, channel, f"/approve {rid}")
         await channel.sent_when(lambda m: m.text == "Done.")
-        reads = [r for r in await bot.store.audit.all() if r.tool == "file_read"]
+        records = await bot.store.audit.all()
+        reads = [r for r in records if r.kind == "tool_call" and r.tool == "file_read"]
 
     read, written = scripted.requests[-1].tool_results
     assert (read, written.startswith("error")) == ("before the restart", False)
@@ -166,3 +175,42 @@ async def test_an_unsafe_call_approved_before_a_restart_asks_again_when_repeated
     assert told.startswith(
         f"error: not run: the person denied this call (file_write, request {again}"
     )
+
+
+async def test_a_round_stored_just_before_a_stop_is_not_run_again_from_its_saved_copy(
+    tmp_path: Path, scripted: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process stopped after the approved round reached the transcript and before its
+    saved copy was cleared (here: it is never cleared in the first process)."""
+    reached, never = asyncio.Event(), asyncio.Event()
+
+    async def reply(request: ModelRequest) -> Step:
+        if not request.tool_results:
+            return writes("a.md")
+        if len(scripted.requests) == 2:
+            reached.set()
+            await never.wait()  # the first process stops during this model call
+        return "Done."
+
+    scripted.function = reply
+    settings = supervised(tmp_path, scripted)
+    with monkeypatch.context() as patched:
+        patched.setattr(SqliteApprovals, "clear_rounds", no_clearing)
+        async with await Clawbot.open(settings) as bot:
+            first = MemoryChannel()
+            bot.connect(first)
+            await bot.router.receive(first.message("write"))
+            rid = request_id(await first.sent_when(is_request))
+            await command(bot, first, f"/approve {rid}")
+            await reached.wait()
+
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await bot.scheduler.start()
+        await channel.sent_when(the_end("Done."))
+        records = await bot.store.audit.all()
+        writes_run = [r for r in records if r.kind == "tool_call" and r.tool == "file_write"]
+
+    assert [r.status for r in writes_run] == ["ok"]
+    assert scripted.requests[-1].tool_results == scripted.requests[1].tool_results
