@@ -46,6 +46,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["memories/s", "FTS recall", "recall adds", "database size"],
         ),
         (
+            "bench_memories.py",
+            ["--memories", "300", "--queries", "20", "--turns", "5", "--embeddings", "local"],
+            ["each embedded, local", "hybrid recall", "vectors loaded", "recall adds"],
+        ),
+        (
             "bench_compaction.py",
             ["--turns", "5"],
             ["check, gpt-4o-mini", "exact count near the limit", "compaction's check adds"],

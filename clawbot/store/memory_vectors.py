@@ -73,7 +73,7 @@ def read_state(db: sqlite3.Connection) -> State:
 
 
 class _Block:
-    """The rows of one namespace's vectors, in a buffer that doubles when full; a blanked
+    """The rows of one namespace's vectors, in a buffer that grows by half when full; a blanked
     row (its memory forgotten or rewritten) has owner -1 and is never matched."""
 
     def __init__(self, dims: int, capacity: int = 64) -> None:
@@ -89,7 +89,7 @@ class _Block:
 
         needed = self.size + len(vectors)
         if needed > len(self.rows):
-            capacity = max(needed, 2 * len(self.rows))
+            capacity = max(needed, len(self.rows) + len(self.rows) // 2)
             rows = np.zeros((capacity, self.rows.shape[1]), dtype=np.float32)
             owner = np.full(capacity, -1, dtype=np.int64)
             rows[: self.size] = self.rows[: self.size]
@@ -147,7 +147,8 @@ class VectorMatrix:
             for row, (_, namespace) in enumerate(owners):
                 by_space.setdefault(namespace, []).append(row)
             for namespace, picked in by_space.items():
-                block = self._blocks[namespace] = _Block(self._dims, max(64, len(picked)))
+                room = len(picked) + len(picked) // 8  # for the writes to come
+                block = self._blocks[namespace] = _Block(self._dims, max(64, room))
                 block.rows[: len(picked)] = vectors[picked]
                 block.size = len(picked)
                 for offset, row in enumerate(picked):
