@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from clawbot.agents import ContextPolicy
 from clawbot.app import Clawbot
-from clawbot.embeddings import embedder_for
 from clawbot.llm import ModelClient, ModelReply
 from clawbot.memory import MemoryQuery
-from clawbot.recall import MEMORY_BLOCK, memory_context
+from clawbot.memory.embeddings import embedder_for
+from clawbot.memory.recall import MEMORY_BLOCK, memory_context
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel

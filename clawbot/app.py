@@ -13,11 +13,11 @@ from clawbot.channels import Adapter
 from clawbot.clock import Clock, SystemClock
 from clawbot.commands import CommandRegistry, builtin_commands
 from clawbot.compaction_commands import register_compaction_commands
-from clawbot.embeddings import configured_embedder
 from clawbot.errors import ConfigError
 from clawbot.home import prepare_home
 from clawbot.llm import ModelClient
-from clawbot.memory_commands import register_memory_commands
+from clawbot.memory.commands import register_memory_commands
+from clawbot.memory.embeddings import configured_embedder
 from clawbot.model_catalog import ModelCatalog
 from clawbot.outbox import Outbox
 from clawbot.queue_commands import register_queue_commands

@@ -572,7 +572,7 @@ def memory_export(
 ) -> None:
     """Every memory, as JSON Lines (what `clawbot memory import` reads) or Markdown."""
     from clawbot.memory import Memory
-    from clawbot.memory_files import to_jsonl, to_markdown
+    from clawbot.memory.files import to_jsonl, to_markdown
 
     if format_ not in ("jsonl", "md"):
         fail(f"unknown format {format_!r}: use jsonl or md")
@@ -603,7 +603,7 @@ def memory_import(
 ) -> None:
     """Store the memories of FILE as they were (a memory under the same key is replaced).
     Broken lines are reported by number and left out; the good ones are kept."""
-    from clawbot.memory_files import parse_jsonl
+    from clawbot.memory.files import parse_jsonl
 
     settings = load(home=home, log_level="ERROR")
     try:
@@ -754,8 +754,8 @@ def audit_export(
 
 
 async def _open_store(settings: Settings) -> Store:
-    from clawbot.embeddings import configured_embedder
     from clawbot.errors import ClawbotError
+    from clawbot.memory.embeddings import configured_embedder
     from clawbot.store import SqliteStore
 
     try:

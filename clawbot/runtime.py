@@ -22,6 +22,7 @@ from clawbot.errors import ClawbotError, ProviderError
 from clawbot.jobs import TurnJob
 from clawbot.llm import UNTRUSTED_NOTE, ModelClient, ModelReply
 from clawbot.logs import agent_scope
+from clawbot.memory.recall import memory_context
 from clawbot.messages import (
     Provenance,
     TextBlock,
@@ -31,7 +32,6 @@ from clawbot.messages import (
 )
 from clawbot.paused_rounds import ToolRound
 from clawbot.reach import Reach
-from clawbot.recall import memory_context
 from clawbot.resolved_turn import ResolvedTurn, within_ceiling
 from clawbot.risk import AgentProfiles
 from clawbot.sessions import Session

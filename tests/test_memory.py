@@ -9,7 +9,7 @@ import pytest
 from clawbot.agents import ContextPolicy, ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.errors import StoreError
-from clawbot.recall import MEMORY_BLOCK
+from clawbot.memory.recall import MEMORY_BLOCK
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 
 from .conftest import Chat, add_agent, parent_key

@@ -16,14 +16,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clawbot import embeddings
 from clawbot.agents import ContextPolicy
 from clawbot.app import Clawbot
 from clawbot.cli import app
-from clawbot.embeddings import LitellmEmbedder, LocalEmbedder
-from clawbot.memory import Memory, MemoryQuery
-from clawbot.memory_chunks import chunks
-from clawbot.recall import MEMORY_BLOCK
+from clawbot.memory import Memory, MemoryQuery, embeddings
+from clawbot.memory.chunks import chunks
+from clawbot.memory.embeddings import LitellmEmbedder, LocalEmbedder
+from clawbot.memory.recall import MEMORY_BLOCK
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel, ScriptedModel, call

@@ -343,7 +343,7 @@ class Memories(Protocol):
     async def search(self, query: MemoryQuery) -> builtins.list[MemoryHit]:
         """The best matches, best first. Any text is a safe query: its words are searched
         for, never parsed as search syntax; a text without words finds nothing. With
-        semantic recall on, ranked by words and meaning (``clawbot.memory_ranking``)."""
+        semantic recall on, ranked by words and meaning (``clawbot.memory.ranking``)."""
         ...
 
     async def reindex(self) -> int | None:

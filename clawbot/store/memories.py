@@ -24,16 +24,16 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from clawbot.embeddings import Embedder
 from clawbot.memory import Memory, MemoryHit, MemoryQuery
-from clawbot.memory_ranking import Candidate, blend, coverage
+from clawbot.memory.embeddings import Embedder
+from clawbot.memory.ranking import Candidate, blend, coverage
 from clawbot.redaction import redactor
 from clawbot.store.database import Database
 from clawbot.store.memory_vectors import SemanticIndex, VectorMatrix, read_state
 from clawbot.store.rows import now
 
 if TYPE_CHECKING:
-    from clawbot.embeddings import Vectors
+    from clawbot.memory.embeddings import Vectors
 
 MAX_WORDS = 16
 """Words of a query looked at (the first ones)."""
@@ -189,7 +189,7 @@ def _hybrid(
     matrix: VectorMatrix,
     check: bool,
 ) -> list[tuple[Any, float]] | None:
-    """The best matches by the blend of bm25 and meaning (``clawbot.memory_ranking``), as
+    """The best matches by the blend of bm25 and meaning (``clawbot.memory.ranking``), as
     (row, score); None when ``check`` finds another process changed the vectors."""
     if check and read_state(db) != matrix.state:
         return None

@@ -23,16 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from clawbot.embeddings import Embedder
 from clawbot.errors import ClawbotError
-from clawbot.memory_chunks import embedded_texts
+from clawbot.memory.chunks import embedded_texts
+from clawbot.memory.embeddings import Embedder
 from clawbot.store.database import Database
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from clawbot.embeddings import Vectors
+    from clawbot.memory.embeddings import Vectors
 
 log = logging.getLogger("clawbot.memory")
 
