@@ -440,7 +440,7 @@ asyncio.run(main())
 
 
 @pytest.mark.parametrize(("setting", "imported"), [("off", ""), ("local", "numpy,safetensors")])
-def test_with_embeddings_off_a_turn_with_recall_imports_nothing_heavy(
+def test_a_turn_with_recall_imports_numpy_only_when_embeddings_are_on(
     setting: str, imported: str
 ) -> None:
     done = subprocess.run(
