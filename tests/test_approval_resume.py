@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from clawbot.agents import ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.messages import OutboundMessage
 from clawbot.settings import Settings
 from clawbot.store.approvals import SqliteApprovals
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
+from .conftest import add_agent
 from .test_approvals import command, is_request, request_id, supervised, writes
 
 
@@ -214,3 +216,46 @@ async def test_a_round_stored_just_before_a_stop_is_not_run_again_from_its_saved
 
     assert [r.status for r in writes_run] == ["ok"]
     assert scripted.requests[-1].tool_results == scripted.requests[1].tool_results
+
+
+async def test_a_subagents_waiting_call_resumes_after_a_restart(
+    tmp_path: Path, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    def parent(request: ModelRequest) -> Step:
+        if request.last_user_text == "research":
+            return call("sessions_spawn", task="remember it", agent="worker")
+        return "ok"
+
+    fresh: list[ModelRequest] = []
+
+    def child(request: ModelRequest) -> Step:
+        if request.tool_results:
+            return "remembered"
+        fresh.append(request)
+        key, text = ("shown", "original") if len(fresh) == 1 else ("other", "a re-run")
+        return call("memory_store", key=key, text=text)
+
+    scripted.function, worker.function = parent, child
+    settings = supervised(tmp_path, scripted, grants=["sessions_spawn"])
+    async with await Clawbot.open(settings) as bot:
+        first = MemoryChannel()
+        bot.connect(first)
+        await add_agent(
+            bot, "worker", model=worker.model_string, tools=ToolPolicy(allow=("memory_store",))
+        )
+        await bot.router.handle(first.message("research"))
+        rid = request_id(await first.sent_when(is_request))
+
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await bot.scheduler.start()
+        await command(bot, channel, f"/approve {rid}")
+        end = await channel.sent_when(the_end("ok"))  # the parent, told by its child
+        assert end.text == "ok", "the child was asked again"
+        await bot.scheduler.wait_idle()
+        stored = [(m.key, m.text) for m in await bot.store.memories.list()]
+
+    assert stored == [("shown", "original")]
+    assert len(fresh) == 1
+    assert not any(is_request(m) for m in channel.sent)
