@@ -259,3 +259,23 @@ async def test_a_subagents_waiting_call_resumes_after_a_restart(
     assert stored == [("shown", "original")]
     assert len(fresh) == 1
     assert not any(is_request(m) for m in channel.sent)
+
+
+async def test_a_saved_round_keeps_no_secret(tmp_path: Path, scripted: ScriptedModel) -> None:
+    key = "sk-proj-" + "A1b2C3d4" * 5
+    workspace = tmp_path / "home" / "workspace"
+    workspace.mkdir(parents=True)
+    (workspace / "env.txt").write_text(f"OPENAI_API_KEY={key}")
+    scripted.add([call("file_read", path="env.txt"), call("file_write", path="a.md", content="x")])
+    settings = supervised(tmp_path, scripted)
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await bot.router.receive(channel.message("read, then write"))
+        rid = request_id(await channel.sent_when(is_request))
+        paused = await bot.store.approvals.paused_round(
+            (await bot.store.approvals.get(rid) or pytest.fail("no request")).turn_id
+        )
+
+    assert paused is not None
+    assert paused.results[0].content == "OPENAI_API_KEY=[redacted]"
