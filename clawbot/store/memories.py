@@ -367,6 +367,7 @@ class SqliteMemories:
             return None
         vector = found[0]
         for check in (True, False):  # another process wrote: load its vectors, once
+            seen = semantic.matrix.state
 
             def rank(db: sqlite3.Connection, check: bool = check) -> list[tuple[Any, float]] | None:
                 return _hybrid(db, query, words, vector, semantic.matrix, check)
@@ -374,7 +375,7 @@ class SqliteMemories:
             ranked = await self._database.read(rank, flush=False)
             if ranked is not None:
                 return [MemoryHit(memory=_memory(row), score=score) for row, score in ranked]
-            await semantic.sync()
+            await semantic.refresh(seen)
             if not semantic.active:
                 return None
         return None

@@ -291,25 +291,35 @@ class SemanticIndex:
         )
 
     async def ready(self) -> bool:
-        """Load the matrix (after a backfill) when it is not loaded or another process
-        wrote; False when semantic recall is off."""
+        """Load the matrix (after a backfill) when it is not loaded; False when semantic
+        recall is off."""
         if self.active and self.matrix.state is None:
-            await self.sync()
+            await self.refresh(None)
         return self.active
+
+    async def refresh(self, seen: State | None) -> None:
+        """Load the matrix again (after a backfill), unless another task did since the
+        matrix was ``seen`` (concurrent searches that found it stale load it once)."""
+        async with self._syncing:
+            if self.matrix.state == seen:
+                await self._sync()
 
     async def sync(self, *, rebuild: bool = False) -> int:
         """Embed the memories without vectors of this model (every memory on ``rebuild``),
         then load the matrix; how many memories were embedded."""
         async with self._syncing:
-            if not self.active:
-                return 0
-            embedded = await self._backfill(_EVERY if rebuild else _MISSING)
-            if not self.active:
-                return embedded
-            state, rows = await self.database.read(self._read_all, flush=False)
-            owners, matrix = _matrix(rows)
-            self.matrix.replace(state, owners, matrix)
+            return await self._sync(rebuild=rebuild)
+
+    async def _sync(self, *, rebuild: bool = False) -> int:
+        if not self.active:
+            return 0
+        embedded = await self._backfill(_EVERY if rebuild else _MISSING)
+        if not self.active:
             return embedded
+        state, rows = await self.database.read(self._read_all, flush=False)
+        owners, matrix = _matrix(rows)
+        self.matrix.replace(state, owners, matrix)
+        return embedded
 
     async def _backfill(self, which: str) -> int:
         """Embed the memories ``which`` selects, a batch at a time (each memory's vectors
