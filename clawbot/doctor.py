@@ -49,6 +49,7 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
         checks.append(await _database_check(settings))
     checks.append(_access_check(settings, [c for c in channels if c in _configured(checks)]))
     checks.append(shell_check(find_bubblewrap()))
+    checks.append(await semantic_check(settings))
     return checks
 
 
@@ -132,6 +133,24 @@ def _access_check(settings: Settings, channels: list[str]) -> Check:
         f"{len(rules.allowed_groups)} allowed group(s); groups "
         + ("need a mention" if rules.group_require_mention else "are answered without a mention"),
     )
+
+
+async def semantic_check(settings: Settings) -> Check:
+    """Whether the local embedding model loads (a litellm one is checked at its first use:
+    the doctor stays offline)."""
+    from clawbot.memory.embeddings import LOCAL, configured_embedder
+
+    subject = "semantic recall"
+    embedder = configured_embedder(settings)
+    if embedder is None:
+        return Check("off", subject, "full-text search alone (CLAWBOT_MEMORY_EMBEDDINGS=off)")
+    if settings.memory_embeddings.strip().lower() != LOCAL:
+        return Check("ok", subject, f"{embedder.name} through litellm (tried at first use)")
+    try:
+        await embedder.embed(["a test"])
+    except ClawbotError as exc:
+        return Check("problem", subject, str(exc))
+    return Check("ok", subject, f"{embedder.name} loads (no download, nothing leaves)")
 
 
 def shell_check(sandbox: Bubblewrap | None) -> Check:

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from clawbot.agents import ContextPolicy
 from clawbot.app import Clawbot
 from clawbot.cli import app
+from clawbot.doctor import semantic_check
 from clawbot.memory import Memory, MemoryQuery, embeddings
 from clawbot.memory.chunks import chunks
 from clawbot.memory.embeddings import LitellmEmbedder, LocalEmbedder
@@ -453,3 +454,27 @@ def test_a_turn_with_recall_imports_numpy_only_when_embeddings_are_on(
 
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.rstrip("\n").split("\n")[-1] == imported
+
+
+# clawbot doctor ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("setting", "broken", "line"),
+    [
+        ("off", False, "off      semantic recall: full-text search alone"),
+        ("local", False, "ok       semantic recall: local/wordllama-l2_supercat-128 loads"),
+        ("local", True, "problem  semantic recall: the local embedding model did not load"),
+        ("openai/text-embedding-3-small", False, "ok       semantic recall: openai/"),
+    ],
+)
+async def test_doctor_says_whether_the_embedding_model_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, broken: bool, line: str
+) -> None:
+    if broken:
+        monkeypatch.setattr(embeddings, "LOCAL_WEIGHTS", "weights/no-such-file.safetensors")
+    settings = Settings(home=tmp_path, memory_embeddings=setting, _env_file=None)  # type: ignore[call-arg]
+
+    check = await semantic_check(settings)
+
+    assert check.line.startswith(line)
