@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -344,6 +345,24 @@ async def test_a_litellm_embedding_model_finds_memories_by_its_vectors(
         finally:
             await opened.close()
     assert "note a: xyzzy plugh" in standin.embedded and "frobnicate" in standin.embedded
+
+
+# the local model -----------------------------------------------------------------------
+
+
+async def test_the_local_model_loads_and_embeds_without_the_network(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*args: object) -> None:
+        raise AssertionError("the local model reached for the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+    vectors = await LocalEmbedder(dims=64).embed(["the dog barks", "a pet making noise"])
+
+    assert vectors.shape == (2, 64)
+    assert abs(float((vectors**2).sum(axis=1)[0]) - 1.0) < 1e-5
 
 
 # failures ------------------------------------------------------------------------------
