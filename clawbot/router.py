@@ -254,6 +254,7 @@ class Router:
         source = resolved.model_source
         files = ", ".join(resolved.prompt_files) or "none"
         stored = await self.store.transcripts.count(session.key, session.epoch)
+        reach = await self.runtime.reach(session)
         return "\n".join(
             [
                 f"Agent: {resolved.agent.name} ({resolved.agent.agent_id})",
@@ -261,6 +262,7 @@ class Router:
                 f"Session: {session.key}",
                 f"Messages in this conversation: {stored}",
                 f"Tools: {', '.join(t.name for t in resolved.tools) or 'none'}",
+                f"Files: {reach.describe()}",
                 f"Skills: {', '.join(s.name for s in resolved.skills) or 'none'}",
                 f"Prompt files: {files}",
             ]

@@ -176,6 +176,19 @@ async def test_every_sibling_reaches_every_agents_folder(
     assert not reach.allows("notes.md", write=False)
 
 
+async def test_status_names_the_folders_an_agents_files_may_be_in(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    await talk_to(bot, channel, scripted, "builder", siblings={"scribe": "read"})
+
+    handled = await chat.say("/status")
+
+    assert handled.reply is not None
+    assert "\nFiles: agents/builder (read and write), agents/scribe (read only)\n" in (
+        handled.reply
+    )
+
+
 def test_a_sibling_that_is_no_agent_id_is_refused() -> None:
     with pytest.raises(ValueError, match=r"'\.\./etc' is not an agent id"):
         AgentSpec(agent_id="builder", name="builder", siblings={"../etc": "read"})
