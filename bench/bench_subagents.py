@@ -70,7 +70,7 @@ class Worker:
         task = next(str(m["content"]) for m in request.messages if m["role"] == "user")
         rounds = len(request.tool_results)
         if rounds < 2:
-            return call("list_dir", path="." if rounds == 0 else "./")
+            return call("list_dir", path="agents/worker" if rounds == 0 else "agents/worker/")
         return f"result of {task}"
 
 
