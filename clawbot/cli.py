@@ -92,6 +92,11 @@ def chat(
 ) -> None:
     """Talk to the agent in the terminal (piped stdin: one message per line)."""
     settings = load(model, home, console_session=session)
+    if "log_level" not in settings.model_fields_set and sys.stdin.isatty() and sys.stderr.isatty():
+        # A person typing reads the conversation, not INFO lines between its messages.
+        from clawbot.logs import setup_logging
+
+        setup_logging("WARNING", settings.secret_values())
     import asyncio
 
     from clawbot.errors import ClawbotError
