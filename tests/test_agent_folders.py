@@ -402,3 +402,20 @@ async def test_the_sandbox_mounts_only_the_agents_folders(
     ]
     assert "Read-only file system" in listed[5]
     assert not (bot.workspace.root / "agents" / "scribe" / "new").exists()
+
+
+@needs_bwrap
+async def test_an_agents_folder_that_links_to_the_root_brings_nothing_into_the_sandbox(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    (bot.workspace.root / "notes.md").write_text("the operator's")
+    (bot.workspace.root / "agents" / "builder").mkdir(parents=True, exist_ok=True)
+    (bot.workspace.root / "agents" / "scribe").symlink_to("..")  # -> the workspace's root
+    await talk_to(bot, channel, scripted, "scribe", tools=SHELL, siblings={"builder": "read"})
+    target = hidden("/workspace/agents/scribe/notes.md")
+    scripted.add(call("shell_exec", command=f"echo x > {target}", cwd="agents/builder"), "Ok.")
+
+    await chat.say("write")
+
+    assert not result_of(scripted).startswith("exit code 0")
+    assert (bot.workspace.root / "notes.md").read_text() == "the operator's"

@@ -155,12 +155,16 @@ async def _end_group(pgid: int) -> None:
 
 
 def _mounts(workspace: Workspace, reach: Reach) -> list[Mount]:
-    """The reach's folders as sandbox mounts; a folder missing or leading out is left out."""
+    """The reach's folders as sandbox mounts; a folder missing or leading out is left out,
+    and so is one that is a link to a folder the reach does not hold so (an agent's folder
+    replaced by a link to the workspace's root must not bring the root in)."""
     mounts = []
     for root in reach.roots:
         try:
             source = workspace.resolve(root.path)
         except ClawbotError:  # a root that leads out of the workspace
+            continue
+        if not reach.allows(workspace.relative(source), write=root.write):
             continue
         if source.is_dir():
             target = INSIDE_WORKSPACE if root.path == WHOLE else f"{INSIDE_WORKSPACE}/{root.path}"
