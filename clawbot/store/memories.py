@@ -11,7 +11,11 @@ English words are left out, and so is any word found in more than ``FREQUENT`` m
 while rarer ones remain (bm25 gives such a word next to no weight anyway); at most
 ``MAX_TERMS`` of the rarest words are searched. When every word is that frequent, only the
 ``NEWEST`` memories holding the rarest one are ranked. Counting a word's memories stops at
-``FREQUENT``, so that count is cheap too."""
+``FREQUENT``, so that count is cheap too.
+
+With an embedding model set (:meth:`SqliteMemories.use_embeddings`), a search is hybrid: the
+best matches by words and the nearest by meaning (``clawbot.store.memory_vectors``) are
+blended into one score (``clawbot.memory.ranking``), the boost applied after."""
 
 from __future__ import annotations
 
