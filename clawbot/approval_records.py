@@ -16,7 +16,8 @@ GrantScope = Literal["run", "session"]
 @dataclass(frozen=True)
 class ApprovalRequest:
     """One tool call waiting for (or answered by) a person. ``resource`` is the path or
-    host the call names, ``chain`` the agents from the root down (``main>researcher``)."""
+    host the call names, ``chain`` the agents from the root down (``main>researcher``),
+    ``message_id`` the platform id of the message that asked (edited once answered)."""
 
     id: str
     call_key: str
@@ -35,6 +36,7 @@ class ApprovalRequest:
     created_at: datetime
     expires_at: datetime
     answered_at: datetime | None
+    message_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ with buttons where the platform has them and the exact commands everywhere:
 ``/approve <id> [once|session]`` and ``/deny <id>``. Only the chat's approvers may answer:
 in a DM its owner (nobody else can write there), in a group the senders listed in
 ``CLAWBOT_APPROVERS``. No answer within ``approval_timeout`` is a denial, and the model is
-told so.
+told so. Once answered (or expired), the request's message is edited where the platform
+allows: its buttons go, and a line says what was decided and by whom.
 
 Grants: "approve once" lets a guarded tool run for the rest of the run on the same
 resource (revoked when the run ends); "approve for this session" lets it run in that
@@ -119,7 +120,7 @@ class Approvals:
             if asked is not None:
                 self._runs_with_rounds.add(run_id)
                 root = (await owners(self.store.sessions, session) or [session])[-1]
-                answered = await self._wait(asked)
+                answered = await self._wait(asked, root)
                 return await self._verdict(answered, session, root, resource_of(call), run_id)
         if not any(profile.asks(call.name, risk) for profile in profiles):
             return ALLOWED  # the common case: decided without a lookup
@@ -145,7 +146,7 @@ class Approvals:
             )
             if request.status == "pending":
                 break
-        answered = await self._wait(request)
+        answered = await self._wait(request, root)
         return await self._verdict(answered, session, root, resource, run_id)
 
     async def _request(
@@ -189,24 +190,38 @@ class Approvals:
                 self._runs_with_rounds.add(run_id)
             if new:
                 log.info("approval %s asked for %s in %s", stored.id, stored.tool, root.key)
-                await self._ask(stored, root)
+                message_id = await self._ask(stored, root)
+                if message_id is not None:
+                    await self.store.approvals.sent_as(stored.id, message_id)
+                    stored = replace(stored, message_id=message_id)
             return stored
         raise RuntimeError("could not draw a free approval id")  # pragma: no cover
 
-    async def _ask(self, request: ApprovalRequest, root: Session) -> None:
+    async def _ask(self, request: ApprovalRequest, root: Session) -> str | None:
+        """Send the request; the platform id of the part that carries its buttons."""
         ask = f"/approve {request.id}"
         actions = [Action(label="Approve once", command=f"{ask} once")]
         if request.risk == "guarded":
             actions.append(Action(label="Approve for this session", command=f"{ask} session"))
         actions.append(Action(label="Deny", command=f"/deny {request.id}"))
-        await self.outbox.deliver_on_behalf(
+        delivery = await self.outbox.deliver_on_behalf(
             root,
             request_text(request, self.settings.approval_timeout),
             role=request.chain,
             actions=tuple(actions),
         )
+        return delivery.parts[-1].message_id if delivery.parts else None
 
-    async def _wait(self, request: ApprovalRequest) -> ApprovalRequest:
+    async def _settle(self, request: ApprovalRequest, root: Session) -> None:
+        """Show the answer in the request's message and take its buttons away (a second
+        press would only be told it was answered). A failed edit is logged by the outbox
+        and changes nothing: the answer stands."""
+        if request.message_id is not None:
+            await self.outbox.edit_on_behalf(
+                root, request.message_id, answered_text(request), role=request.chain
+            )
+
+    async def _wait(self, request: ApprovalRequest, root: Session) -> ApprovalRequest:
         if request.status != "pending":
             return request
         future = self._answers.setdefault(request.id, asyncio.get_running_loop().create_future())
@@ -225,7 +240,9 @@ class Approvals:
                 if stored is not None:
                     return stored
             log.info("approval %s expired unanswered", request.id)
-            return _with_status(request, "expired")
+            expired_request = _with_status(request, "expired")
+            await self._settle(expired_request, root)
+            return expired_request
         finally:
             self._parked.discard(task)
             if self._answers.get(request.id) is future and future.done():
@@ -368,6 +385,7 @@ class Approvals:
             return f"Request {request.id} was already {_said(current or request)}."
         answered = _with_status(request, status, scope=scope if approve else None, by=who)
         await self._audit(answered, now)
+        await self._settle(answered, chat)
         future = self._answers.get(request.id)
         if future is not None and not future.done():
             future.set_result(answered)
@@ -453,6 +471,22 @@ def _with_status(
 def request_text(request: ApprovalRequest, timeout: float) -> str:
     """The request as the person reads it: who asks, what, how risky, what each answer
     allows, its id and the commands that answer it."""
+    return "\n".join(_request_lines(request, timeout))
+
+
+def answered_text(request: ApprovalRequest) -> str:
+    """The request's message once answered: the request without the commands that
+    answered it, then what was decided and by whom ("Approved once by Ann")."""
+    timeout = (request.expires_at - request.created_at).total_seconds()
+    lines = _request_lines(request, timeout)[:-1]
+    if request.status == "expired":
+        lines.append(f"Expired: no answer in {round(timeout)} s.")
+    else:
+        lines.append(_said(request)[:1].upper() + _said(request)[1:] + ".")
+    return "\n".join(lines)
+
+
+def _request_lines(request: ApprovalRequest, timeout: float) -> list[str]:
     lines = [
         f"Approval needed ({request.id}): {request.tool} — {request.risk}",
     ]
@@ -469,4 +503,4 @@ def request_text(request: ApprovalRequest, timeout: float) -> str:
         lines.append("Unsafe: every call asks.")
         answers = f"/approve {request.id} once · /deny {request.id}"
     lines.append(f"Answer within {round(timeout)} s: {answers}")
-    return "\n".join(lines)
+    return lines

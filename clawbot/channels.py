@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
-from clawbot.messages import Attachment, InboundMessage, OutboundMessage
+from clawbot.messages import Attachment, InboundMessage, OutboundEdit, OutboundMessage
 
 if TYPE_CHECKING:
     from clawbot.settings import Settings
@@ -90,6 +90,11 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         """Deliver one outbound message (already gated by the outbox)."""
+
+    async def edit(self, edit: OutboundEdit) -> None:  # noqa: B027
+        """Replace the text of a message this adapter sent and remove its buttons (already
+        gated by the outbox); raises ``DeliveryError`` when the platform refuses. Channels
+        without buttons do nothing: their messages never need taking back."""
 
     async def catch_up(self, chats: Sequence[ChatCursor]) -> int:
         """Hand ``on_message`` what was posted in ``chats`` while nobody received it, oldest

@@ -84,6 +84,19 @@ class OutboundMessage(Frozen):
     actions: tuple[Action, ...] = ()
 
 
+class OutboundEdit(Frozen):
+    """A message the bot sent, rewritten in place: its text replaced and its buttons removed
+    (an approval request once answered). Passes the outbox's gate like a new message."""
+
+    channel: str
+    chat_id: str
+    message_id: str
+    text: str
+    thread_id: str | None = None
+    session_key: str = ""
+    deliver: bool = True
+
+
 class TextBlock(Frozen):
     type: Literal["text"] = "text"
     text: str

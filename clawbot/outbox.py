@@ -19,7 +19,7 @@ from typing import Literal
 
 from clawbot.channels import Adapter, SentMessage
 from clawbot.errors import DeliveryError
-from clawbot.messages import INTERNAL_CHANNEL, Action, OutboundMessage
+from clawbot.messages import INTERNAL_CHANNEL, Action, OutboundEdit, OutboundMessage
 from clawbot.redaction import redactor
 from clawbot.sessions import Session
 
@@ -108,6 +108,38 @@ class Outbox:
                 actions=actions,
             )
         )
+
+    async def edit_on_behalf(self, root: Session, message_id: str, text: str, *, role: str) -> bool:
+        """Rewrite a message :meth:`deliver_on_behalf` sent (``message_id``, a part it
+        returned) to ``[role]: text``, without its buttons; whether the platform took it.
+
+        A refused edit (the message was deleted, or is too old to edit) is logged once at
+        WARNING and changes nothing else: what the message showed was a courtesy."""
+        if root.channel == INTERNAL_CHANNEL or not root.deliver:
+            return False
+        adapter = self._adapters.get(root.channel)
+        if adapter is None:
+            log.warning("could not update message %s: no %s adapter", message_id, root.channel)
+            return False
+        edit = OutboundEdit(
+            channel=root.channel,
+            chat_id=root.chat_id,
+            thread_id=root.thread_id,
+            message_id=message_id,
+            text=redactor.redact(f"[{role}]: {text}"),
+            session_key=root.key,
+        )
+        try:
+            await adapter.edit(edit)
+        except DeliveryError as exc:
+            log.warning("could not update message %s in %s: %s", message_id, root.key, exc)
+            return False
+        except Exception as exc:
+            log.warning(
+                "could not update message %s in %s (%s)", message_id, root.key, type(exc).__name__
+            )
+            return False
+        return True
 
     async def typing(self, channel: str, chat_id: str, thread_id: str | None) -> None:
         """Typing indicators obey the same gate: never for internal sessions."""

@@ -21,7 +21,7 @@ from clawbot.store.database import Database
 
 _REQUEST_COLUMNS = (
     "id, call_key, session_key, root_key, turn_id, trace_id, tool, resource, risk, chain, summary,"
-    " status, scope, answered_by, created_at, expires_at, answered_at"
+    " status, scope, answered_by, created_at, expires_at, answered_at, message_id"
 )
 _GRANT_COLUMNS = (
     "id, session_key, root_key, root_epoch, tool, resource, scope, run_id, approval_id, created_at"
@@ -51,6 +51,7 @@ def _request(row: Sequence[Any]) -> ApprovalRequest:
         created_at,
         expires_at,
         answered_at,
+        message_id,
     ) = row
     return ApprovalRequest(
         id=request_id,
@@ -70,6 +71,7 @@ def _request(row: Sequence[Any]) -> ApprovalRequest:
         created_at=datetime.fromisoformat(created_at),
         expires_at=datetime.fromisoformat(expires_at),
         answered_at=_time(answered_at),
+        message_id=message_id,
     )
 
 
@@ -104,7 +106,7 @@ class SqliteApprovals:
         def upsert(db: sqlite3.Connection) -> tuple[ApprovalRequest, bool]:
             cursor = db.execute(
                 f"INSERT OR IGNORE INTO approvals ({_REQUEST_COLUMNS}, round_json) VALUES"
-                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     request.id,
                     request.call_key,
@@ -123,6 +125,7 @@ class SqliteApprovals:
                     request.created_at.isoformat(),
                     request.expires_at.isoformat(),
                     None,
+                    request.message_id,
                     round_json,
                 ),
             )
@@ -139,6 +142,12 @@ class SqliteApprovals:
             f"SELECT {_REQUEST_COLUMNS} FROM approvals WHERE id = ?", (request_id,), small=True
         )
         return _request(row) if row else None
+
+    async def sent_as(self, request_id: str, message_id: str) -> None:
+        """Remember the platform message that asked (to edit once the request is answered)."""
+        await self._database.write(
+            "UPDATE approvals SET message_id = ? WHERE id = ?", (message_id, request_id)
+        )
 
     async def answer(
         self,

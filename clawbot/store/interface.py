@@ -384,6 +384,10 @@ class Approvals(Protocol):
 
     async def get(self, request_id: str) -> ApprovalRequest | None: ...
 
+    async def sent_as(self, request_id: str, message_id: str) -> None:
+        """Remember the platform message that asked (edited once the request is answered)."""
+        ...
+
     async def answer(
         self,
         request_id: str,
