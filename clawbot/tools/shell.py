@@ -98,8 +98,8 @@ async def run_command(
     off until the timeout."""
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()
-    try:
-        process = await asyncio.create_subprocess_exec(
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=write_fd,
@@ -108,6 +108,16 @@ async def run_command(
             env=env,
             start_new_session=True,
         )
+    )
+    try:
+        process = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        os.close(read_fd)
+        # Stopped while asyncio still set the process up: it may run already (and have
+        # started others), and asyncio would kill only it, so its whole group ends first.
+        with contextlib.suppress(Exception):
+            await _end_group((await starting).pid)
+        raise
     except BaseException:
         os.close(read_fd)
         raise
