@@ -35,12 +35,19 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import SecretStr
 
-from adapters.discord_buttons import press_to_inbound, pressed_command, view_for
+from adapters.discord_buttons import edit_message, press_to_inbound, pressed_command, view_for
 from adapters.discord_catch_up import CatchUp
 from adapters.discord_downloads import CdnDownloads
 from clawbot.channels import Adapter, ChannelLimits, ChatCursor, InboundHandler, SentMessage
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError
-from clawbot.messages import Attachment, ChatType, InboundMessage, OutboundMessage, ReplyContext
+from clawbot.messages import (
+    Attachment,
+    ChatType,
+    InboundMessage,
+    OutboundEdit,
+    OutboundMessage,
+    ReplyContext,
+)
 from clawbot.rendering import RenderedPart, render_parts
 from clawbot.settings import Settings
 
@@ -643,6 +650,15 @@ class DiscordAdapter(Adapter):
             f"discord kept rate-limiting messages to chat {chat_id} after "
             f"{self._send_attempts} attempts"
         )
+
+    async def edit(self, edit: OutboundEdit) -> None:
+        """Edit the part that carried the buttons (``discord_buttons.edit_message``)."""
+        target_id = edit.thread_id or edit.chat_id
+        if not target_id.isdigit() or not edit.message_id.isdigit():
+            raise DeliveryError(f"discord message {edit.message_id!r} cannot be edited")
+        target = self._running_client(edit.chat_id).get_partial_messageable(int(target_id))
+        part = render_parts(edit.text, self.limits)[-1]
+        await edit_message(target, edit, outbound_arguments(part, channel_id=target.id))
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Best effort: a lost typing indicator is not worth failing a turn over."""

@@ -8,6 +8,11 @@ INTERACTION_CREATE (``Client.on_interaction``) rather than from a stored ``View`
 view lives in one process only, while a button must keep working after a restart. Discord caps
 a ``custom_id`` at 100 characters; an action whose command is longer gets no button (its
 command is in the message text anyway). The bot needs no extra permission or intent.
+
+Once answered, the message is edited through REST (``PATCH /channels/{id}/messages/{id}``,
+no components): a press was acknowledged at once as DEFERRED_UPDATE_MESSAGE (type 6, "the
+message will be edited"), since the answer is known only after the command ran, and a typed
+``/approve`` has no interaction to answer.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
 import discord
 
-from clawbot.messages import Action, ChatType, InboundMessage
+from clawbot.errors import DeliveryError
+from clawbot.messages import Action, ChatType, InboundMessage, OutboundEdit
 
 log = logging.getLogger("adapters.discord")
 
@@ -87,3 +94,25 @@ def press_to_inbound(
         message_id=f"interaction:{interaction.id}",
         mentioned=True,  # a button under the bot's message is addressed to the bot
     )
+
+
+async def edit_message(
+    target: discord.PartialMessageable, edit: OutboundEdit, arguments: dict[str, Any]
+) -> None:
+    """Rewrite the message ``edit`` names with ``arguments`` (content and allowed mentions)
+    and no components; ``DeliveryError`` when Discord refuses (deleted, not the bot's)."""
+    message = target.get_partial_message(int(edit.message_id))
+    try:
+        await message.edit(
+            content=arguments["content"], allowed_mentions=arguments["allowed_mentions"], view=None
+        )
+    except discord.HTTPException as exc:
+        raise DeliveryError(
+            f"discord refused to edit message {edit.message_id} in chat {edit.chat_id}: "
+            f"HTTP {exc.status} (code {exc.code})"
+        ) from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise DeliveryError(
+            f"could not reach discord to edit a message in chat {edit.chat_id} "
+            f"({type(exc).__name__})"
+        ) from None

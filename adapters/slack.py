@@ -52,12 +52,19 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack_buttons import ACTION_IDS, blocks_for, press_to_inbound
+from adapters.slack_buttons import ACTION_IDS, blocks_for, press_to_inbound, update
 from adapters.slack_commands import DEFAULT_COMMAND, command_name_problem, command_to_inbound
 from adapters.slack_users import UserDirectory
 from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
-from clawbot.messages import Action, Attachment, InboundMessage, OutboundMessage, ReplyContext
+from clawbot.messages import (
+    Action,
+    Attachment,
+    InboundMessage,
+    OutboundEdit,
+    OutboundMessage,
+    ReplyContext,
+)
 from clawbot.rendering import RenderedPart, render_parts
 
 if TYPE_CHECKING:
@@ -582,6 +589,13 @@ class SlackAdapter(Adapter):
                 raise DeliveryError(
                     f"cannot reach Slack to deliver to chat {chat_id} ({type(exc).__name__})"
                 ) from None
+
+    async def edit(self, edit: OutboundEdit) -> None:
+        """``chat.update`` of the part that carried the buttons (``slack_buttons.update``)."""
+        part = render_parts(edit.text, self.limits)[-1]
+        args = part_to_post_args(edit.chat_id, None, part)
+        shown = args["text"] if args["mrkdwn"] else part.plain
+        await update(self._client, edit, text=args["text"], shown=shown, markup=args["mrkdwn"])
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Nothing: Slack has no typing indicator for bots (see the module docstring)."""

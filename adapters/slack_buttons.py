@@ -5,7 +5,8 @@ Pressing a button is the same as the presser typing its command, so who may pres
 checked by the router like any command. With blocks Slack shows the blocks, not ``text``, so
 the message's text goes in ``section`` blocks above the buttons and stays in ``text`` as the
 notification fallback. The app needs Interactivity turned on (in HTTP mode its Request URL is
-the events endpoint); Socket Mode delivers presses over the same connection.
+the events endpoint); Socket Mode delivers presses over the same connection. Once answered,
+``chat.update`` rewrites the message with its text's sections and no actions block.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from clawbot.messages import Action, InboundMessage
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from clawbot.errors import DeliveryError
+from clawbot.messages import Action, InboundMessage, OutboundEdit
 
 log = logging.getLogger("adapters.slack")
 
@@ -29,13 +35,18 @@ MAX_VALUE_CHARS = 2000
 """Slack's limit on a button's value."""
 
 
-def blocks_for(text: str, actions: tuple[Action, ...], *, markup: bool) -> list[dict[str, Any]]:
-    """The text as section blocks, then one actions block with a button per action."""
+def sections_for(text: str, *, markup: bool) -> list[dict[str, Any]]:
+    """The text as section blocks (Slack caps each at 3000 characters)."""
     kind = "mrkdwn" if markup else "plain_text"
-    sections: list[dict[str, Any]] = [
+    return [
         {"type": "section", "text": {"type": kind, "text": text[start : start + SECTION_CHARS]}}
         for start in range(0, len(text), SECTION_CHARS)
     ]
+
+
+def blocks_for(text: str, actions: tuple[Action, ...], *, markup: bool) -> list[dict[str, Any]]:
+    """The text as section blocks, then one actions block with a button per action."""
+    sections = sections_for(text, markup=markup)
     buttons = [
         {
             "type": "button",
@@ -87,3 +98,28 @@ def press_to_inbound(body: Any) -> InboundMessage | None:
         message_id=f"action:{press_id}",
         mentioned=True,  # a button under the bot's message is addressed to the bot
     )
+
+
+async def update(
+    client: AsyncWebClient, edit: OutboundEdit, *, text: str, shown: str, markup: bool
+) -> None:
+    """``chat.update`` the message ``edit`` names: ``shown`` in sections only (the blocks
+    replace the old ones, so its buttons are gone), ``text`` as the notification fallback.
+    ``DeliveryError`` when Slack refuses."""
+    try:
+        await client.chat_update(
+            channel=edit.chat_id,
+            ts=edit.message_id,
+            text=text,
+            blocks=sections_for(shown, markup=markup),
+        )
+    except SlackApiError as exc:
+        error = exc.response.get("error") if exc.response is not None else None
+        raise DeliveryError(
+            f"Slack refused to update message {edit.message_id} in chat {edit.chat_id} "
+            f"({error or 'unknown_error'})"
+        ) from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise DeliveryError(
+            f"cannot reach Slack to update a message in chat {edit.chat_id} ({type(exc).__name__})"
+        ) from None

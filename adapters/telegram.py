@@ -19,7 +19,7 @@ from telegram import Bot, CallbackQuery, Message, MessageEntity, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 
-from adapters.telegram_buttons import keyboard, press_to_inbound
+from adapters.telegram_buttons import edit_text, keyboard, press_to_inbound
 from adapters.telegram_intake import (
     BotApiRequest,
     NotTheBotApi,
@@ -28,7 +28,14 @@ from adapters.telegram_intake import (
 )
 from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
-from clawbot.messages import Attachment, ChatType, InboundMessage, OutboundMessage, ReplyContext
+from clawbot.messages import (
+    Attachment,
+    ChatType,
+    InboundMessage,
+    OutboundEdit,
+    OutboundMessage,
+    ReplyContext,
+)
 from clawbot.rendering import RenderedPart, render_parts
 from clawbot.settings import Settings
 
@@ -682,6 +689,17 @@ class TelegramAdapter(Adapter):
                 )
                 await asyncio.sleep(wait)
         raise self._delivery_error(message, None, f"still failing after {MAX_SEND_ATTEMPTS} tries")
+
+    async def edit(self, edit: OutboundEdit) -> None:
+        """``editMessageText`` of the part that carried the buttons (see ``edit_text``)."""
+        part = render_parts(edit.text, self.limits)[-1]
+        try:
+            await edit_text(self._bot(), edit, part, _chat_id(edit.chat_id))
+        except TelegramError as exc:
+            raise DeliveryError(
+                f"telegram could not edit message {edit.message_id} in chat {edit.chat_id}: "
+                f"{self._scrub(exc.message)}"
+            ) from None
 
     def _delivery_error(
         self, message: OutboundMessage, exc: TelegramError | None, reason: str = ""

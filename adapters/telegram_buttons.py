@@ -3,16 +3,21 @@ as the command it stands for, from the presser, in the chat the button is in.
 
 Pressing a button is the same as the presser typing its command, so who may press it is
 checked by the router like any command. Telegram caps ``callback_data`` at 64 bytes; an action
-whose command is longer gets no button (its command is in the message text anyway).
+whose command is longer gets no button (its command is in the message text anyway). Once
+answered, the message is rewritten with ``editMessageText``, which drops the keyboard when it
+is given no ``reply_markup``.
 """
 
 from __future__ import annotations
 
 import logging
 
-from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from telegram.constants import ParseMode
+from telegram.error import BadRequest
 
-from clawbot.messages import Action, ChatType, InboundMessage
+from clawbot.messages import Action, ChatType, InboundMessage, OutboundEdit
+from clawbot.rendering import RenderedPart
 
 log = logging.getLogger("adapters.telegram")
 
@@ -65,3 +70,25 @@ def press_to_inbound(query: CallbackQuery, *, bot_id: int) -> InboundMessage | N
         message_id=f"callback:{query.id}",
         mentioned=True,  # a button under the bot's message is addressed to the bot
     )
+
+
+async def edit_text(bot: Bot, edit: OutboundEdit, part: RenderedPart, chat_id: int | str) -> None:
+    """Rewrite the message ``edit`` names to ``part``, its keyboard gone; plain text when
+    Telegram refuses the HTML. "Message is not modified" means it shows this already, which
+    is what was wanted. Raises ``TelegramError`` for any other refusal."""
+    formatted = part.markup == "telegram_html"
+    for plain in (False, True) if formatted else (True,):
+        try:
+            await bot.edit_message_text(
+                chat_id=chat_id,
+                message_id=int(edit.message_id),
+                text=part.plain if plain and formatted else part.text,
+                parse_mode=None if plain else ParseMode.HTML,
+            )
+            return
+        except BadRequest as exc:
+            reason = exc.message.lower()
+            if "message is not modified" in reason:
+                return
+            if plain or "parse entities" not in reason:
+                raise

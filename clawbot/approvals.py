@@ -480,7 +480,7 @@ def answered_text(request: ApprovalRequest) -> str:
     timeout = (request.expires_at - request.created_at).total_seconds()
     lines = _request_lines(request, timeout)[:-1]
     if request.status == "expired":
-        lines.append(f"Expired: no answer in {round(timeout)} s.")
+        lines.append(f"Expired: no answer in {timeout:g} s.")
     else:
         lines.append(_said(request)[:1].upper() + _said(request)[1:] + ".")
     return "\n".join(lines)

@@ -132,7 +132,7 @@ class Outbox:
         try:
             await adapter.edit(edit)
         except DeliveryError as exc:
-            log.warning("could not update message %s in %s: %s", message_id, root.key, exc)
+            log.warning("could not update message %s in %s: %s", message_id, root.key, exc.message)
             return False
         except Exception as exc:
             log.warning(

@@ -1,6 +1,8 @@
 """Approval buttons on the platforms that have them, through the whole pipeline: the request
 carries Approve once / Approve for this session / Deny, and a press is the presser's command
 (acknowledged as the platform requires), so who may answer is checked as for a typed one.
+Once answered (or expired) the request's message is edited: its buttons gone, a line saying
+what was decided and by whom; an edit the platform refuses changes nothing else.
 
 Real adapter <-> platform stand-in (callback query, block action, component interaction),
 service, router, runtime with a scripted model, outbox.
@@ -9,7 +11,9 @@ service, router, runtime with a scripted model, outbox.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,7 +24,7 @@ from adapters.discord_buttons import view_for
 from adapters.slack_buttons import blocks_for
 from adapters.telegram import TelegramAdapter, part_to_send_kwargs
 from clawbot.app import Clawbot
-from clawbot.messages import Action, OutboundMessage
+from clawbot.messages import Action, InboundMessage, OutboundEdit, OutboundMessage
 from clawbot.rendering import render_parts
 from clawbot.service import Service
 from clawbot.settings import Settings
@@ -34,6 +38,7 @@ OWNER = "1001"
 BOSS = "3003"
 MALLORY = "4004"
 LONG = Action(label="Too long", command="/deny " + "x" * 100)
+DENY = Action(label="Deny", command="/deny k7m2pq")
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,14 @@ class World:
 async def world(
     request: pytest.FixtureRequest, settings: Settings, scripted: ScriptedModel
 ) -> AsyncIterator[World]:
-    platform: Platform = request.param
+    async with running(request.param, settings, scripted) as opened:
+        yield opened
+
+
+@asynccontextmanager
+async def running(
+    platform: Platform, settings: Settings, scripted: ScriptedModel, **updates: Any
+) -> AsyncIterator[World]:
     harness = platform.harness()
     await harness.start()
     bot_settings = settings.model_copy(
@@ -98,6 +110,7 @@ async def world(
             "allowed_senders": [f"{harness.channel}:{OWNER}"],
             "allowed_groups": [f"{harness.channel}:{platform.group_id}"],
             "approvers": [f"{harness.channel}:{BOSS}"],
+            **updates,
         }
     )
     try:
@@ -171,6 +184,103 @@ async def test_a_second_press_of_the_same_button_is_answered_not_dropped(world: 
 
     (again,) = await world.sent_where(lambda r: r.text.startswith(f"Request {rid} was already"))
     assert again.text == f"Request {rid} was already approved once by Ann."
+
+
+def the_request_without_its_commands(record: SentRecord) -> str:
+    """The request's text up to the line with the commands that answer it."""
+    return record.text.split("\nAnswer within", 1)[0]
+
+
+async def test_a_press_removes_the_buttons_and_the_message_says_who_approved(
+    world: World,
+) -> None:
+    world.model.add(writes("notes.md"), "Written.")
+    record = await world.request("write notes.md")
+
+    await world.harness.press(record, "Approve once")
+    await world.sent_where(lambda r: r.text == "Written.")
+
+    now = world.harness.shown(record)
+    assert world.harness.buttons(now) == []
+    assert now.text == the_request_without_its_commands(record) + "\nApproved once by Ann."
+
+
+async def test_a_typed_deny_removes_the_buttons_and_the_message_says_who_denied(
+    world: World,
+) -> None:
+    world.model.add(writes("notes.md"), "I will not write it.")
+    record = await world.request("write notes.md")
+    rid = record.text.split("Approval needed (", 1)[1].split(")", 1)[0]
+
+    await world.harness.inject_message(f"/deny {rid}")
+    await world.sent_where(lambda r: r.text == "I will not write it.")
+
+    now = world.harness.shown(record)
+    assert world.harness.buttons(now) == []
+    assert now.text == the_request_without_its_commands(record) + "\nDenied by Ann."
+
+
+@pytest.mark.parametrize("platform", PLATFORMS, ids=str)
+async def test_an_expired_request_loses_its_buttons_and_says_it_expired(
+    platform: Platform, settings: Settings, scripted: ScriptedModel
+) -> None:
+    async with running(platform, settings, scripted, approval_timeout=0.05) as world:
+        world.model.add(writes("notes.md"), "Nobody answered.")
+        record = await world.request("write notes.md")
+        await world.sent_where(lambda r: r.text == "Nobody answered.")
+
+        now = world.harness.shown(record)
+
+    assert world.harness.buttons(now) == []
+    assert now.text == the_request_without_its_commands(record) + "\nExpired: no answer in 0.05 s."
+
+
+async def test_an_edit_the_platform_refuses_is_logged_once_and_the_answer_stands(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.model.add(writes("notes.md"), "Written.")
+    record = await world.request("write notes.md")
+    rid = record.text.split("Approval needed (", 1)[1].split(")", 1)[0]
+    world.harness.delete(record)
+
+    with caplog.at_level(logging.WARNING):
+        await world.harness.inject_message(f"/approve {rid} once")
+        await world.sent_where(lambda r: r.text == "Written.")
+
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    (logged,) = [r for r in warnings if record.message_id in r.getMessage()]
+    assert logged.getMessage().startswith(f"could not update message {record.message_id}")
+    assert any(r.text.startswith("Approved once: file_write") for r in world.harness.sent())
+    assert (world.bot.workspace.root / "notes.md").read_text() == "hello"
+
+
+async def test_telegram_takes_message_is_not_modified_as_the_edit_done() -> None:
+    harness = TelegramHarness()
+    await harness.start()
+    adapter = harness.make_adapter()
+
+    async def ignore(_message: InboundMessage) -> None:
+        return None
+
+    await adapter.start(ignore)
+    try:
+        request = OutboundMessage(
+            channel="telegram", chat_id=OWNER, text="Approval needed", actions=(DENY,)
+        )
+        (sent,) = await adapter.send(request)
+        assert sent.message_id is not None
+        edit = OutboundEdit(
+            channel="telegram", chat_id=OWNER, message_id=sent.message_id, text="Denied by Ann."
+        )
+        await adapter.edit(edit)
+        await adapter.edit(edit)  # Telegram refuses it: the message shows this already
+    finally:
+        await adapter.stop()
+        await harness.stop()
+
+    edits = [name for name, _ in harness.server.calls if name == "editMessageText"]
+    assert len(edits) == 2
+    assert harness.server.edits == [(int(OWNER), int(sent.message_id))]
 
 
 # ---- the conversions, where a platform limit decides ----------------------------------------

@@ -7,7 +7,9 @@ points at it (``Route.BASE`` for REST, the gateway URL this server returns from
 Message components (buttons) are checked as Discord checks them and kept on the message. A
 press is an INTERACTION_CREATE (type 3, component) over the gateway; Discord wants the
 interaction answered (``POST /interactions/{id}/{token}/callback``) within 3 seconds, once:
-later, the token is unknown (10062); twice, "already acknowledged" (40060).
+later, the token is unknown (10062); twice, "already acknowledged" (40060). ``PATCH
+/channels/{id}/messages/{id}`` edits a message the bot posted (``components: []`` removes its
+buttons); a deleted message is unknown (10008), another's cannot be edited (50005).
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ class DiscordStandIn:
         self.requests: list[tuple[str, str, Any]] = []
         self.messages: dict[str, dict[str, Any]] = {}
         self.posted: list[str] = []
+        self.deleted: set[str] = set()
+        """Ids of messages deleted (kept in ``messages`` as what the bot posted)."""
         self.identify_payloads: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self.typing: list[str] = []
@@ -157,6 +161,9 @@ class DiscordStandIn:
         app.router.add_get(api + "/channels/{channel_id}", self._get_channel)
         app.router.add_post(api + "/channels/{channel_id}/messages", self._post_message)
         app.router.add_get(api + "/channels/{channel_id}/messages", self.history.respond)
+        app.router.add_patch(
+            api + "/channels/{channel_id}/messages/{message_id}", self._patch_message
+        )
         app.router.add_post(api + "/channels/{channel_id}/typing", self._post_typing)
         app.router.add_post(
             api + "/interactions/{interaction_id}/{token}/callback", self._interaction_callback
@@ -655,6 +662,41 @@ class DiscordStandIn:
         await self.publish("MESSAGE_CREATE", message)  # Discord echoes the bot's own too
         return _json(message, headers=self._ratelimit_headers(4, 1.0))
 
+    async def _patch_message(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(("PATCH", request.path, body))
+        if not self._authorized(request):
+            return self._error(401, "401: Unauthorized")
+        message = self.messages.get(request.match_info["message_id"])
+        if (
+            message is None
+            or message["id"] in self.deleted
+            or str(message["channel_id"]) != request.match_info["channel_id"]
+        ):
+            return self._error(404, "Unknown Message", 10008)
+        if message["author"]["id"] != self.bot_user["id"]:
+            return self._error(403, "Cannot edit a message authored by another user", 50005)
+        message = dict(message)  # a new version: records of the old one keep what they showed
+        if "content" in body:
+            content = body.get("content") or ""
+            if len(content) > 2000:
+                return self._error(400, "Invalid Form Body", 50035)
+            message["content"] = content
+        components = body.get("components")
+        if components:
+            problem = _component_problem(components)
+            if problem is not None:
+                return self._error(
+                    400, "Invalid Form Body", 50035, errors={"components": {"_errors": [problem]}}
+                )
+            message["components"] = components
+        elif "components" in body:
+            message.pop("components", None)
+        message["edited_timestamp"] = _iso()
+        self.messages[message["id"]] = message
+        self.sent_changed.set()
+        return _json(message, headers=self._ratelimit_headers(4, 1.0))
+
     async def _interaction_callback(self, request: web.Request) -> web.Response:
         body = await request.json()
         interaction_id = request.match_info["interaction_id"]
@@ -992,10 +1034,16 @@ class DiscordHarness:
     def sent(self) -> list[SentRecord]:
         return [self._record(m) for m in self.server.bot_messages()]
 
+    def shown(self, record: SentRecord) -> SentRecord:
+        return self._record(self.server.messages[record.message_id])
+
+    def delete(self, record: SentRecord) -> None:
+        self.server.deleted.add(record.message_id)
+
     def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
-        """(label, custom_id) of each button under a message the bot posted."""
-        message = self.server.messages[record.message_id]
-        return [(b.get("label", ""), b["custom_id"]) for b in message_buttons(message)]
+        """(label, custom_id) of each button under a message the bot posted, as the record
+        shows it (``shown`` gives the message as it is now)."""
+        return [(b.get("label", ""), b["custom_id"]) for b in message_buttons(record.raw)]
 
     async def press(
         self, record: SentRecord, label: str, *, sender_id: str = "1001", sender_name: str = "Ann"
@@ -1005,7 +1053,8 @@ class DiscordHarness:
         it did not within 3 s (the presser would see "This interaction failed")."""
         server = self.server
         message = server.messages[record.message_id]
-        (button,) = [b for b in message_buttons(message) if b.get("label") == label]
+        # The button as the presser's client shows it (it may not know of an edit yet).
+        (button,) = [b for b in message_buttons(record.raw) if b.get("label") == label]
         user = _user(_snowflake_id(sender_id, self._aliases, server), sender_name)
         channel_id = str(message["channel_id"])
         channel = server._channel(channel_id)

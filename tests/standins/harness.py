@@ -70,6 +70,13 @@ class PlatformHarness(Protocol):
     def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
         """(label, command) of each button under a message the bot sent."""
 
+    def shown(self, record: SentRecord) -> SentRecord:
+        """A message the bot sent as the platform shows it now (after any edit): its text,
+        and its buttons through :meth:`buttons`."""
+
+    def delete(self, record: SentRecord) -> None:
+        """Delete a message the bot sent, as a person with the right to would."""
+
     async def press(
         self, record: SentRecord, label: str, *, sender_id: str = "1001", sender_name: str = "Ann"
     ) -> object:

@@ -19,7 +19,8 @@ Acknowledgement is modelled as strictly as Slack applies it (:class:`EventSender
 * Button presses (``block_actions`` interactions) are like slash commands: sent once, as an
   ``interactive`` envelope in Socket Mode or a form-encoded ``payload`` POST to the Request URL in
   HTTP mode; unanswered in 3 s, the presser sees an error and nothing is retried.
-  ``chat.postMessage`` checks ``blocks`` as Slack does (``invalid_blocks``).
+  ``chat.postMessage`` checks ``blocks`` as Slack does (``invalid_blocks``); ``chat.update``
+  replaces a message's text and blocks (``message_not_found`` once it is deleted).
 
 Messages carry no ``user_profile`` (Slack's documented message events do not): the app learns
 names from ``users.info``, which serves the people the harness has seen.
@@ -40,7 +41,7 @@ import json
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode
 
@@ -143,6 +144,9 @@ class SlackStandIn:
         self.app_token = APP_TOKEN
         self.signing_secret = SIGNING_SECRET
         self.posted: list[SentRecord] = []
+        self.updates: dict[tuple[str, str], dict[str, Any]] = {}
+        """The last ``chat.update`` of each message the bot updated: (channel, ts) -> args."""
+        self.deleted: set[tuple[str, str]] = set()
         self.api_calls: list[tuple[str, dict[str, Any]]] = []
         self.typing: list[str] = []
         self.files: dict[str, StandInFile] = {}
@@ -278,6 +282,7 @@ class SlackStandIn:
             "auth.test": self._auth_test,
             "apps.connections.open": self._connections_open,
             "chat.postMessage": self._post_message,
+            "chat.update": self._update_message,
             "files.info": self._files_info,
             "users.info": self._users_info,
             "assistant.threads.setStatus": self._set_status,
@@ -345,6 +350,27 @@ class SlackStandIn:
         if thread_ts:
             message["thread_ts"] = thread_ts
         return web.json_response({"ok": True, "channel": channel, "ts": ts, "message": message})
+
+    def _update_message(self, args: dict[str, Any]) -> web.Response:
+        """As Slack: the bot's own message that still exists; ``blocks`` replace the old ones
+        (checked as for a post); an update that changes nothing is accepted."""
+        channel, ts = str(args.get("channel") or ""), str(args.get("ts") or "")
+        key = (channel, ts)
+        if not any((r.chat_id, r.message_id) == key for r in self.posted) or key in self.deleted:
+            return _ok_false("message_not_found")
+        if isinstance(args.get("blocks"), str):
+            args["blocks"] = json.loads(args["blocks"])
+        if "blocks" in args and not _valid_blocks(args["blocks"]):
+            return _ok_false("invalid_blocks")
+        text = str(args.get("text") or "")
+        if not text and not args.get("blocks"):
+            return _ok_false("no_text")
+        self.updates[key] = dict(args)
+        self._posted_changed.set()
+        message = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "text": text}
+        return web.json_response(
+            {"ok": True, "channel": channel, "ts": ts, "text": text, "message": message}
+        )
 
     def _users_info(self, args: dict[str, Any]) -> web.Response:
         if self.users_info_error is not None:
@@ -757,6 +783,15 @@ class SlackHarness:
     def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
         """(label, value) of each button in the blocks of a message the bot posted."""
         return [(b["text"]["text"], b["value"]) for b in _buttons(record.raw.get("blocks"))]
+
+    def shown(self, record: SentRecord) -> SentRecord:
+        update = self.standin.updates.get((record.chat_id, record.message_id))
+        if update is None:
+            return record
+        return replace(record, text=str(update.get("text") or ""), raw=update)
+
+    def delete(self, record: SentRecord) -> None:
+        self.standin.deleted.add((record.chat_id, record.message_id))
 
     async def press(
         self, record: SentRecord, label: str, *, sender_id: str = "1001", sender_name: str = "Ann"

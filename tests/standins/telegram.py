@@ -14,7 +14,10 @@ when the bot answers 2xx; a non-2xx answer or a failed connection is retried.
 Inline keyboards: ``reply_markup`` is checked as Telegram checks it (``callback_data`` of 1-64
 bytes) and kept on the message; a press is a ``callback_query`` update, and the pressed button
 spins in the user's app until the bot calls ``answerCallbackQuery`` for that query (once: a
-second answer, or an unknown id, is refused as Telegram refuses it).
+second answer, or an unknown id, is refused as Telegram refuses it). ``editMessageText``
+rewrites a message the bot sent (dropping its keyboard unless given one) and refuses, as
+Telegram does, a message that is gone and an edit that changes nothing ("message is not
+modified").
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from typing import Any, Literal
 
@@ -220,6 +223,8 @@ class TelegramStandIn:
         self.callback_queries: set[str] = set()
         """Callback queries pressed and not answered yet (their buttons spin)."""
         self.answered_callbacks: list[str] = []
+        self.edits: list[tuple[int, int]] = []
+        """(chat id, message id) of each message the bot edited, in order."""
         self.port = 0
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(100)
@@ -562,6 +567,43 @@ class TelegramStandIn:
         await self._notify()
         return message
 
+    async def _m_editmessagetext(self, params: dict[str, Any]) -> Any:
+        """As Telegram: only the bot's own message that still exists; a new text that shows
+        what the message shows already is refused; no ``reply_markup`` drops the keyboard."""
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        message = self.messages.get((chat_id, message_id))
+        if message is None:
+            raise ApiError(400, "Bad Request: message to edit not found")
+        if message.get("from", {}).get("id") != self.bot_user["id"]:
+            raise ApiError(400, "Bad Request: message can't be edited")
+        text = str(params.get("text", ""))
+        parse_mode = params.get("parse_mode")
+        if parse_mode and self.reject_formatting:
+            self.reject_formatting -= 1
+            raise ApiError(400, "Bad Request: can't parse entities: Unsupported start tag")
+        html = bool(parse_mode) and str(parse_mode).upper() == "HTML"
+        visible = parse_telegram_html(text) if html else text
+        if not visible.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        markup = params.get("reply_markup")
+        if markup is not None:
+            _check_inline_keyboard(markup)
+        if visible == message["text"] and markup == message.get("reply_markup"):
+            raise ApiError(
+                400,
+                "Bad Request: message is not modified: specified new message content and reply"
+                " markup are exactly the same as a current content and reply markup of the message",
+            )
+        message["text"] = visible
+        message["edit_date"] = int(time.time())
+        if markup is None:
+            message.pop("reply_markup", None)
+        else:
+            message["reply_markup"] = markup
+        self.edits.append((chat_id, message_id))
+        await self._notify()
+        return message
+
     async def _m_answercallbackquery(self, params: dict[str, Any]) -> Any:
         query_id = str(params.get("callback_query_id", ""))
         if query_id not in self.callback_queries:
@@ -833,6 +875,14 @@ class TelegramHarness:
 
     def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
         return inline_buttons(record)
+
+    def shown(self, record: SentRecord) -> SentRecord:
+        message = self.server.messages[(int(record.chat_id), int(record.message_id))]
+        raw = {"reply_markup": message["reply_markup"]} if "reply_markup" in message else {}
+        return replace(record, text=message["text"], raw=raw)
+
+    def delete(self, record: SentRecord) -> None:
+        del self.server.messages[(int(record.chat_id), int(record.message_id))]
 
     async def inject_update(self, update: dict[str, Any]) -> None:
         """Deliver a raw update exactly as given (for odd or malformed payloads)."""
