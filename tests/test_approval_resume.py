@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from clawbot.agents import ToolPolicy
 from clawbot.app import Clawbot
+from clawbot.clock import Clock, ManualClock
 from clawbot.messages import OutboundMessage
 from clawbot.settings import Settings
 from clawbot.store.approvals import SqliteApprovals
@@ -51,9 +53,11 @@ def the_end(final: str) -> Callable[[OutboundMessage], bool]:
     return lambda message: message.text == final or is_request(message)
 
 
-async def asked_then_stopped(settings: Settings, text: str = "write") -> str:
+async def asked_then_stopped(
+    settings: Settings, text: str = "write", *, clock: Clock | None = None
+) -> str:
     """Run a turn until its approval request is sent, then stop clawbot; the request's id."""
-    async with await Clawbot.open(settings) as bot:
+    async with await Clawbot.open(settings, clock=clock) as bot:
         channel = MemoryChannel()
         bot.connect(channel)
         await bot.router.receive(channel.message(text))
@@ -106,6 +110,36 @@ async def test_a_denial_after_a_restart_reaches_the_model_and_the_call_never_run
         f"error: not run: the person denied this call (file_write, request {rid}"
     )
     assert not any(is_request(m) for m in channel.sent)
+
+
+async def test_a_request_that_expired_while_clawbot_was_down_is_denied_at_the_next_start(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    scripted.function = rerun_differs("Nobody answered, so I did not write it.")
+    settings = supervised(tmp_path, scripted, approval_timeout=300)
+    asked = ManualClock()
+    rid = await asked_then_stopped(settings, clock=asked)
+    after_expiry = ManualClock(asked.now() + timedelta(seconds=301))
+
+    async with await Clawbot.open(settings, clock=after_expiry) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await bot.scheduler.start()
+        end = await channel.sent_when(the_end("Nobody answered, so I did not write it."))
+        stored = await bot.store.approvals.get(rid)
+        late = await command(bot, channel, f"/approve {rid}")
+
+    workspace = tmp_path / "home" / "workspace"
+    assert end.text == "Nobody answered, so I did not write it."  # and no second request
+    (told,) = scripted.requests[-1].tool_results
+    assert told.startswith(
+        f"error: not run: nobody answered the approval request {rid} for file_write within 300 s"
+    )
+    assert stored is not None and stored.status == "expired"
+    assert late == f"Request {rid} was already expired."
+    assert not (workspace / "a.md").exists()
+    assert not (workspace / "b.md").exists()
+    assert fresh_asks(scripted) == 1
 
 
 async def test_a_call_of_the_round_that_ran_before_the_restart_is_not_run_again(
