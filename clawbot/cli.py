@@ -552,7 +552,8 @@ def memory_search(
 
     if not query.strip():
         fail("the query is empty: give a few words to look for")
-    settings = load(home=home, log_level="ERROR")
+    # WARNING: an embedding model that fails is said (the search goes on full-text)
+    settings = load(home=home, log_level="WARNING")
     namespaces = (agent,) if agent else None
     wanted = MemoryQuery(
         text=query, session_key="", agent_id="", namespaces=namespaces, limit=limit
@@ -623,7 +624,11 @@ def memory_import(
         return await store.memories.restore(parsed.memories)
 
     stored = _with_store(settings, restore)
-    print(f"Imported {stored} memories from {file}; {len(parsed.problems)} lines left out.")
+    left = len(parsed.problems)
+    print(
+        f"Imported {stored} {'memory' if stored == 1 else 'memories'} from {file}; "
+        f"{left} {'line' if left == 1 else 'lines'} left out."
+    )
     if parsed.problems:
         raise typer.Exit(1)
 

@@ -150,10 +150,10 @@ class LitellmEmbedder:
         return unit_rows(np.asarray(rows, dtype=np.float32))
 
     async def _request(self, batch: list[str]) -> list[list[float]]:
-        import litellm
+        from clawbot.llm import litellm_module  # offline, and without litellm's banners
 
         try:
-            response: Any = await litellm.aembedding(
+            response: Any = await litellm_module().aembedding(
                 model=self.model, input=batch, timeout=self.timeout
             )
             data = sorted(response.data, key=lambda item: _field(item, "index"))
