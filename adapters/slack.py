@@ -239,6 +239,13 @@ def part_to_post_args(
     return args
 
 
+def edit_to_post_args(edit: OutboundEdit, limits: ChannelLimits) -> tuple[dict[str, Any], str]:
+    """``part_to_post_args`` of the part of an edit's text that replaces the message (the
+    last: the one that carried the buttons), and that part's plain text."""
+    part = render_parts(edit.text, limits)[-1]
+    return part_to_post_args(edit.chat_id, None, part), part.plain
+
+
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -590,12 +597,8 @@ class SlackAdapter(Adapter):
                     f"cannot reach Slack to deliver to chat {chat_id} ({type(exc).__name__})"
                 ) from None
 
-    async def edit(self, edit: OutboundEdit) -> None:
-        """``chat.update`` of the part that carried the buttons (``slack_buttons.update``)."""
-        part = render_parts(edit.text, self.limits)[-1]
-        args = part_to_post_args(edit.chat_id, None, part)
-        shown = args["text"] if args["mrkdwn"] else part.plain
-        await update(self._client, edit, text=args["text"], shown=shown, markup=args["mrkdwn"])
+    async def edit(self, edit: OutboundEdit) -> None:  # see slack_buttons.update
+        await update(self._client, edit, *edit_to_post_args(edit, self.limits))
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Nothing: Slack has no typing indicator for bots (see the module docstring)."""

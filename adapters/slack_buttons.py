@@ -101,11 +101,14 @@ def press_to_inbound(body: Any) -> InboundMessage | None:
 
 
 async def update(
-    client: AsyncWebClient, edit: OutboundEdit, *, text: str, shown: str, markup: bool
+    client: AsyncWebClient, edit: OutboundEdit, args: Mapping[str, Any], plain: str
 ) -> None:
-    """``chat.update`` the message ``edit`` names: ``shown`` in sections only (the blocks
-    replace the old ones, so its buttons are gone), ``text`` as the notification fallback.
+    """``chat.update`` the message ``edit`` names with the part's post ``args``: its text in
+    sections only (the blocks replace the old ones, so its buttons are gone; ``plain`` when
+    it goes without markup, as a post does), and as the notification fallback.
     ``DeliveryError`` when Slack refuses."""
+    text, markup = str(args["text"]), bool(args["mrkdwn"])
+    shown = text if markup else plain
     try:
         await client.chat_update(
             channel=edit.chat_id,

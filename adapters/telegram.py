@@ -693,13 +693,7 @@ class TelegramAdapter(Adapter):
     async def edit(self, edit: OutboundEdit) -> None:
         """``editMessageText`` of the part that carried the buttons (see ``edit_text``)."""
         part = render_parts(edit.text, self.limits)[-1]
-        try:
-            await edit_text(self._bot(), edit, part, _chat_id(edit.chat_id))
-        except TelegramError as exc:
-            raise DeliveryError(
-                f"telegram could not edit message {edit.message_id} in chat {edit.chat_id}: "
-                f"{self._scrub(exc.message)}"
-            ) from None
+        await edit_text(self._bot(), edit, part, _chat_id(edit.chat_id), scrub=self._scrub)
 
     def _delivery_error(
         self, message: OutboundMessage, exc: TelegramError | None, reason: str = ""

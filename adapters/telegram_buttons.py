@@ -11,11 +11,13 @@ is given no ``reply_markup``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 from telegram.constants import ParseMode
-from telegram.error import BadRequest
+from telegram.error import BadRequest, TelegramError
 
+from clawbot.errors import DeliveryError
 from clawbot.messages import Action, ChatType, InboundMessage, OutboundEdit
 from clawbot.rendering import RenderedPart
 
@@ -72,23 +74,37 @@ def press_to_inbound(query: CallbackQuery, *, bot_id: int) -> InboundMessage | N
     )
 
 
-async def edit_text(bot: Bot, edit: OutboundEdit, part: RenderedPart, chat_id: int | str) -> None:
+async def edit_text(
+    bot: Bot,
+    edit: OutboundEdit,
+    part: RenderedPart,
+    chat_id: int | str,
+    *,
+    scrub: Callable[[str], str],
+) -> None:
     """Rewrite the message ``edit`` names to ``part``, its keyboard gone; plain text when
     Telegram refuses the HTML. "Message is not modified" means it shows this already, which
-    is what was wanted. Raises ``TelegramError`` for any other refusal."""
+    is what was wanted. ``DeliveryError`` (its reason passed through ``scrub``, which masks
+    the token) for any other refusal."""
     formatted = part.markup == "telegram_html"
-    for plain in (False, True) if formatted else (True,):
-        try:
-            await bot.edit_message_text(
-                chat_id=chat_id,
-                message_id=int(edit.message_id),
-                text=part.plain if plain and formatted else part.text,
-                parse_mode=None if plain else ParseMode.HTML,
-            )
-            return
-        except BadRequest as exc:
-            reason = exc.message.lower()
-            if "message is not modified" in reason:
+    try:
+        for plain in (False, True) if formatted else (True,):
+            try:
+                await bot.edit_message_text(
+                    chat_id=chat_id,
+                    message_id=int(edit.message_id),
+                    text=part.plain if plain and formatted else part.text,
+                    parse_mode=None if plain else ParseMode.HTML,
+                )
                 return
-            if plain or "parse entities" not in reason:
-                raise
+            except BadRequest as exc:
+                reason = exc.message.lower()
+                if "message is not modified" in reason:
+                    return
+                if plain or "parse entities" not in reason:
+                    raise
+    except TelegramError as exc:
+        raise DeliveryError(
+            f"telegram could not edit message {edit.message_id} in chat {edit.chat_id}: "
+            f"{scrub(exc.message)}"
+        ) from None
