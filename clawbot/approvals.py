@@ -27,7 +27,7 @@ import json
 import logging
 import secrets
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,7 +41,7 @@ from clawbot.approval_records import (
 )
 from clawbot.audit import AuditRecord, masked_arguments, requested_capabilities, summary
 from clawbot.clock import Clock
-from clawbot.messages import Action, ToolCallBlock
+from clawbot.messages import Action, ToolCallBlock, ToolResultBlock
 from clawbot.outbox import Outbox
 from clawbot.paused_rounds import MalformedRoundError, PausedRound, ToolRound
 from clawbot.risk import Risk, RiskProfile
@@ -69,6 +69,8 @@ class Verdict:
 
 
 ALLOWED = Verdict(allowed=True)
+Precheck = Callable[[], Awaitable[ToolResultBlock | None]]
+"""The error result a call would end in before doing anything, or None."""
 
 
 def resource_of(call: ToolCallBlock) -> str | None:
@@ -108,12 +110,15 @@ class Approvals:
         chain: Sequence[str],
         profiles: Sequence[RiskProfile],
         tool_round: ToolRound | None = None,
+        check: Precheck | None = None,
     ) -> Verdict:
         """Decide whether ``call`` may run, asking the person and waiting when it must.
         ``profiles``: the risk profiles of the session's agent and of every agent above it
         (a child asks whenever any of them would). ``tool_round``: the round ``call`` is part
         of, saved with a new request; when it resumes a round saved before a restart,
-        its waiting call waits for the very request the person was shown."""
+        its waiting call waits for the very request the person was shown. ``check``: the
+        error the call would end in anyway (a path outside the session's reach, invalid
+        arguments), asked just before a person would be: such a call is refused unasked."""
         resumes = tool_round.resumes(call) if tool_round is not None else None
         if resumes is not None:
             asked = await self.store.approvals.get(resumes)
@@ -132,6 +137,12 @@ class Approvals:
             granted = await self._granted(session, root, call.name, resource, run_id)
             if granted is not None:
                 return Verdict(allowed=True, required=False, result=granted)
+        if check is not None and (doomed := await check()) is not None:
+            return Verdict(
+                allowed=False,
+                result="not asked: the call could not run",
+                refusal=doomed.content.removeprefix("error: "),
+            )
         # The n-th identical call of the run: a re-run after a restart finds its request
         # while it waits (one answered already is never taken for a new call's answer).
         signature = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"

@@ -435,6 +435,7 @@ class Runtime:
             chain=chain,
             profiles=profiles,
             execute=lambda: self.tools.execute(call, context, resolved.tool_names),
+            check=lambda: self.tools.refusal(call, context, resolved.tool_names),
             tool_round=tool_round,
         )
 

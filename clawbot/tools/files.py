@@ -20,13 +20,14 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Concatenate, ParamSpec, TypeVar
+from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 from pydantic import Field
 
 from clawbot.errors import ToolError
 from clawbot.reach import ALWAYS_READABLE
 from clawbot.tools import MAX_RESULT_CHARS, Tool, ToolContext, make_tool
+from clawbot.tools.registry import Precheck
 from clawbot.workspace import Workspace, shown_path
 
 MAX_READ_CHARS = min(40_000, MAX_RESULT_CHARS - 200)
@@ -282,10 +283,28 @@ async def list_dir(
     return await _off_loop(ctx, path, False, _list_entries)
 
 
+def _within_reach(*, write: bool) -> Precheck:
+    """A file tool's precheck: its path resolves in the workspace and the session may read
+    it (or write it), so nobody is asked to approve a call its reach refuses anyway."""
+
+    async def precheck(arguments: Any, ctx: ToolContext) -> None:
+        path: str = arguments.path
+        if not write and path in ALWAYS_READABLE:
+            return
+        await _off_loop(ctx, _file_path(path), write, _found)
+
+    return precheck
+
+
+def _found(target: Path, shown: str) -> None:
+    """What a precheck does with a path that passed: nothing more."""
+
+
 def file_tools() -> list[Tool]:
+    reads, writes = _within_reach(write=False), _within_reach(write=True)
     return [
-        make_tool(file_read, risk="safe", groups=("group:files",)),
-        make_tool(file_write, risk="guarded", groups=("group:files",)),
-        make_tool(file_edit, risk="guarded", groups=("group:files",)),
-        make_tool(list_dir, risk="safe", groups=("group:files",)),
+        make_tool(file_read, risk="safe", groups=("group:files",), precheck=reads),
+        make_tool(file_write, risk="guarded", groups=("group:files",), precheck=writes),
+        make_tool(file_edit, risk="guarded", groups=("group:files",), precheck=writes),
+        make_tool(list_dir, risk="safe", groups=("group:files",), precheck=reads),
     ]

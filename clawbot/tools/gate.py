@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
-from clawbot.approvals import ALLOWED, Approvals
+from clawbot.approvals import ALLOWED, Approvals, Precheck
 from clawbot.audit import (
     MAX_ERROR_CHARS,
     AuditRecord,
@@ -49,9 +49,11 @@ class ToolGate:
         profiles: Sequence[RiskProfile],
         execute: Callable[[], Awaitable[ToolResultBlock]],
         tool_round: ToolRound | None = None,
+        check: Precheck | None = None,
     ) -> ToolResultBlock:
         """``tool_round``: the round the call is part of, saved with an approval request it
-        waits for (so a restart resumes the turn at this call)."""
+        waits for (so a restart resumes the turn at this call). ``check``: the error the
+        call would end in anyway, asked before a person is (see ``Approvals.authorize``)."""
         trace_id = TurnOrigin.of(session, run_id, inputs).trace.trace_id
         requested = requested_capabilities(call)
         refused = tool is None or call.name not in allowed
@@ -89,6 +91,7 @@ class ToolGate:
                     chain=chain,
                     profiles=profiles,
                     tool_round=tool_round,
+                    check=check,
                 )
             if verdict.allowed:
                 result = await execute()

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("clawbot.tools")
 
+Precheck = Callable[[Any, "ToolContext"], Awaitable[None]]
+"""A tool's check of a call's validated arguments (its arguments model) in its context."""
 MAX_RESULT_CHARS = 50_000
 MAX_ERROR_CHARS = 300
 """An unexpected tool failure is logged and returned in at most this many characters."""
@@ -86,6 +88,9 @@ class Tool:
     groups: tuple[str, ...] = ()
     refusal: str = ""
     """Said when a call from an agent that lacks the tool is refused: how one gets it."""
+    precheck: Precheck | None = None
+    """What a call must pass before anyone is asked to approve it (its paths within the
+    session's reach, say): raise a ClawbotError to refuse it without asking."""
 
     @property
     def high_risk(self) -> bool:
@@ -112,6 +117,7 @@ def make_tool(
     risk: Risk = "safe",
     groups: Iterable[str] = (),
     refusal: str = "",
+    precheck: Precheck | None = None,
 ) -> Tool:
     """Build a Tool from an async function's signature, annotations and docstring."""
     if not inspect.iscoroutinefunction(function):
@@ -146,6 +152,7 @@ def make_tool(
         risk=risk,
         groups=tuple(groups),
         refusal=refusal,
+        precheck=precheck,
     )
 
 
@@ -190,10 +197,27 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
-    async def execute(
+    async def refusal(
         self, call: ToolCallBlock, context: ToolContext, allowed: Collection[str] | None = None
-    ) -> ToolResultBlock:
-        """Run one tool call; every failure becomes an error result for the model."""
+    ) -> ToolResultBlock | None:
+        """The error ``call`` would end in before doing anything (the tool not available,
+        its arguments invalid, its precheck failing), or None: asked before a person is
+        asked to approve the call, so nobody approves a call that cannot run."""
+        checked = self._checked(call, allowed)
+        if isinstance(checked, ToolResultBlock):
+            return checked
+        item, arguments = checked
+        if item.precheck is not None:
+            try:
+                await item.precheck(arguments, context)
+            except ClawbotError as exc:
+                return _error(call, str(exc))
+        return None
+
+    def _checked(
+        self, call: ToolCallBlock, allowed: Collection[str] | None
+    ) -> tuple[Tool, BaseModel] | ToolResultBlock:
+        """The tool and its validated arguments, or the error result that refuses them."""
         item = self._tools.get(call.name)
         if item is None or (allowed is not None and call.name not in allowed):
             why = f": {item.refusal}" if item is not None and item.refusal else ""
@@ -204,13 +228,22 @@ class ToolRegistry:
                 f"the arguments were not valid JSON: {call.arguments['__invalid_json__'][:200]}",
             )
         try:
-            arguments = item.arguments_model.model_validate(call.arguments)
+            return item, item.arguments_model.model_validate(call.arguments)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
                 for e in exc.errors()
             )
             return _error(call, str(ToolArgumentsError(f"invalid arguments: {problems}")))
+
+    async def execute(
+        self, call: ToolCallBlock, context: ToolContext, allowed: Collection[str] | None = None
+    ) -> ToolResultBlock:
+        """Run one tool call; every failure becomes an error result for the model."""
+        checked = self._checked(call, allowed)
+        if isinstance(checked, ToolResultBlock):
+            return checked
+        item, arguments = checked
         kwargs = {key: getattr(arguments, key) for key in type(arguments).model_fields}
         if item.context_param:
             kwargs[item.context_param] = context

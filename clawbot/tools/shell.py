@@ -22,7 +22,7 @@ import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -223,21 +223,8 @@ def shell_tool(sandbox: Bubblewrap | None) -> Tool:
         """Run a shell command in the workspace; returns its exit code and output."""
         settings = ctx.settings
         limit = min(timeout or settings.shell_timeout, settings.shell_timeout)
-        if not ctx.workspace.is_dir():
-            raise ToolError("the workspace folder no longer exists", hint="tell the user")
-        workspace = Workspace(ctx.workspace)
-        reach = await ctx.reach()
-        relative = await asyncio.to_thread(_working_folder, workspace, cwd, reach)
-        if sandbox is None and not reach.allows(WHOLE, write=True):
-            raise ToolError(
-                "this session may not change the whole workspace (its reach: "
-                f"{reach.describe()}), and without the sandbox a command cannot be held "
-                "to that",
-                hint="install bubblewrap so commands run sandboxed, or use the file tools",
-            )
-        root = INSIDE_WORKSPACE if sandbox is not None else str(workspace.root)
-        place = Place(workspace=workspace, cwd=relative, reach=reach, root=root)
-        await asyncio.to_thread(check_command, command, place)
+        place = await checked_place(ctx, command, cwd)
+        workspace, reach, relative = place.workspace, place.reach, place.cwd
         if sandbox is not None:
             inside = INSIDE_WORKSPACE if relative == WHOLE else f"{INSIDE_WORKSPACE}/{relative}"
             argv = sandbox.wrap(
@@ -267,6 +254,30 @@ def shell_tool(sandbox: Bubblewrap | None) -> Tool:
                 await asyncio.to_thread(shutil.rmtree, home, True)
         return _report(outcome, limit)
 
+    async def checked_place(ctx: ToolContext, command: str, cwd: str | None) -> Place:
+        """Where the command would run, once its folder and the paths it names pass the
+        session's reach (see ``shell_paths``); a ToolError otherwise."""
+        if not ctx.workspace.is_dir():
+            raise ToolError("the workspace folder no longer exists", hint="tell the user")
+        workspace = Workspace(ctx.workspace)
+        reach = await ctx.reach()
+        relative = await asyncio.to_thread(_working_folder, workspace, cwd, reach)
+        if sandbox is None and not reach.allows(WHOLE, write=True):
+            raise ToolError(
+                "this session may not change the whole workspace (its reach: "
+                f"{reach.describe()}), and without the sandbox a command cannot be held "
+                "to that",
+                hint="install bubblewrap so commands run sandboxed, or use the file tools",
+            )
+        root = INSIDE_WORKSPACE if sandbox is not None else str(workspace.root)
+        place = Place(workspace=workspace, cwd=relative, reach=reach, root=root)
+        await asyncio.to_thread(check_command, command, place)
+        return place
+
+    async def precheck(arguments: Any, ctx: ToolContext) -> None:
+        """Nobody is asked to approve a command its folder or paths would refuse."""
+        await checked_place(ctx, arguments.command, arguments.cwd)
+
     description = (
         "Run a shell command (bash) in the workspace and return its exit code and output "
         "(start and end of long output). No standard input; killed at its timeout."
@@ -276,4 +287,5 @@ def shell_tool(sandbox: Bubblewrap | None) -> Tool:
         description=description + (SANDBOXED_NOTE if sandbox is not None else ""),
         risk="guarded" if sandbox is not None else "unsafe",
         groups=("group:shell",),
+        precheck=precheck,
     )
