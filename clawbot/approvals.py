@@ -90,6 +90,10 @@ class Approvals:
         self._runs_with_grants: set[str] = set()
         self._calls_in_run: dict[str, Counter[str]] = {}
         self._runs_with_rounds: set[str] = set()
+        # The turns that may have a saved round: those stored before this process began
+        # (read once) and those this process saved. A fresh turn is in neither, so its
+        # start looks nothing up (a serving process is the only one that runs turns).
+        self._may_have_rounds: set[str] | None = None
         self._parked: set[asyncio.Task[Any]] = set()
 
     def parked(self) -> set[asyncio.Task[Any]]:
@@ -199,6 +203,8 @@ class Approvals:
                 continue  # the id was taken by another request: draw again
             if new and paused is not None:
                 self._runs_with_rounds.add(run_id)
+                if self._may_have_rounds is not None:
+                    self._may_have_rounds.add(run_id)
             if new:
                 log.info("approval %s asked for %s in %s", stored.id, stored.tool, root.key)
                 message_id = await self._ask(stored, root)
@@ -322,6 +328,10 @@ class Approvals:
         """The round ``run_id`` waited in for an approval when its process stopped, to
         resume from (one stored just before the process stopped, its saved copy not
         cleared yet, is found in the turn's transcript and not run twice)."""
+        if self._may_have_rounds is None:
+            self._may_have_rounds = await self.store.approvals.turns_with_rounds()
+        if run_id not in self._may_have_rounds:
+            return None
         try:
             paused = await self.store.approvals.paused_round(run_id)
         except MalformedRoundError as exc:

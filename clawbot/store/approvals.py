@@ -189,6 +189,13 @@ class SqliteApprovals:
         request_id, round_json = row
         return PausedRound.from_json(round_json, request_id=request_id)
 
+    async def turns_with_rounds(self) -> set[str]:
+        """The turns that have a saved round now (read once at a process's first turn)."""
+        rows = await self._database.fetchall(
+            "SELECT DISTINCT turn_id FROM approvals WHERE round_json IS NOT NULL", flush=False
+        )
+        return {turn_id for (turn_id,) in rows}
+
     async def clear_rounds(self, turn_id: str) -> int:
         """Forget the rounds a turn saved: they are in its transcript now."""
         return await self._database.write(

@@ -378,6 +378,10 @@ class Approvals(Protocol):
         """The round a turn last waited in for an approval, while it is saved."""
         ...
 
+    async def turns_with_rounds(self) -> set[str]:
+        """The turns that have a saved round now."""
+        ...
+
     async def clear_rounds(self, turn_id: str) -> int:
         """Forget the rounds a turn saved (they are in its transcript now)."""
         ...
