@@ -17,14 +17,13 @@ from clawbot.reach import Reach, Root
 from clawbot.sessions import Session
 from clawbot.subagents.scratchpad import folder_of
 from clawbot.testing import MemoryChannel, ScriptedModel, call
-from clawbot.tools.sandbox import find_bubblewrap
 
 from .conftest import Chat, add_agent
+from .test_shell_tool import needs_bwrap
 
 FILES = ToolPolicy(allow=("file_read", "file_write", "file_edit", "list_dir"))
 READS = ToolPolicy(allow=("file_read", "list_dir"))
 SHELL = ToolPolicy(allow=("file_read", "file_write", "list_dir", "shell_exec"))
-needs_bwrap = pytest.mark.skipif(find_bubblewrap() is None, reason="bubblewrap cannot run here")
 
 
 async def talk_to(
