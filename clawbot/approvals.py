@@ -149,7 +149,7 @@ class Approvals:
             )
         # The n-th identical call of the run: a re-run after a restart finds its request
         # while it waits (one answered already is never taken for a new call's answer).
-        signature = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
+        signature = call.signature
         occurrence = self._calls_in_run.setdefault(run_id, Counter())
         while True:
             occurrence[signature] += 1

@@ -6,6 +6,7 @@ All models are frozen: a message is a fact, functions return new ones instead of
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -107,6 +108,12 @@ class ToolCallBlock(Frozen):
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def signature(self) -> str:
+        """The tool and its arguments, key order aside: two calls alike have the same one
+        (what repeat detection and an approval's call key compare)."""
+        return f"{self.name}:{json.dumps(self.arguments, sort_keys=True, default=str)}"
 
 
 class ToolResultBlock(Frozen):

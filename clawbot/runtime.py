@@ -8,7 +8,6 @@ error results; provider failures (after retries) end the turn as failed with a s
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -303,7 +302,7 @@ class Runtime:
             if resumed is not None:  # the round as it was saved: the model is not asked again
                 reply = resumed.reply
                 ran = reply.tool_calls[: len(resumed.results)]
-                seen.update(f"{c.name}:{json.dumps(c.arguments, sort_keys=True)}" for c in ran)
+                seen.update(c.signature for c in ran)
             else:
                 try:
                     # kept within the model's window: compacted first when it nears it
@@ -354,7 +353,7 @@ class Runtime:
                     yielding = True
                     results.append(_not_run(tool_call, control.not_run_note()))
                     continue
-                signature = f"{tool_call.name}:{json.dumps(tool_call.arguments, sort_keys=True)}"
+                signature = tool_call.signature
                 seen[signature] += 1
                 if seen[signature] >= REPEAT_WARN_AT:
                     log.warning(
