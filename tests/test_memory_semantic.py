@@ -27,6 +27,7 @@ from clawbot.memory.embeddings import LitellmEmbedder, LocalEmbedder
 from clawbot.memory.recall import MEMORY_BLOCK
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
+from clawbot.store.memory_vectors import WORN_ROWS
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 
 from .conftest import Chat
@@ -390,6 +391,46 @@ async def test_an_embedding_model_that_fails_leaves_full_text_search_and_warns_o
     assert len(warnings) == 1
     assert "text-embedding-3-small" in warnings[0].getMessage()
     assert "sk-test" not in caplog.text
+
+
+async def test_a_model_that_worked_and_fails_for_a_while_is_used_again_once_it_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    standin = OpenAIStandin()
+    same = [1.0] + [0.0] * (EMBEDDING_DIMS - 1)
+    standin.vectors = {"xyzzy": same, "frobnicate": same}  # no word in common, one meaning
+    with standin.running(), caplog.at_level(logging.WARNING, logger="clawbot.memory"):
+        monkeypatch.setenv("OPENAI_API_BASE", standin.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        opened = await SqliteStore.open(tmp_path / "flaky.db")
+        try:
+            opened.memories.use_embeddings(LitellmEmbedder("openai/text-embedding-3-small"))
+            await remember(opened, "note-a", "xyzzy plugh")
+            standin.embedding_status = 503  # the provider has a bad minute
+            during = [await found(opened, "frobnicate") for _ in range(3)]
+            standin.embedding_status = None
+            after = await found(opened, "frobnicate")
+        finally:
+            await opened.close()
+
+    assert during == [[], [], []]  # full-text search alone meanwhile: no word in common
+    assert after == ["main:note-a"]  # found by meaning again, without a restart
+    warnings = [r for r in caplog.records if "embedding model failed" in r.getMessage()]
+    assert len(warnings) == 1
+    assert not any("semantic recall is off" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_memory_rewritten_many_times_keeps_the_index_compact(
+    semantic: SqliteStore,
+) -> None:
+    for n in range(300):
+        await remember(semantic, "todo", f"the dog barks, take {n}")
+    await remember(semantic, "note-b", EDITOR)
+
+    assert (await found(semantic, PARAPHRASE))[0] == "main:todo"  # its latest take
+    index = semantic.memories.semantic
+    assert index is not None
+    assert index.matrix.rows_held() <= 2 * WORN_ROWS  # the old takes' rows do not pile up
 
 
 async def test_a_local_model_that_fails_to_load_costs_no_turn(

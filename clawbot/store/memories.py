@@ -243,6 +243,11 @@ class SqliteMemories:
         loads now: the model and the vectors load at the first search or write."""
         self._semantic = SemanticIndex(self._database, embedder) if embedder else None
 
+    @property
+    def semantic(self) -> SemanticIndex | None:
+        """The embedder and vectors searches rank with; None when semantic recall is off."""
+        return self._semantic
+
     async def reindex(self) -> int | None:
         """Embed every memory again (after a change of model, say) and load the vectors;
         how many memories, or None when semantic recall is off. The model's EmbeddingError

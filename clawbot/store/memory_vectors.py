@@ -38,6 +38,8 @@ log = logging.getLogger("clawbot.memory")
 
 BACKFILL_BATCH = 256
 """Memories embedded per round of a backfill."""
+WORN_ROWS = 64
+"""Blank rows a block may gather (and at most half its rows) before it is loaded afresh."""
 _STATE = (
     "SELECT (SELECT n FROM memory_vectors_version), (SELECT coalesce(max(id), 0) FROM memories)"
 )
@@ -166,14 +168,19 @@ class VectorMatrix:
             if self.state != before:
                 self.state = None
                 return
-            self._blank(memory_id)
+            worn = self._blank(memory_id)
             if len(vectors):
                 if self._dims and self._dims != vectors.shape[1]:
                     self.state = None  # another model's size: load again
                     return
                 self._dims = vectors.shape[1]
                 self._add(memory_id, namespace, vectors)
-            self.state = after
+            self.state = None if worn else after
+
+    def rows_held(self) -> int:
+        """Rows the matrix holds now, blanked ones included (what its memory grows with)."""
+        with self._lock:
+            return sum(block.size for block in self._blocks.values())
 
     def invalidate(self) -> None:
         """Load everything again before the next search (after an import, say)."""
@@ -185,9 +192,8 @@ class VectorMatrix:
             if self.state != before:
                 self.state = None
                 return
-            for memory_id in memory_ids:
-                self._blank(memory_id)
-            self.state = after
+            worn = [self._blank(memory_id) for memory_id in memory_ids]
+            self.state = None if any(worn) else after
 
     def nearest(self, query: Vectors, namespaces: Sequence[str] | None, count: int) -> list[Near]:
         """The ``count`` memories (of ``namespaces``; None: all) nearest to ``query``."""
@@ -226,15 +232,17 @@ class VectorMatrix:
         block = self._blocks.get(namespace)
         if block is None:
             block = self._blocks[namespace] = _Block(vectors.shape[1])
-        rows = block.append(memory_id, vectors)
-        if memory_id in self._rows_of:  # more pieces of one memory (a load, row by row)
-            rows = self._rows_of[memory_id][1] + rows
-        self._rows_of[memory_id] = (namespace, rows)
+        self._rows_of[memory_id] = (namespace, block.append(memory_id, vectors))
 
-    def _blank(self, memory_id: int) -> None:
+    def _blank(self, memory_id: int) -> bool:
+        """Blank a memory's rows; whether their block is now mostly blanks (a rewritten
+        memory leaves its old rows behind), so the next search loads it compactly again."""
         where = self._rows_of.pop(memory_id, None)
-        if where is not None:
-            self._blocks[where[0]].blank(where[1])
+        if where is None:
+            return False
+        block = self._blocks[where[0]]
+        block.blank(where[1])
+        return block.blanked > max(WORN_ROWS, block.size // 2)
 
 
 class SemanticIndex:
@@ -246,6 +254,8 @@ class SemanticIndex:
         self.matrix = VectorMatrix()
         self.active = True
         self.failure: ClawbotError | None = None
+        self._worked = False
+        self._failing = False
         self._syncing = asyncio.Lock()
 
     def fail(self, exc: ClawbotError) -> None:
@@ -256,14 +266,23 @@ class SemanticIndex:
             log.warning("semantic recall is off, full-text search goes on alone: %s", exc)
 
     async def embed(self, texts: Sequence[str]) -> Vectors | None:
-        """The vectors of ``texts``, or None (and semantic recall off) when the model fails."""
+        """The vectors of ``texts``, or None when the model fails. A model that never
+        worked (it cannot load, a wrong name) turns semantic recall off for the process; one
+        that worked and fails now (a provider's timeout) leaves only this call without it,
+        said once until it answers again."""
         if not self.active:
             return None
         try:
-            return await self.embedder.embed(texts)
+            vectors = await self.embedder.embed(texts)
         except ClawbotError as exc:
-            self.fail(exc)
+            if not self._worked:
+                self.fail(exc)
+            elif not self._failing:
+                self._failing = True
+                log.warning("the embedding model failed, full-text search alone meanwhile: %s", exc)
             return None
+        self._worked, self._failing = True, False
+        return vectors
 
     async def vectors(self, memories: Sequence[tuple[str, str]]) -> list[Vectors] | None:
         """(key, text) -> the vectors of its pieces, one array a memory; None when the
