@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from clawbot.backlog import shorten
 from clawbot.errors import ClawbotError, CompactionError, ContextLengthError
 from clawbot.llm import ModelClient, ModelReply, litellm_module
 from clawbot.messages import ToolResultBlock
@@ -345,17 +346,15 @@ def _line(stored: StoredEntry) -> str:
     entry = stored.entry
     if entry.role == "tool":
         return "\n".join(
-            f"tool {block.name}: {_shorten(block.content, TOOL_CHARS)}"
+            f"tool {block.name}: {shorten(block.content, TOOL_CHARS)}"
             for block in entry.content
             if isinstance(block, ToolResultBlock)
         )
     parts = [entry.text] if entry.text else []
     parts.extend(
-        f"[called {call.name} {_shorten(json.dumps(call.arguments), TOOL_CHARS)}]"
+        f"[called {call.name} {shorten(json.dumps(call.arguments), TOOL_CHARS)}]"
         for call in entry.tool_calls
     )
-    return f"{entry.role}: {_shorten(' '.join(parts), ENTRY_CHARS)}"
+    return f"{entry.role}: {shorten(' '.join(parts), ENTRY_CHARS)}"
 
 
-def _shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
