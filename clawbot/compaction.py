@@ -356,5 +356,3 @@ def _line(stored: StoredEntry) -> str:
         for call in entry.tool_calls
     )
     return f"{entry.role}: {shorten(' '.join(parts), ENTRY_CHARS)}"
-
-
