@@ -199,7 +199,7 @@ class Approvals:
             )
             paused = tool_round.paused_at(call, wanted.id) if tool_round is not None else None
             stored, new = await self.store.approvals.open_request(wanted, paused)
-            if stored.call_key != call_key:
+            if stored is None:
                 continue  # the id was taken by another request: draw again
             if new and paused is not None:
                 self._runs_with_rounds.add(run_id)

@@ -5,6 +5,7 @@ while a request waits."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -397,3 +398,20 @@ async def test_a_restart_while_a_request_waits_keeps_it_answerable(
     assert answered == f"Approved once: file_write ({rid})."
     assert not any(is_request(m) for m in channel.sent)  # asked once, before the restart
     assert (tmp_path / "home" / "workspace" / "a.md").read_text() == "hello"
+
+
+async def test_a_request_whose_drawn_id_is_taken_draws_another(
+    bot: Clawbot, channel: MemoryChannel, scripted: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    letters = iter("aaaaaa" + "aaaaaa" + "bbbbbb")  # the second request first draws the first's
+    monkeypatch.setattr("clawbot.approvals.secrets.choice", lambda alphabet: next(letters))
+    scripted.add([writes("a.md"), writes("b.md")], "Both written.")
+
+    _, first = await ask(bot, channel, "write two files")
+    asked = [m for m in channel.sent if is_request(m)]
+    await bot.router.handle(channel.message(f"/approve {first} once"))
+    async with asyncio.timeout(30):  # a crash on the taken id would leave nothing to wait for
+        second = await channel.sent_when(lambda m: is_request(m) and m not in asked)
+
+    assert first == "aaaaaa"
+    assert request_id(second) == "bbbbbb"

@@ -97,13 +97,14 @@ class SqliteApprovals:
 
     async def open_request(
         self, request: ApprovalRequest, paused: PausedRound | None = None
-    ) -> tuple[ApprovalRequest, bool]:
+    ) -> tuple[ApprovalRequest | None, bool]:
         """Store a new request, with the round its call waits in (masked like a transcript
         row), or find the one already stored for the same call (a turn re-run after a
-        restart asks again); the stored request and whether it is new."""
+        restart asks again); the stored request and whether it is new. None when the
+        id is already another call's: the caller draws another."""
         round_json = redactor.redact(paused.to_json()) if paused is not None else None
 
-        def upsert(db: sqlite3.Connection) -> tuple[ApprovalRequest, bool]:
+        def upsert(db: sqlite3.Connection) -> tuple[ApprovalRequest | None, bool]:
             cursor = db.execute(
                 f"INSERT OR IGNORE INTO approvals ({_REQUEST_COLUMNS}, round_json) VALUES"
                 " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -133,7 +134,7 @@ class SqliteApprovals:
                 f"SELECT {_REQUEST_COLUMNS} FROM approvals WHERE call_key = ?",
                 (request.call_key,),
             ).fetchone()
-            return _request(row), cursor.rowcount == 1
+            return (_request(row) if row is not None else None), cursor.rowcount == 1
 
         return await self._database.transaction(upsert)
 

@@ -369,9 +369,10 @@ class Approvals(Protocol):
 
     async def open_request(
         self, request: ApprovalRequest, paused: PausedRound | None = None
-    ) -> tuple[ApprovalRequest, bool]:
+    ) -> tuple[ApprovalRequest | None, bool]:
         """Store a new request (with the round its call waits in), or find the one stored
-        for the same call (``call_key``); the stored request and whether it is new."""
+        for the same call (``call_key``); the stored request and whether it is new (None
+        when the request's id is another request's: draw another)."""
         ...
 
     async def paused_round(self, turn_id: str) -> PausedRound | None:
