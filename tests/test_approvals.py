@@ -405,7 +405,13 @@ async def test_a_request_whose_drawn_id_is_taken_draws_another(
 ) -> None:
     letters = iter("aaaaaa" + "aaaaaa" + "bbbbbb")  # the second request first draws the first's
     monkeypatch.setattr("clawbot.approvals.secrets.choice", lambda alphabet: next(letters))
-    scripted.add([writes("a.md"), writes("b.md")], "Both written.")
+    scripted.add(
+        [
+            call("file_write", path="a.md", content="hello"),
+            call("file_write", path="b.md", content="hello"),
+        ],
+        "Both written.",
+    )
 
     _, first = await ask(bot, channel, "write two files")
     asked = [m for m in channel.sent if is_request(m)]
