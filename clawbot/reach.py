@@ -85,8 +85,8 @@ class Reach:
     @classmethod
     def of_agent(cls, agent: AgentSpec, tool_names: Collection[str]) -> Reach:
         """An agent's own reach from the tools it holds: its own folder and the sibling
-        folders its profile grants, written only with a tool that writes files (a sibling
-        only when granted ``write``), nothing without a file tool."""
+        folders its spec grants (``siblings``), written only with a tool that writes files
+        (a sibling only when granted ``write``), nothing without a file tool."""
         if not WRITING_TOOLS.isdisjoint(tool_names):
             write = True
         elif not READING_TOOLS.isdisjoint(tool_names):
@@ -114,6 +114,13 @@ class Reach:
         if self.home is not None and within.allows(self.home, write=False):
             return replace(within, home=self.home)
         return within
+
+    @property
+    def folder_to_make(self) -> str | None:
+        """The session's own folder when it is an agent's (made at its first call, so its
+        shell can run there and a look inside finds it empty); None for the whole
+        workspace, which exists, or no folder of its own."""
+        return None if self.home == WHOLE else self.home
 
     def plus(self, root: Root) -> Reach:
         return Reach(_distinct((*self.roots, root)), home=self.home)
@@ -143,7 +150,7 @@ class Reach:
 def siblings_beyond(actor: AgentSpec, new: AgentSpec, old: AgentSpec | None) -> list[str]:
     """The sibling grants ``new`` would gain (over ``old``) on folders ``actor`` itself does
     not reach so: an agent cannot hand out a folder it may not use (``agent_create``,
-    ``agent_update``). The actor's folders as its profile sets them, its tools aside."""
+    ``agent_update``). The actor's folders as its agent spec sets them, its tools aside."""
     mine = Reach.of_agent(actor, WRITING_TOOLS)
     before = old.siblings if old is not None else {}
     return [

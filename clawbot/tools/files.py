@@ -27,7 +27,7 @@ from pydantic import Field
 from clawbot.errors import ToolError
 from clawbot.reach import ALWAYS_READABLE
 from clawbot.tools import MAX_RESULT_CHARS, Tool, ToolContext, make_tool
-from clawbot.tools.registry import Precheck
+from clawbot.tools.registry import ToolPrecheck
 from clawbot.workspace import Workspace, shown_path
 
 MAX_READ_CHARS = min(40_000, MAX_RESULT_CHARS - 200)
@@ -230,8 +230,8 @@ async def _off_loop(
 
     def confined() -> T:
         workspace = _workspace(ctx)
-        if reach.home is not None:
-            workspace.ensure_folder(reach.home)  # an agent's folder exists from its first call
+        if reach.folder_to_make is not None:  # an agent's folder exists from its first call
+            workspace.ensure_folder(reach.folder_to_make)
         target = workspace.resolve(path)
         reach.check(workspace.relative(target), shown, write=write)
         try:
@@ -283,7 +283,7 @@ async def list_dir(
     return await _off_loop(ctx, path, False, _list_entries)
 
 
-def _within_reach(*, write: bool) -> Precheck:
+def _within_reach(*, write: bool) -> ToolPrecheck:
     """A file tool's precheck: its path resolves in the workspace and the session may read
     it (or write it), so nobody is asked to approve a call its reach refuses anyway."""
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("clawbot.tools")
 
-Precheck = Callable[[Any, "ToolContext"], Awaitable[None]]
+ToolPrecheck = Callable[[Any, "ToolContext"], Awaitable[None]]
 """A tool's check of a call's validated arguments (its arguments model) in its context."""
 MAX_RESULT_CHARS = 50_000
 MAX_ERROR_CHARS = 300
@@ -88,7 +88,7 @@ class Tool:
     groups: tuple[str, ...] = ()
     refusal: str = ""
     """Said when a call from an agent that lacks the tool is refused: how one gets it."""
-    precheck: Precheck | None = None
+    precheck: ToolPrecheck | None = None
     """What a call must pass before anyone is asked to approve it (its paths within the
     session's reach, say): raise a ClawbotError to refuse it without asking."""
 
@@ -117,7 +117,7 @@ def make_tool(
     risk: Risk = "safe",
     groups: Iterable[str] = (),
     refusal: str = "",
-    precheck: Precheck | None = None,
+    precheck: ToolPrecheck | None = None,
 ) -> Tool:
     """Build a Tool from an async function's signature, annotations and docstring."""
     if not inspect.iscoroutinefunction(function):

@@ -185,8 +185,8 @@ def _mounts(workspace: Workspace, reach: Reach) -> list[Mount]:
 def _working_folder(workspace: Workspace, cwd: str | None, reach: Reach) -> str:
     """The command's folder: ``cwd``, else the session's own folder (created when missing:
     an agent's folder need not exist before its first command)."""
-    if reach.home is not None:
-        workspace.ensure_folder(reach.home)
+    if reach.folder_to_make is not None:
+        workspace.ensure_folder(reach.folder_to_make)
     if cwd is None:
         cwd = reach.home or WHOLE
     return working_folder(workspace, cwd, reach)
