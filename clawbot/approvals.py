@@ -354,6 +354,8 @@ class Approvals:
         resumed any more (a write only for the runs that saved one)."""
         if run_id in self._runs_with_rounds:
             self._runs_with_rounds.discard(run_id)
+            if self._may_have_rounds is not None:
+                self._may_have_rounds.discard(run_id)
             await self.store.approvals.clear_rounds(run_id)
 
     async def run_ended(self, run_id: str) -> None:

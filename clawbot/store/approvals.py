@@ -167,14 +167,6 @@ class SqliteApprovals:
         )
         return changed == 1
 
-    async def pending(self, root_key: str) -> list[ApprovalRequest]:
-        rows = await self._database.fetchall(
-            f"SELECT {_REQUEST_COLUMNS} FROM approvals WHERE root_key = ? AND status = 'pending'"
-            " ORDER BY created_at",
-            (root_key,),
-        )
-        return [_request(row) for row in rows]
-
     async def paused_round(self, turn_id: str) -> PausedRound | None:
         """The round a turn last waited in for an approval, while it is saved (a lookup of
         a partial index that holds only saved rounds: cheap at every turn's start)."""
