@@ -49,6 +49,7 @@ from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store.interface import Store
 from clawbot.subagents.chains import owners
+from clawbot.subagents.keys import child_id_of
 
 log = logging.getLogger("clawbot.approvals")
 
@@ -258,6 +259,7 @@ class Approvals:
                     return stored
             log.info("approval %s expired unanswered", request.id)
             expired_request = _with_status(request, "expired")
+            await self._audit(expired_request, self.clock.now())
             await self._settle(expired_request, root)
             return expired_request
         finally:
@@ -429,7 +431,7 @@ class Approvals:
             AuditRecord(
                 kind="approval",
                 trace_id=request.trace_id,
-                task_id=request.trace_id,
+                task_id=child_id_of(request.session_key) or request.trace_id,  # as its calls
                 run_id=request.turn_id,
                 step_id=request.id,
                 session_key=request.session_key,

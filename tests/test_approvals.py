@@ -219,7 +219,11 @@ async def test_no_answer_within_the_timeout_is_a_denial_the_model_is_told_of(
         (request,) = [m for m in channel.sent if is_request(m)]
         rid = request_id(request)
         late = await command(bot, channel, f"/approve {rid}")
+        records = await bot.store.audit.tail(20)
     assert not (tmp_path / "home" / "workspace" / "a.md").exists()
+    (approval,) = [r for r in records if r.kind == "approval"]
+    assert approval.step_id == rid and approval.granted == ()
+    assert "expired" in (approval.approval_result or "")
     assert scripted.requests[1].tool_results[0] == (
         f"error: not run: nobody answered the approval request {rid} for file_write within "
         "0 s, so the call was denied; tell the person it needs their approval and what you "
