@@ -47,16 +47,21 @@ def sections_for(text: str, *, markup: bool) -> list[dict[str, Any]]:
 def blocks_for(text: str, actions: tuple[Action, ...], *, markup: bool) -> list[dict[str, Any]]:
     """The text as section blocks, then one actions block with a button per action."""
     sections = sections_for(text, markup=markup)
-    buttons = [
-        {
-            "type": "button",
-            "text": {"type": "plain_text", "text": action.label[:75]},
-            "action_id": f"{ACTION_ID_PREFIX}{index}",
-            "value": action.command,
-        }
-        for index, action in enumerate(actions)
-        if len(action.command) <= MAX_VALUE_CHARS
-    ]
+    buttons = []
+    for index, action in enumerate(actions):
+        if len(action.command) > MAX_VALUE_CHARS:  # Slack refuses it; typing it still works
+            log.warning("slack: left out a button whose command is too long to carry")
+            continue
+        buttons.append(
+            {
+                "type": "button",
+                "text": {"type": "plain_text", "text": action.label[:75]},
+                "action_id": f"{ACTION_ID_PREFIX}{index}",
+                "value": action.command,
+            }
+        )
+    if not buttons:  # an actions block without elements is invalid_blocks to Slack
+        return sections
     return [*sections, {"type": "actions", "block_id": "clawbot_actions", "elements": buttons}]
 
 

@@ -315,6 +315,14 @@ def test_slack_splits_a_long_text_into_sections_slack_accepts_above_the_buttons(
     assert blocks[-1]["elements"][0]["value"] == "/approve k7m2pq once"
 
 
+def test_slack_sends_no_empty_actions_block_when_no_command_fits_a_button() -> None:
+    too_long = Action(label="Yes", command="/approve " + "x" * 2000)
+
+    blocks = blocks_for("Approve?", (too_long,), markup=True)
+
+    assert [b["type"] for b in blocks] == ["section"]  # Slack refuses empty actions blocks
+
+
 async def test_discord_gives_no_button_to_a_command_over_100_characters() -> None:
     view = view_for((Action(label="Yes", command="/approve k7m2pq once"), LONG))
 
