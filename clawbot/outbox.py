@@ -26,7 +26,7 @@ from clawbot.sessions import Session
 log = logging.getLogger("clawbot.outbox")
 
 
-def may_deliver(message: OutboundMessage) -> bool:
+def may_deliver(message: OutboundMessage | OutboundEdit) -> bool:
     """The delivery rule, in one place."""
     return message.deliver is True and message.channel != INTERNAL_CHANNEL
 
@@ -115,12 +115,6 @@ class Outbox:
 
         A refused edit (the message was deleted, or is too old to edit) is logged once at
         WARNING and changes nothing else: what the message showed was a courtesy."""
-        if root.channel == INTERNAL_CHANNEL or not root.deliver:
-            return False
-        adapter = self._adapters.get(root.channel)
-        if adapter is None:
-            log.warning("could not update message %s: no %s adapter", message_id, root.channel)
-            return False
         edit = OutboundEdit(
             channel=root.channel,
             chat_id=root.chat_id,
@@ -128,7 +122,14 @@ class Outbox:
             message_id=message_id,
             text=redactor.redact(f"[{role}]: {text}"),
             session_key=root.key,
+            deliver=root.deliver,
         )
+        if not may_deliver(edit):
+            return False
+        adapter = self._adapters.get(root.channel)
+        if adapter is None:
+            log.warning("could not update message %s: no %s adapter", message_id, root.channel)
+            return False
         try:
             await adapter.edit(edit)
         except DeliveryError as exc:
