@@ -37,46 +37,67 @@ class ResolvedTurn:
     they need (refused at the ``skill_read`` call with that reason)."""
 
 
+@dataclass(frozen=True)
+class SessionCeiling:
+    """What a session's own record lets its turns hold, its agent's policy aside: a child
+    what its spawn recorded (its parent's tools and skills then, a delegate's role prompt);
+    a person's conversation anything but the subagent ``message`` tool (its replies reach
+    the person already)."""
+
+    tools: frozenset[str] | None = None
+    """None: its agent's tools, not narrowed."""
+    skills: frozenset[str] | None = None
+    role_prompt: str | None = None
+    messages: bool = True
+
+    @classmethod
+    def of(cls, session: Session) -> SessionCeiling:
+        if session.owner_key is None:
+            return cls(messages=False)
+        try:
+            child = ChildInfo.of(session)
+        except MalformedMetaError as exc:  # deny by default: no tools rather than all
+            log.warning("session %s: %s", session.key, exc)
+            return cls(tools=frozenset(), skills=frozenset())
+        if child is None:
+            return cls()
+        skills = None if child.skills is None else frozenset(child.skills)
+        return cls(tools=frozenset(child.tools), skills=skills, role_prompt=child.prompt)
+
+    def permits(self, name: str, groups: tuple[str, ...]) -> bool:
+        return (self.tools is None or name in self.tools) and (
+            self.messages or MESSAGE_GROUP not in groups
+        )
+
+
 def within_ceiling(session: Session, resolved: ResolvedTurn) -> ResolvedTurn:
-    """A child session's tools: its agent's, within the ceiling set when it was spawned
-    (what its parent held then). Offered and executable: nothing else. A session
-    nobody owns never gets the subagent ``message`` tool (its replies reach the person)."""
-    if session.owner_key is None:
-        if not resolved.agent.subagents.message:
-            return resolved  # without the flag the tool is not among its agent's
-        tools = tuple(t for t in resolved.tools if MESSAGE_GROUP not in t.groups)
+    """A session's tools (offered and executable: nothing else) and skills within its
+    ceiling (see ``SessionCeiling``)."""
+    ceiling = SessionCeiling.of(session)
+    tools = tuple(t for t in resolved.tools if ceiling.permits(t.name, t.groups))
+    if ceiling.tools is None:  # a person's conversation, or a session without a record
+        if len(tools) == len(resolved.tools):
+            return resolved
         return replace(
             resolved,
             tools=tools,
             tool_specs=tuple(t.spec() for t in tools),
             tool_names=frozenset(t.name for t in tools),
         )
-    prompt = resolved.system_prompt
-    role_prompt: str | None = None
-    try:
-        child = ChildInfo.of(session)
-        if child is None:
-            return resolved
-        allowed = frozenset(child.tools)
-        skills_allowed = None if child.skills is None else frozenset(child.skills)
-        role_prompt = child.prompt  # a delegate's role prompt
-    except MalformedMetaError as exc:  # deny by default: no tools rather than all
-        log.warning("session %s: %s", session.key, exc)
-        allowed = skills_allowed = frozenset()
-    tools = tuple(t for t in resolved.tools if t.name in allowed)
     names = frozenset(t.name for t in tools)
     skills = tuple(
         skill
         for skill in resolved.skills
         if SKILL_READ in names
         and names.issuperset(skill.requires_tools)
-        and (skills_allowed is None or skill.name in skills_allowed)
+        and (ceiling.skills is None or skill.name in ceiling.skills)
     )
+    prompt = resolved.system_prompt
     if skills != resolved.skills:
         prompt = _listing(prompt, resolved.skills, skills)
     return replace(
         resolved,
-        system_prompt=role_prompt or prompt,
+        system_prompt=ceiling.role_prompt or prompt,
         tools=tools,
         tool_specs=tuple(t.spec() for t in tools),
         tool_names=names,

@@ -9,17 +9,14 @@ agent changes) instead of being read off a fully resolved turn.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from clawbot.agents import MESSAGE_GROUP, AgentSpec
-from clawbot.errors import MalformedMetaError
+from clawbot.resolved_turn import SessionCeiling
 from clawbot.risk import AgentProfiles
 from clawbot.sessions import Session
-from clawbot.subagents.records import ChildInfo
 from clawbot.tools import Tool, ToolRegistry
 
-log = logging.getLogger("clawbot.runtime")
 MEMO_LIMIT = 256
 """Agents whose tool names are remembered at once; past it the memo starts over."""
 
@@ -55,20 +52,12 @@ class ToolOffer:
         return self._of(agent).names
 
     def session_tools(self, session: Session, agent: AgentSpec) -> frozenset[str]:
-        """The names ``Runtime.within_ceiling`` leaves a session of ``agent``: a child's
-        within what its spawn recorded (none when that record is unreadable: deny by
-        default), a person's conversation without the ``message`` tool."""
+        """The names ``within_ceiling`` leaves a session of ``agent`` (its
+        ``SessionCeiling``), without resolving its turn."""
         names = self._of(agent)
-        if session.owner_key is None:
-            return names.without_messages
-        try:
-            child = ChildInfo.of(session)
-        except MalformedMetaError as exc:
-            log.warning("session %s: %s", session.key, exc)
-            return frozenset()
-        if child is None:
-            return names.names
-        return names.names.intersection(child.tools)
+        ceiling = SessionCeiling.of(session)
+        held = names.names if ceiling.messages else names.without_messages
+        return held if ceiling.tools is None else held & ceiling.tools
 
     def _of(self, agent: AgentSpec) -> _Names:
         memo = self._names.get(agent.agent_id)
