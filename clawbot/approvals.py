@@ -44,7 +44,7 @@ from clawbot.clock import Clock
 from clawbot.messages import Action, ToolCallBlock, ToolResultBlock
 from clawbot.outbox import Outbox
 from clawbot.paused_rounds import MalformedRoundError, PausedRound, ToolRound
-from clawbot.risk import Risk, RiskProfile
+from clawbot.risk import Risk, RiskProfile, strictest
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store.interface import Store
@@ -134,8 +134,7 @@ class Approvals:
                 return await self._verdict(answered, session, root, resource_of(call), run_id)
         if not any(profile.asks(call.name, risk) for profile in profiles):
             return ALLOWED  # the common case: decided without a lookup
-        levels = [profile.level(call.name, risk) for profile in profiles]
-        level: Risk = max(levels, key=("safe", "guarded", "unsafe").index)
+        level = strictest(profile.level(call.name, risk) for profile in profiles)
         resource = resource_of(call)
         root = (await owners(self.store.sessions, session) or [session])[-1]
         if level == "guarded":

@@ -13,7 +13,7 @@ autonomy and can narrow its tools and tighten any tool's level, never loosen it:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -57,6 +57,11 @@ class RiskProfile(BaseModel):
         if level == "unsafe":
             return True
         return level == "guarded" and self.autonomy != "full"
+
+
+def strictest(levels: Iterable[Risk]) -> Risk:
+    """The highest of ``levels`` (``safe`` when there are none)."""
+    return max(levels, key=_ORDER.__getitem__, default="safe")
 
 
 READ_ONLY = RiskProfile(autonomy="read_only")

@@ -78,7 +78,10 @@ class Bubblewrap:
         return args
 
 
-def _system_mounts(*, network: bool) -> list[str]:
+@functools.lru_cache(maxsize=2)
+def _system_mounts(*, network: bool) -> tuple[str, ...]:
+    """The host's program folders and /etc files, read-only: looked at once per process
+    (they do not move while it runs), not at every command."""
     args: list[str] = []
     for name in SYSTEM_DIRS:
         path = Path("/", name)
@@ -88,7 +91,7 @@ def _system_mounts(*, network: bool) -> list[str]:
             args += ["--ro-bind", str(path), str(path)]
     for name in ETC_FILES + (NETWORK_ETC_FILES if network else ()):
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    return args
+    return tuple(args)
 
 
 @functools.lru_cache(maxsize=1)
