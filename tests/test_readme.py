@@ -50,3 +50,9 @@ def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
                 broken.append(f"{document.relative_to(ROOT)}: {target} (no such heading)")
     assert len(documents) > 1
     assert not broken, "\n".join(broken)
+
+
+def test_the_readme_stays_short_enough_to_read() -> None:
+    """The README is for users; depth belongs in docs/ (linked from it)."""
+    lines = README.read_text().count("\n")
+    assert lines <= 250, f"README.md has {lines} lines: move depth to docs/"
