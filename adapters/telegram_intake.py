@@ -24,9 +24,11 @@ from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
-from telegram import Bot, Update
+from telegram import Bot, ReplyParameters, Update
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest, RequestData
+
+from clawbot.channels import NOT_TAKEN_IN
 
 log = logging.getLogger("adapters.telegram")  # one logger for the channel, and its redaction
 
@@ -36,13 +38,15 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_BACKOFF = 30.0
 """Longest pause between failed polls (PTB's own retry loop uses the same cap)."""
 HANDLER_ATTEMPTS = 3
-"""Polling: tries per update whose handler raised before it is skipped, so a handler that
-keeps failing on one update cannot stop every later message. (A webhook answers 500 instead,
-and Telegram's own retries take over.)"""
+"""Polling: tries per update whose handler raised before it is skipped (its sender told so),
+so a handler that keeps failing on one update cannot stop every later message. (A webhook
+answers 500 instead, and Telegram's own retries take over.)"""
 SETUP_ATTEMPTS = 4
 """Tries of deleteWebhook / setWebhook at start after network errors."""
 CONFIRM_TIMEOUT = 5.0
 """Seconds the last getUpdates at shutdown may take to confirm the handed-over updates."""
+NOTICE_TIMEOUT = 10.0
+"""Seconds telling a sender their message was not taken in may take before it is given up."""
 
 
 class NotTheBotApi(TelegramError):
@@ -198,6 +202,35 @@ async def hand_over(handle: UpdateHandler, update: Update, attempts: int) -> boo
     return False
 
 
+async def tell_not_taken_in(bot: Bot, update: Update, scrub: Callable[[str], str]) -> None:
+    """Tell the chat an update came from that it was not stored and will not come again, with
+    the Bot directly (the outbox may be what failed); best effort. A message gets a reply in its
+    chat and topic; a press of a button on a message the bot can no longer see gets the notice
+    as the query's answer (Telegram refuses it if the press was answered already)."""
+    message = update.effective_message
+    query = update.callback_query
+    try:
+        async with asyncio.timeout(NOTICE_TIMEOUT):
+            if message is not None:
+                topic = message.message_thread_id if message.is_topic_message else None
+                await bot.send_message(
+                    chat_id=message.chat_id,
+                    text=NOT_TAKEN_IN,
+                    message_thread_id=topic,
+                    reply_parameters=ReplyParameters(
+                        message_id=message.message_id, allow_sending_without_reply=True
+                    ),
+                )
+            elif query is not None:
+                await bot.answer_callback_query(query.id, text=NOT_TAKEN_IN, show_alert=True)
+    except (TelegramError, TimeoutError) as exc:
+        log.warning(
+            "telegram: could not tell the sender of update %s that it was lost (%s)",
+            update.update_id,
+            scrub(getattr(exc, "message", type(exc).__name__)),
+        )
+
+
 # ---------------------------------------------------------------- long polling
 
 
@@ -267,6 +300,7 @@ class PollingIntake:
                     return  # not handed over: Telegram keeps it for the next start
                 if not await hand_over(self._handle, update, HANDLER_ATTEMPTS):
                     log.error("telegram: skipped update %s; later ones go on", update.update_id)
+                    await tell_not_taken_in(self._bot, update, self._scrub)
                 self._offset = update.update_id + 1
 
     async def _poll(self) -> tuple[Update, ...] | None:

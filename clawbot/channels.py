@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
 
+NOT_TAKEN_IN = "Sorry, I could not take this message in. Please send it again."
+"""What an adapter tells the sender, straight through the platform (not the outbox, which may
+be what failed), when clawbot could not store their message and the platform will not bring
+it again: the message ends with a visible failure instead of vanishing."""
+
 
 @dataclass(frozen=True)
 class ChannelLimits:

@@ -26,6 +26,7 @@ from telegram import Bot, Update
 from telegram.error import TimedOut
 
 from adapters.telegram_intake import BotApiRequest, PollingIntake
+from clawbot.channels import NOT_TAKEN_IN
 from tests.standins.openai_api import OpenAIStandin
 from tests.standins.telegram import (
     DEFAULT_TOKEN,
@@ -401,6 +402,33 @@ async def test_stopping_during_a_long_poll_confirms_after_the_cancelled_poll_let
     ]
     assert [int(p["offset"]) for p in confirming] == [update_id + 1]
     assert "could not confirm" not in caplog.text
+
+
+async def test_a_polled_message_the_handler_keeps_failing_on_is_answered_with_a_notice(
+    harness: TelegramHarness,
+) -> None:
+    server = harness.server
+    bot = Bot(harness.token, base_url=f"{server.url}/bot", request=BotApiRequest())
+
+    async def handle(update: Update) -> None:
+        raise RuntimeError("the store is read-only")
+
+    intake = PollingIntake(
+        bot, handle, timeout=30, allowed_updates=["message"], scrub=lambda text: text
+    )
+    await bot.initialize()
+    await intake.start()
+    try:
+        message_id = await harness.inject_message("are you there?", sender_id="1001")
+        await server.wait_for(lambda: not server.updates and server.polls_waiting > 0)
+    finally:
+        await intake.stop()
+        await bot.shutdown()
+
+    [notice] = harness.sent()
+    assert (notice.chat_id, notice.text) == ("1001", NOT_TAKEN_IN)
+    assert notice.raw["reply_parameters"]["message_id"] == int(message_id)
+    assert server.updates == []
 
 
 # ---------------------------------------------------------------- start-up errors
