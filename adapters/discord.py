@@ -38,7 +38,14 @@ from pydantic import SecretStr
 from adapters.discord_buttons import edit_message, press_to_inbound, pressed_command, view_for
 from adapters.discord_catch_up import CatchUp
 from adapters.discord_downloads import CdnDownloads
-from clawbot.channels import Adapter, ChannelLimits, ChatCursor, InboundHandler, SentMessage
+from clawbot.channels import (
+    NOT_TAKEN_IN,
+    Adapter,
+    ChannelLimits,
+    ChatCursor,
+    InboundHandler,
+    SentMessage,
+)
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError
 from clawbot.messages import (
     Attachment,
@@ -61,6 +68,8 @@ SEND_ATTEMPTS = 4
 MAX_RETRY_AFTER = 60.0
 CONNECT_TIMEOUT = 60.0
 MAX_STOP_SECONDS = 10.0
+NOTICE_TIMEOUT = 10.0
+"""Seconds telling a chat that a message was lost may take before it is given up."""
 DEFAULT_CATCH_UP = timedelta(hours=24)
 
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{20,}")
@@ -233,6 +242,30 @@ def outbound_arguments(
             fail_if_not_exists=False,
         )
     return arguments
+
+
+async def tell_not_taken_in(client: discord.Client | None, inbound: InboundMessage) -> None:
+    """Answer a message (or press) clawbot could not store with the notice, straight through
+    the client (the outbox may be what failed): Discord never delivers it again, and the next
+    stored message moves the catch-up past it. Best effort."""
+    target_id = inbound.thread_id or inbound.chat_id
+    if client is None or client.is_closed() or not target_id.isdigit():
+        return
+    target = client.get_partial_messageable(int(target_id))
+    notice = RenderedPart(text=NOT_TAKEN_IN, plain=NOT_TAKEN_IN, markup="plain")
+    try:
+        async with asyncio.timeout(NOTICE_TIMEOUT):
+            await target.send(
+                **outbound_arguments(
+                    notice, channel_id=target.id, reply_to_message_id=inbound.message_id
+                )
+            )
+    except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        log.warning(
+            "discord: could not tell chat %s that a message was lost (%s)",
+            inbound.chat_id,
+            type(exc).__name__,
+        )
 
 
 def _retry_after(exc: discord.HTTPException) -> float:
@@ -513,6 +546,7 @@ class DiscordAdapter(Adapter):
             await handler(inbound)
         except Exception:
             log.exception("discord: the handler failed on button press %s", inbound.message_id)
+            await tell_not_taken_in(self._client, inbound)
 
     async def _hand_over(self, inbound: InboundMessage) -> bool:
         """Give one message to ``on_message`` (the intake lock held); whether it was taken."""
@@ -523,6 +557,7 @@ class DiscordAdapter(Adapter):
             await handler(inbound)
         except Exception:
             log.exception("discord: the message handler failed on %s", inbound.message_id)
+            await tell_not_taken_in(self._client, inbound)
             return False
         self._history.remember(inbound)
         return True

@@ -15,7 +15,7 @@ from discord.http import Route
 from pydantic import SecretStr
 
 from adapters.discord import DiscordAdapter, inbound_from_message, outbound_arguments
-from clawbot.channels import Adapter, ChatCursor
+from clawbot.channels import NOT_TAKEN_IN, Adapter, ChatCursor
 from clawbot.errors import ConfigError, DeliveryError, InputError
 from clawbot.messages import InboundMessage, OutboundMessage
 from clawbot.rendering import RenderedPart
@@ -428,6 +428,24 @@ async def test_handler_failure_does_not_stop_intake(harness: DiscordHarness) -> 
     finally:
         await adapter.stop()
     assert seen == ["boom", "still here"]
+
+
+async def test_a_message_the_handler_failed_on_is_answered_with_a_notice(
+    harness: DiscordHarness,
+) -> None:
+    async def failing(message: InboundMessage) -> None:
+        raise RuntimeError("the store is read-only")
+
+    adapter = harness.make_adapter()
+    await adapter.start(failing)
+    try:
+        message_id = await harness.inject_message("are you there?", chat_type="group", mention=True)
+        [notice] = await harness.wait_sent(1)
+    finally:
+        await adapter.stop()
+
+    assert (notice.chat_id, notice.text) == (GENERAL_CHANNEL_ID, NOT_TAKEN_IN)
+    assert notice.raw["message_reference"]["message_id"] == message_id
 
 
 async def test_malformed_gateway_update_does_not_break_the_connection(
