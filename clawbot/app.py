@@ -17,7 +17,6 @@ from clawbot.errors import ConfigError
 from clawbot.home import prepare_home
 from clawbot.llm import ModelClient
 from clawbot.memory.commands import register_memory_commands
-from clawbot.memory.embeddings import configured_embedder
 from clawbot.model_catalog import ModelCatalog
 from clawbot.outbox import Outbox
 from clawbot.queue_commands import register_queue_commands
@@ -27,7 +26,7 @@ from clawbot.runtime import AgentResolver, Runtime
 from clawbot.scheduling import Scheduler
 from clawbot.settings import Settings
 from clawbot.skills import skill_tools
-from clawbot.store import SqliteStore, Store
+from clawbot.store import Store, open_store
 from clawbot.subagent_commands import register_subagent_commands
 from clawbot.subagents.control import SubagentControl
 from clawbot.subagents.delegate_tools import AgentTools, delegate_tool
@@ -90,9 +89,7 @@ class Clawbot:
         prepare_home(settings)
         redactor.add(*settings.secret_values())  # masked in transcripts and replies too
         workspace = Workspace(settings.workspace_dir, clock=clock)
-        opened = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
-        opened.memories.use_embeddings(configured_embedder(settings))  # loads at first use
-        store: Store = opened
+        store = await open_store(settings)  # the embedding model loads at its first use
         try:
             await store.check_writable()
         except BaseException:

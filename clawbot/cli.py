@@ -170,11 +170,11 @@ def _open_registry(settings: Settings, work: Callable[[AgentRegistry], Awaitable
     from clawbot.agent_registry import AgentRegistry
     from clawbot.errors import ClawbotError
     from clawbot.home import prepare_home
-    from clawbot.store import SqliteStore
+    from clawbot.store import open_store
 
     async def run() -> None:
         prepare_home(settings)
-        store = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
+        store = await open_store(settings)
         try:
             registry = await AgentRegistry.open(store, settings.agents_dir)
             for problem in registry.problems:
@@ -765,15 +765,12 @@ def audit_export(
 
 async def _open_store(settings: Settings) -> Store:
     from clawbot.errors import ClawbotError
-    from clawbot.memory.embeddings import configured_embedder
-    from clawbot.store import SqliteStore
+    from clawbot.store import open_store
 
     try:
-        store = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
+        return await open_store(settings)  # the embedding model loads at its first use
     except ClawbotError as exc:
         fail(str(exc), code=1)
-    store.memories.use_embeddings(configured_embedder(settings))  # loads at first use
-    return store
 
 
 def main() -> None:

@@ -109,11 +109,11 @@ def _home_check(settings: Settings) -> Check:
 
 
 async def _database_check(settings: Settings) -> Check:
-    from clawbot.store import SqliteStore
+    from clawbot.store import open_store
 
     subject = f"database {settings.db_path}"
     try:
-        store = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
+        store = await open_store(settings)
     except ClawbotError as exc:
         return Check("problem", subject, str(exc))
     try:

@@ -114,3 +114,72 @@ def test_no_class_is_longer_than_400_lines() -> None:
                         where = path.relative_to(ROOT)
                         long.append(f"{where}: {node.name} has {lines} lines")
     assert long == [], "classes over 400 lines: " + "; ".join(long)
+
+
+STORE_PUBLIC = {
+    "clawbot.store",
+    "clawbot.store.interface",
+    "clawbot.store.records",
+    "clawbot.store.ids",
+}
+"""What code outside the store may import of it: the Store protocols, their records, ids,
+and the package (its factory ``open_store`` among them)."""
+
+
+def store_imports_outside_the_store(root: Path) -> list[str]:
+    """Every import in ``clawbot/`` and ``adapters/`` (outside ``clawbot/store/``) of a
+    store module other than ``STORE_PUBLIC``, or of a backend's class (``Sqlite*``) from
+    the package: the store reached below its interface."""
+    store = root / "clawbot" / "store"
+    offenders = []
+    for folder in ("clawbot", "adapters"):
+        for path in sorted((root / folder).rglob("*.py")):
+            if store in path.parents:
+                continue
+            where = path.relative_to(root)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                    names: list[str] = []
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    modules = [node.module]
+                    names = [alias.name for alias in node.names]
+                else:
+                    continue
+                for module in modules:
+                    if module.startswith("clawbot.store") and module not in STORE_PUBLIC:
+                        offenders.append(f"{where}: {module}")
+                if modules == ["clawbot.store"]:
+                    for name in names:
+                        submodule = f"clawbot.store.{name}"
+                        if name.startswith("Sqlite") or (
+                            (store / f"{name}.py").exists() and submodule not in STORE_PUBLIC
+                        ):
+                            offenders.append(f"{where}: clawbot.store.{name}")
+    return offenders
+
+
+def test_store_imports_check_finds_backend_imports(tmp_path: Path) -> None:
+    (tmp_path / "clawbot" / "store").mkdir(parents=True)
+    (tmp_path / "clawbot" / "store" / "sqlite.py").write_text("")
+    (tmp_path / "clawbot" / "store" / "records.py").write_text("")
+    (tmp_path / "clawbot" / "store" / "ids.py").write_text("from clawbot.store.sqlite import X\n")
+    (tmp_path / "clawbot" / "app.py").write_text(
+        "from clawbot.store import SqliteStore, Store, records, sqlite\n"
+        "from clawbot.store.records import JobSummary\n"
+        "import clawbot.store.database\n"
+        "def f():\n    from clawbot.store.sqlite import SqliteStore\n"
+    )
+    assert store_imports_outside_the_store(tmp_path) == [
+        "clawbot/app.py: clawbot.store.SqliteStore",
+        "clawbot/app.py: clawbot.store.sqlite",
+        "clawbot/app.py: clawbot.store.database",
+        "clawbot/app.py: clawbot.store.sqlite",
+    ]
+
+
+def test_code_outside_the_store_uses_only_its_interface() -> None:
+    """issue 20: callers reach the store through one typed interface (``Store``, opened by
+    ``open_store``), so a second backend needs no change outside ``clawbot/store/``."""
+    offenders = store_imports_outside_the_store(ROOT)
+    assert offenders == [], "store internals imported: " + "; ".join(offenders)

@@ -1,7 +1,9 @@
 """Everything that must survive a restart. Core code asks for a :class:`Store` (the
-protocols of ``clawbot.store.interface``); ``SqliteStore`` is the one implementation, on
-one SQLite file with an intake journal in front of it."""
+protocols of ``clawbot.store.interface``) and opens one with :func:`open_store`;
+``SqliteStore`` is the one implementation, on one SQLite file with an intake journal in
+front of it (named outside the store by tests and benchmarks only)."""
 
+from clawbot.store.backend import open_store
 from clawbot.store.ids import new_id
 from clawbot.store.interface import Store
 from clawbot.store.records import (
@@ -20,4 +22,5 @@ __all__ = [
     "Store",
     "StoredBacklogItem",
     "new_id",
+    "open_store",
 ]
