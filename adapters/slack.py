@@ -28,6 +28,7 @@ Choices a Slack user would notice:
   ``/status``; the text form still works where Slack lets it through.
 * Buttons. A message's actions (approval requests) become Block Kit buttons on its last part;
   a press is acked at once and runs as the presser's command (:mod:`adapters.slack_buttons`).
+  A command or press that cannot run is told to the person (:mod:`adapters.slack_interactions`).
 """
 
 from __future__ import annotations
@@ -48,12 +49,12 @@ from pydantic import SecretStr
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
-from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack_buttons import ACTION_IDS, blocks_for, press_to_inbound, update
-from adapters.slack_commands import DEFAULT_COMMAND, command_name_problem, command_to_inbound
+from adapters.slack_buttons import ACTION_IDS, blocks_for, update
+from adapters.slack_commands import DEFAULT_COMMAND, command_name_problem
+from adapters.slack_interactions import Interactions
 from adapters.slack_users import UserDirectory
 from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
@@ -302,6 +303,9 @@ class SlackAdapter(Adapter):
         self._files: aiohttp.ClientSession | None = None
         self._seen: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._inflight: set[asyncio.Task[Any]] = set()
+        self._interactions = Interactions(
+            taking=self._taking, named=self._named, inflight=self._inflight
+        )
 
     def __repr__(self) -> str:
         return f"SlackAdapter(mode={self._mode!r}, api_base={self._api_base!r})"
@@ -358,8 +362,8 @@ class SlackAdapter(Adapter):
         app.event("message")(self._on_event)
         app.event("app_mention")(self._on_event)
         app.event(re.compile(".*"))(_acknowledge_only)
-        app.command(self._command)(self._on_command)
-        app.action(ACTION_IDS)(self._on_press)
+        app.command(self._command)(self._interactions.on_command)
+        app.action(ACTION_IDS)(self._interactions.on_press)
         app.error(_log_listener_error)
         self._accepting = True
         try:
@@ -498,44 +502,9 @@ class SlackAdapter(Adapter):
             if task is not None:
                 self._inflight.discard(task)
 
-    async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
-        """bolt listener for the slash command. Acked at once: the user is waiting and Slack
-        never retries a command, so acking after storage would gain nothing. The command
-        then runs like its text form, in a tracked task; its answer goes through the outbox."""
-        handler = self._on_message
-        inbound = command_to_inbound(command)
-        if not self._accepting or handler is None:
-            await ack(text="clawbot is restarting. Please try again in a moment.")
-            return
-        await ack()
-        if inbound is not None:
-            self._spawn_command(handler, inbound)
-
-    async def _on_press(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        """bolt listener for a press of one of clawbot's buttons: acked at once (Slack shows
-        the presser an error after 3 s and never retries), then run as the presser's command,
-        like a slash command."""
-        handler = self._on_message
-        await ack()
-        inbound = press_to_inbound(body)
-        if self._accepting and handler is not None and inbound is not None:
-            self._spawn_command(handler, inbound)
-
-    def _spawn_command(self, handler: InboundHandler, inbound: InboundMessage) -> None:
-        task = asyncio.create_task(self._run_command(handler, inbound))
-        self._inflight.add(task)
-        task.add_done_callback(self._inflight.discard)
-
-    async def _run_command(self, handler: InboundHandler, inbound: InboundMessage) -> None:
-        try:
-            await handler(await self._named(inbound))
-        except Exception:
-            log.exception(
-                "slack: the command %r from %s in %s failed",
-                inbound.text.split(" ", 1)[0],
-                inbound.sender_id,
-                inbound.chat_id,
-            )
+    def _taking(self) -> InboundHandler | None:
+        """The message handler while messages are taken; None while stopping."""
+        return self._on_message if self._accepting else None
 
     async def _named(self, inbound: InboundMessage) -> InboundMessage:
         """The message with its sender's Slack name, if ``users.info`` knows it."""

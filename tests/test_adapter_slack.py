@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import pytest
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import (
@@ -17,9 +19,11 @@ from adapters.slack import (
     part_to_post_args,
 )
 from adapters.slack_commands import command_to_inbound
+from adapters.slack_interactions import RESTARTING, Interactions
 from adapters.slack_users import UserDirectory
+from clawbot.channels import NOT_TAKEN_IN
 from clawbot.errors import ConfigError, DeliveryError, InputError
-from clawbot.messages import InboundMessage, OutboundMessage
+from clawbot.messages import Action, InboundMessage, OutboundMessage
 from clawbot.rendering import RenderedPart
 from clawbot.settings import Settings
 from tests.standins.slack import (
@@ -784,3 +788,64 @@ def test_a_slash_command_name_slack_would_refuse_is_a_settings_problem(name: str
     )
 
     assert any("CLAWBOT_SLACK_COMMAND" in p for p in SlackAdapter.check_settings(settings))
+
+
+# -- requests a person waits on: told, not only logged ------------------------------------------
+
+
+async def fail_to_take_in(message: InboundMessage) -> None:
+    raise RuntimeError("the store is read-only")
+
+
+async def test_a_slash_command_that_could_not_be_taken_in_is_answered_to_the_person_alone(
+    harness: SlackHarness,
+) -> None:
+    adapter = harness.make_adapter()
+    await adapter.start(fail_to_take_in)
+    try:
+        await harness.slash_command("status", chat_type="group")
+        [answer] = await harness.standin.wait_responses(1, WAIT)
+    finally:
+        await adapter.stop()
+
+    assert (answer["text"], answer["response_type"]) == (NOT_TAKEN_IN, "ephemeral")
+
+
+async def test_a_button_press_that_could_not_be_taken_in_is_answered_to_the_presser_alone(
+    harness: SlackHarness,
+) -> None:
+    adapter = harness.make_adapter()
+    await adapter.start(fail_to_take_in)
+    try:
+        question = OutboundMessage(
+            channel="slack",
+            chat_id="C0GENERAL",
+            text="Run it?",
+            actions=(Action(label="Deny", command="/deny k7m2pq"),),
+        )
+        await adapter.send(question)
+        [record] = harness.sent()
+        await harness.press(record, "Deny")
+        [answer] = await harness.standin.wait_responses(1, WAIT)
+    finally:
+        await adapter.stop()
+
+    assert (answer["text"], answer["response_type"]) == (NOT_TAKEN_IN, "ephemeral")
+    assert answer["replace_original"] is False  # the question and its buttons stay
+
+
+async def test_a_button_pressed_while_clawbot_stops_is_answered_with_restarting(
+    harness: SlackHarness,
+) -> None:
+    inflight: set[asyncio.Task[Any]] = set()
+    stopping = Interactions(taking=lambda: None, named=_unnamed, inflight=inflight)
+    respond = AsyncRespond(response_url=f"{harness.standin.base_url}/actions/R1")
+
+    await stopping.on_press(AsyncAck(), {"type": "block_actions"}, respond)
+    [answer] = await harness.standin.wait_responses(1, WAIT)
+
+    assert (answer["text"], answer["response_type"]) == (RESTARTING, "ephemeral")
+
+
+async def _unnamed(inbound: InboundMessage) -> InboundMessage:
+    return inbound

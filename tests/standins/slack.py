@@ -21,6 +21,8 @@ Acknowledgement is modelled as strictly as Slack applies it (:class:`EventSender
   HTTP mode; unanswered in 3 s, the presser sees an error and nothing is retried.
   ``chat.postMessage`` checks ``blocks`` as Slack does (``invalid_blocks``); ``chat.update``
   replaces a message's text and blocks (``message_not_found`` once it is deleted).
+* Both carry a ``response_url`` served here: what the app posts to it (an ephemeral answer to
+  that one person, by default) is kept in ``responses``.
 
 Messages carry no ``user_profile`` (Slack's documented message events do not): the app learns
 names from ``users.info``, which serves the people the harness has seen.
@@ -147,6 +149,8 @@ class SlackStandIn:
         self.updates: dict[tuple[str, str], dict[str, Any]] = {}
         """The last ``chat.update`` of each message the bot updated: (channel, ts) -> args."""
         self.deleted: set[tuple[str, str]] = set()
+        self.responses: list[dict[str, Any]] = []
+        """What the app posted to a slash command's or button press's ``response_url``."""
         self.api_calls: list[tuple[str, dict[str, Any]]] = []
         self.typing: list[str] = []
         self.files: dict[str, StandInFile] = {}
@@ -163,6 +167,7 @@ class SlackStandIn:
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_changed = asyncio.Event()
         self._posted_changed = asyncio.Event()
+        self._responded = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -179,6 +184,8 @@ class SlackStandIn:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/link/", self._socket_mode)
         app.router.add_get("/files-pri/{file_id}/{name}", self._download)
+        app.router.add_post("/commands/{id}", self._response_url)
+        app.router.add_post("/actions/{id}", self._response_url)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -258,6 +265,19 @@ class SlackStandIn:
                 self._posted_changed.clear()
                 await self._posted_changed.wait()
         return list(self.posted)
+
+    async def wait_responses(self, count: int, timeout: float) -> list[dict[str, Any]]:
+        async with asyncio.timeout(timeout):
+            while len(self.responses) < count:
+                self._responded.clear()
+                await self._responded.wait()
+        return list(self.responses)
+
+    async def _response_url(self, request: web.Request) -> web.Response:
+        """A ``response_url``: Slack takes a JSON message and answers ``ok`` as plain text."""
+        self.responses.append(dict(json.loads(await request.read() or b"{}")))
+        self._responded.set()
+        return web.Response(text="ok")
 
     # -- Web API -------------------------------------------------------------------------------
 
