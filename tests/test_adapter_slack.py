@@ -841,7 +841,8 @@ async def test_a_button_pressed_while_clawbot_stops_is_answered_with_restarting(
     stopping = Interactions(taking=lambda: None, named=_unnamed, inflight=inflight)
     respond = AsyncRespond(response_url=f"{harness.standin.base_url}/actions/R1")
 
-    await stopping.on_press(AsyncAck(), {"type": "block_actions"}, respond)
+    ack = AsyncAck()  # type: ignore[no-untyped-call]
+    await stopping.on_press(ack, {"type": "block_actions"}, respond)
     [answer] = await harness.standin.wait_responses(1, WAIT)
 
     assert (answer["text"], answer["response_type"]) == (RESTARTING, "ephemeral")
