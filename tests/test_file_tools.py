@@ -16,7 +16,7 @@ from clawbot.errors import WorkspaceError
 from clawbot.messages import ToolCallBlock
 from clawbot.sessions import Session
 from clawbot.settings import Settings
-from clawbot.tools import ToolContext, ToolRegistry
+from clawbot.tools import ToolContext, ToolRegistry, files
 from clawbot.tools.files import MAX_READ_CHARS, file_tools
 from clawbot.workspace import Workspace
 
@@ -172,6 +172,41 @@ async def test_a_named_pipe_is_refused_and_the_event_loop_keeps_running(
     assert not stalled.is_set(), "the event loop stopped while the tool ran"
     assert is_error
     assert content.startswith("error: pipe is a named pipe, and file tools only use regular")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"name": "file_read", "path": "notes.md"},
+        {"name": "file_write", "path": "notes.md", "content": "changed"},
+        {"name": "file_edit", "path": "notes.md", "old_text": "one", "new_text": "1"},
+        {"name": "list_dir", "path": "."},
+    ],
+    ids=lambda call: str(call["name"]),
+)
+async def test_file_io_runs_off_the_event_loop(
+    workspace: Path, call: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tool's file system work asks the event loop to run a callback and waits for it:
+    in a worker thread the loop runs it at once; on the loop itself it never could."""
+    loop = asyncio.get_running_loop()
+    stalls: list[str] = []
+    open_workspace = files._workspace
+
+    def workspace_once_the_loop_answered(ctx: ToolContext) -> Workspace:
+        answered = threading.Event()
+        loop.call_soon_threadsafe(answered.set)
+        if not answered.wait(STALL_LIMIT):
+            stalls.append(call["name"])
+        return open_workspace(ctx)
+
+    monkeypatch.setattr(files, "_workspace", workspace_once_the_loop_answered)
+    arguments = {key: value for key, value in call.items() if key != "name"}
+
+    content, is_error = await run(workspace, call["name"], **arguments)
+
+    assert stalls == [], "the event loop was blocked while the tool did its I/O"
+    assert not is_error, content
 
 
 @pytest.mark.parametrize(
