@@ -21,6 +21,7 @@ from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel, ScriptedModel
 
+from .spawned import kill_leftovers
 from .standins.openai_api import OpenAIStandin
 
 STORE_SESSION = Session(key="m:a", channel="m", chat_id="a", agent_id="main")
@@ -52,6 +53,14 @@ def isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
             monkeypatch.delenv(name)
     monkeypatch.setenv("CLAWBOT_AUTONOMY", "full")
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+async def spawned_processes() -> AsyncIterator[None]:
+    """Kills and reaps every process the test started through ``tests.spawned.spawn`` and
+    left running (it failed before stopping its bot), so none outlives its test."""
+    yield
+    await kill_leftovers()
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from typing import Literal
 
 import pytest
 
+from tests.spawned import spawn
 from tests.standins.discord import BOT_TOKEN, DiscordHarness
 from tests.standins.openai_api import OpenAIStandin
 from tests.test_cli import CLAWBOT, environment
@@ -27,6 +28,7 @@ KILLS: tuple[Kill, ...] = ("delivered", "mid_turn", "replied", "while_down")
 """Right after the gateway delivered the message, while its turn waits for the model, right
 after the reply was posted, and a message posted while no process runs."""
 DEADLINE = 20.0
+pytestmark = pytest.mark.usefixtures("spawned_processes")
 FAILED = "Sorry"  # how clawbot starts a visible failure notice
 
 
@@ -68,7 +70,7 @@ class ClawbotRun:
     async def start(self) -> None:
         sessions = len(self.discord.server.identify_payloads)
         log = (self.cwd / f"run-{self.starts}.log").open("wb")
-        self.process = await asyncio.create_subprocess_exec(
+        self.process = await spawn(
             *CLAWBOT, "run", env=self.env, cwd=self.cwd, stdout=log, stderr=log
         )
         log.close()

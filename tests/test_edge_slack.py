@@ -21,6 +21,7 @@ from clawbot.app import Clawbot
 from clawbot.messages import InboundMessage
 from clawbot.service import Service
 from clawbot.settings import Settings
+from tests.spawned import spawn
 from tests.standins.harness import SentRecord
 from tests.standins.openai_api import OpenAIStandin
 from tests.standins.slack import Delivery, SlackHarness
@@ -29,6 +30,7 @@ from tests.test_cli import CLAWBOT, environment
 KillPoint = Literal["delivered", "acked", "at the model", "replied"]
 KILL_POINTS: tuple[KillPoint, ...] = ("delivered", "acked", "at the model", "replied")
 DEADLINE = 20.0
+pytestmark = pytest.mark.usefixtures("spawned_processes")
 
 
 async def until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
@@ -55,7 +57,7 @@ class BotProcess:
         opened = standin.connections_opened
         self.starts += 1
         log = (self.cwd / f"bot-{self.starts}.log").open("wb")
-        self.process = await asyncio.create_subprocess_exec(
+        self.process = await spawn(
             *CLAWBOT, "run", env=self.env, cwd=self.cwd, stdout=log, stderr=log
         )
         log.close()

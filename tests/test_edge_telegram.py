@@ -27,6 +27,7 @@ from telegram.error import TimedOut
 
 from adapters.telegram_intake import BotApiRequest, PollingIntake
 from clawbot.channels import NOT_TAKEN_IN
+from tests.spawned import spawn
 from tests.standins.openai_api import OpenAIStandin
 from tests.standins.telegram import (
     DEFAULT_TOKEN,
@@ -41,6 +42,7 @@ SEED = int(os.environ.get("TELEGRAM_KILL_SEED") or random.SystemRandom().randran
 ``TELEGRAM_KILL_SEED=<seed>`` replays the same delays."""
 
 START_TIMEOUT = 60.0
+pytestmark = pytest.mark.usefixtures("spawned_processes")
 REPLY_TIMEOUT = 60.0
 
 
@@ -62,7 +64,7 @@ class BotProcess:
 
     @classmethod
     async def start(cls, env: dict[str, str], cwd: Path) -> BotProcess:
-        process = await asyncio.create_subprocess_exec(
+        process = await spawn(
             *CLAWBOT,
             "run",
             "--channel",
