@@ -24,7 +24,7 @@ from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
-from telegram import Bot, ReplyParameters, Update
+from telegram import Bot, Message, ReplyParameters, Update
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest, RequestData
 
@@ -205,10 +205,12 @@ async def hand_over(handle: UpdateHandler, update: Update, attempts: int) -> boo
 async def tell_not_taken_in(bot: Bot, update: Update, scrub: Callable[[str], str]) -> None:
     """Tell the chat an update came from that it was not stored and will not come again, with
     the Bot directly (the outbox may be what failed); best effort. A message gets a reply in its
-    chat and topic; a press of a button on a message the bot can no longer see gets the notice
-    as the query's answer (Telegram refuses it if the press was answered already)."""
-    message = update.effective_message
+    chat and topic, a button press a reply to the message the button is under (the press was
+    answered already); a press without a message (an inline one) gets the query's answer."""
     query = update.callback_query
+    message = update.message or update.channel_post
+    if message is None and query is not None and isinstance(query.message, Message):
+        message = query.message
     try:
         async with asyncio.timeout(NOTICE_TIMEOUT):
             if message is not None:
@@ -221,6 +223,8 @@ async def tell_not_taken_in(bot: Bot, update: Update, scrub: Callable[[str], str
                         message_id=message.message_id, allow_sending_without_reply=True
                     ),
                 )
+            elif query is not None and query.message is not None:  # too old to be shown
+                await bot.send_message(chat_id=query.message.chat.id, text=NOT_TAKEN_IN)
             elif query is not None:
                 await bot.answer_callback_query(query.id, text=NOT_TAKEN_IN, show_alert=True)
     except (TelegramError, TimeoutError) as exc:

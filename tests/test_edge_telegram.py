@@ -433,6 +433,41 @@ async def test_a_polled_message_the_handler_keeps_failing_on_is_answered_with_a_
     assert server.updates == []
 
 
+async def test_a_button_press_the_handler_keeps_failing_on_is_answered_under_its_message(
+    harness: TelegramHarness,
+) -> None:
+    server = harness.server
+    bot = Bot(harness.token, base_url=f"{server.url}/bot", request=BotApiRequest())
+    question = harness.build_message("Run it?", chat_id="1001", from_self=True)
+    server.store_message(question)
+
+    async def handle(update: Update) -> None:
+        raise RuntimeError("the store is read-only")
+
+    intake = PollingIntake(
+        bot, handle, timeout=30, allowed_updates=["callback_query"], scrub=lambda text: text
+    )
+    await bot.initialize()
+    await intake.start()
+    try:
+        press = {
+            "id": server.new_callback_query(),
+            "from": {"id": 1001, "is_bot": False, "first_name": "Ann"},
+            "message": question,
+            "chat_instance": "-100177",
+            "data": "/deny k7m2pq",
+        }
+        await server.push_update({"callback_query": press})
+        await server.wait_for(lambda: not server.updates and server.polls_waiting > 0)
+    finally:
+        await intake.stop()
+        await bot.shutdown()
+
+    [notice] = harness.sent()
+    assert (notice.chat_id, notice.text) == ("1001", NOT_TAKEN_IN)
+    assert notice.raw["reply_parameters"]["message_id"] == question["message_id"]
+
+
 # ---------------------------------------------------------------- start-up errors
 
 
