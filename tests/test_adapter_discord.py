@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from adapters.discord import DiscordAdapter, inbound_from_message, outbound_arguments
 from clawbot.channels import NOT_TAKEN_IN, Adapter, ChatCursor
 from clawbot.errors import ConfigError, DeliveryError, InputError
-from clawbot.messages import InboundMessage, OutboundMessage
+from clawbot.messages import Action, InboundMessage, OutboundMessage
 from clawbot.rendering import RenderedPart
 from clawbot.settings import Settings
 from tests.standins.discord import (
@@ -430,14 +430,15 @@ async def test_handler_failure_does_not_stop_intake(harness: DiscordHarness) -> 
     assert seen == ["boom", "still here"]
 
 
+async def failing_handler(message: InboundMessage) -> None:
+    raise RuntimeError("the store is read-only")
+
+
 async def test_a_message_the_handler_failed_on_is_answered_with_a_notice(
     harness: DiscordHarness,
 ) -> None:
-    async def failing(message: InboundMessage) -> None:
-        raise RuntimeError("the store is read-only")
-
     adapter = harness.make_adapter()
-    await adapter.start(failing)
+    await adapter.start(failing_handler)
     try:
         message_id = await harness.inject_message("are you there?", chat_type="group", mention=True)
         [notice] = await harness.wait_sent(1)
@@ -446,6 +447,23 @@ async def test_a_message_the_handler_failed_on_is_answered_with_a_notice(
 
     assert (notice.chat_id, notice.text) == (GENERAL_CHANNEL_ID, NOT_TAKEN_IN)
     assert notice.raw["message_reference"]["message_id"] == message_id
+
+
+async def test_a_button_press_the_handler_failed_on_is_answered_with_a_notice(
+    harness: DiscordHarness,
+) -> None:
+    adapter = harness.make_adapter()
+    await adapter.start(failing_handler)
+    try:
+        deny = Action(label="Deny", command="/deny k7m2pq")
+        await adapter.send(outbound(GENERAL_CHANNEL_ID, "Run it?", actions=(deny,)))
+        [question] = harness.sent()
+        await harness.press(question, "Deny")
+        [_, notice] = await harness.wait_sent(2)
+    finally:
+        await adapter.stop()
+
+    assert (notice.chat_id, notice.text) == (GENERAL_CHANNEL_ID, NOT_TAKEN_IN)
 
 
 async def test_malformed_gateway_update_does_not_break_the_connection(
