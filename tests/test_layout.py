@@ -183,3 +183,99 @@ def test_code_outside_the_store_uses_only_its_interface() -> None:
     ``open_store``), so a second backend needs no change outside ``clawbot/store/``."""
     offenders = store_imports_outside_the_store(ROOT)
     assert offenders == [], "store internals imported: " + "; ".join(offenders)
+
+
+ROW_READS = {"fetchone", "lookup_here"}
+"""Calls that give one row of a query."""
+ROWS_READS = {"fetchall", "fetchmany"}
+"""Calls that give a list of rows."""
+
+
+def _is_int_index(index: ast.expr) -> bool:
+    """``[2]``, ``[-1]``, ``[1:]``, ``[:8]``: a position written as a number."""
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+        index = index.operand
+    if isinstance(index, ast.Constant):
+        return isinstance(index.value, int)
+    if isinstance(index, ast.Slice):
+        bounds = [b for b in (index.lower, index.upper, index.step) if b is not None]
+        return bool(bounds) and all(_is_int_index(b) for b in bounds)
+    return False
+
+
+def _called(node: ast.expr, names: set[str]) -> bool:
+    if isinstance(node, ast.Await):
+        node = node.value
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in names
+    )
+
+
+def positional_row_reads(source: str) -> list[int]:
+    """The lines that read a query's row by position (``row[2]``, ``found[0]``,
+    ``rows[-1][0]``, ``db.execute(...).fetchone()[0]``, ``row[1:]``) instead of by name. A
+    row is a name called ``row``, one bound to a ``fetchone()``, a loop variable over rows,
+    or one of a list of rows; rows are a name called ``rows`` or bound to a ``fetchall()``.
+    Taking one row of a list (``rows[0] if rows else None``) is not a positional read."""
+    tree = ast.parse(source)
+    one, many = {"row"}, {"rows"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {t.id for t in targets if isinstance(t, ast.Name)}
+            if _called(node.value, ROW_READS):
+                one |= names
+            elif _called(node.value, ROWS_READS):
+                many |= names
+
+    def is_rows(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id in many) or _called(node, ROWS_READS)
+
+    loops = [n for n in ast.walk(tree) if isinstance(n, ast.For | ast.comprehension)]
+    for loop in loops:
+        if isinstance(loop.target, ast.Name) and is_rows(loop.iter):
+            one.add(loop.target.id)
+
+    def is_row(node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in one
+        if isinstance(node, ast.Subscript):
+            return _is_int_index(node.slice) and is_rows(node.value)
+        return _called(node, ROW_READS)
+
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript) and _is_int_index(node.slice) and is_row(node.value)
+    )
+
+
+def test_positional_row_reads_are_found() -> None:
+    source = (
+        "async def f(db, database):\n"
+        "    found = await database.fetchone('SELECT 1')\n"  # 2
+        "    a = found[0]\n"  # 3
+        "    rows = db.execute('SELECT 1').fetchall()\n"
+        "    b = rows[-1][0]\n"  # 5
+        "    c = db.execute('SELECT 1').fetchone()[0]\n"  # 6
+        "    listed = await database.fetchall('SELECT 1')\n"
+        "    d = [item[1:] for item in listed]\n"  # 8
+        "    first = listed[0] if listed else None\n"  # one row of a list: fine
+        "    (named,) = found\n"  # unpacked by name: fine
+        "    vectors = embed()\n"
+        "    e = vectors[0]\n"  # not a row: fine
+        "    for row in rows:\n"
+        "        g = row[:2]\n"  # 14
+    )
+    assert positional_row_reads(source) == [3, 5, 6, 8, 14]
+
+
+def test_store_reads_rows_by_name() -> None:
+    """issue 20: rows become named, typed records; no positional indexes into tuples."""
+    offenders = []
+    for path in sorted((ROOT / "clawbot" / "store").glob("*.py")):
+        lines = positional_row_reads(path.read_text(encoding="utf-8"))
+        offenders += [f"{path.relative_to(ROOT)}:{line}" for line in lines]
+    assert offenders == [], "rows read by position: " + ", ".join(offenders)

@@ -26,7 +26,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clawbot.memory import Memory, MemoryHit, MemoryQuery
 from clawbot.memory.embeddings import Embedder
@@ -91,22 +91,61 @@ def _any_of(words: Sequence[str]) -> str:
     return " OR ".join(f'"{word}"' for word in words)
 
 
-def _memory(row: Sequence[Any]) -> Memory:
-    namespace, key, text, tags, session_key, agent_id, created, updated = row[:8]
-    return Memory(
-        namespace=namespace,
-        key=key,
-        text=text,
-        tags=tuple(tags.split()),
-        session_key=session_key,
-        agent_id=agent_id,
-        created_at=datetime.fromisoformat(created),
-        updated_at=datetime.fromisoformat(updated),
-    )
+class MemoryRow(NamedTuple):
+    """One memory as ``_COLUMNS`` selects it."""
+
+    namespace: str
+    key: str
+    text: str
+    tags: str
+    session_key: str
+    agent_id: str
+    created_at: str
+    updated_at: str
+    id: int
+
+    def memory(self) -> Memory:
+        return Memory(
+            namespace=self.namespace,
+            key=self.key,
+            text=self.text,
+            tags=tuple(self.tags.split()),
+            session_key=self.session_key,
+            agent_id=self.agent_id,
+            created_at=datetime.fromisoformat(self.created_at),
+            updated_at=datetime.fromisoformat(self.updated_at),
+        )
 
 
-def _row(memory: Memory) -> tuple[str, ...]:
-    return (
+class Match(NamedTuple):
+    """A memory full-text search found, with its SQL ``score``: bm25 times the session and
+    agent boost, lower is better (as FTS5 ranks)."""
+
+    row: MemoryRow
+    score: float
+
+
+def _match(*columns: Any) -> Match:
+    """The ``Match`` of a row of ``_COLUMNS`` and its score."""
+    *memory, score = columns
+    return Match(MemoryRow(*memory), float(score))
+
+
+class MemoryWrite(NamedTuple):
+    """The values ``_UPSERT`` and ``_RESTORE`` write for one memory."""
+
+    namespace: str
+    key: str
+    text: str
+    tags: str
+    session_key: str
+    agent_id: str
+    created_at: str
+    updated_at: str
+
+
+def _row(memory: Memory) -> MemoryWrite:
+    return MemoryWrite(
         memory.namespace,
         memory.key,
         redactor.redact(memory.text),
@@ -133,8 +172,8 @@ def _within(namespaces: Sequence[str] | None, tags: Sequence[str]) -> tuple[str,
     return sql, params
 
 
-def _search(db: sqlite3.Connection, query: MemoryQuery, words: Sequence[str]) -> list[Any]:
-    """The rows of the best matches: the words counted (up to ``FREQUENT`` each), the
+def _search(db: sqlite3.Connection, query: MemoryQuery, words: Sequence[str]) -> list[Match]:
+    """The best matches: the words counted (up to ``FREQUENT`` each), the
     rarest searched, bm25's best re-ranked by the session and agent boost."""
     counted = db.execute(
         "SELECT w.value, (SELECT count(*) FROM (SELECT rowid FROM memories_fts"
@@ -149,14 +188,16 @@ def _search(db: sqlite3.Connection, query: MemoryQuery, words: Sequence[str]) ->
     if not terms:
         if not by_rarity:
             return []  # no memory holds any of the words
-        terms = [by_rarity[0][2]]
-        row = db.execute(
+        _, _, rarest = by_rarity[0]
+        terms = [rarest]
+        oldest = db.execute(
             "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
             " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
             (_any_of(terms), NEWEST - 1),
         ).fetchone()
-        if row is not None:
-            newest, bound = " AND memories_fts.rowid >= ?", (row[0],)
+        if oldest is not None:
+            (oldest_rowid,) = oldest
+            newest, bound = " AND memories_fts.rowid >= ?", (oldest_rowid,)
     where, filters = _within(query.namespaces, query.tags)
     match = (_any_of(terms), *bound)
     boost = (query.session_key, query.agent_id)
@@ -175,13 +216,13 @@ def _search(db: sqlite3.Connection, query: MemoryQuery, words: Sequence[str]) ->
             f" WHERE memories_fts MATCH ?{newest}{where} ORDER BY score LIMIT ?",
             (*boost, *match, *filters, query.limit),
         ).fetchall()
-    return rows
+    return [_match(*row) for row in rows]
 
 
-def _boost(row: Sequence[Any], query: MemoryQuery) -> float:
+def _boost(row: MemoryRow, query: MemoryQuery) -> float:
     """The session and agent factor of a row, as ``_BOOST`` computes it in SQL."""
-    session = SESSION_BOOST if row[4] == query.session_key else 0.0
-    agent = AGENT_BOOST if row[5] == query.agent_id else 0.0
+    session = SESSION_BOOST if row.session_key == query.session_key else 0.0
+    agent = AGENT_BOOST if row.agent_id == query.agent_id else 0.0
     return 1.0 + session + agent
 
 
@@ -192,15 +233,15 @@ def _hybrid(
     vector: Vectors,
     matrix: VectorMatrix,
     check: bool,
-) -> list[tuple[Any, float]] | None:
-    """The best matches by the blend of bm25 and meaning (``clawbot.memory.ranking``), as
-    (row, score); None when ``check`` finds another process changed the vectors."""
+) -> list[MemoryHit] | None:
+    """The best matches by the blend of bm25 and meaning (``clawbot.memory.ranking``);
+    None when ``check`` finds another process changed the vectors."""
     if check and read_state(db) != matrix.state:
         return None
     wanted = max(query.limit * 2, 10)
     by_words = _search(db, replace(query, limit=wanted), words) if words else []
-    rows = {int(row[8]): row for row in by_words}
-    bm25 = {int(row[8]): -float(row[9]) / _boost(row, query) for row in by_words}
+    rows = {m.row.id: m.row for m in by_words}
+    bm25 = {m.row.id: -m.score / _boost(m.row, query) for m in by_words}
     near = matrix.nearest(vector, query.namespaces, wanted)
     others = [n.memory_id for n in near if n.memory_id not in rows]
     if others:
@@ -210,14 +251,14 @@ def _hybrid(
             f"{where}",
             (*others, *filters),
         ).fetchall()
-        rows.update((int(row[8]), row) for row in found)
+        rows.update((stored.id, stored) for stored in map(MemoryRow._make, found))
     similarity = {n.memory_id: n.similarity for n in near}
     similarity.update(matrix.similarity(vector, [i for i in rows if i not in similarity]))
     candidates = []
     for memory_id, row in rows.items():
         held = 0.0  # the words count only for what full-text search found
         if memory_id in bm25:  # (at least one of them, if in another spelling: diacritics)
-            held = max(coverage(words, row[1], row[2], row[3]), 1 / len(words))
+            held = max(coverage(words, row.key, row.text, row.tags), 1 / len(words))
         candidates.append(
             Candidate(
                 memory_id=memory_id,
@@ -227,7 +268,8 @@ def _hybrid(
                 boost=_boost(row, query),
             )
         )
-    return [(rows[r.memory_id], r.score) for r in blend(candidates, query.limit)]
+    ranked = blend(candidates, query.limit)
+    return [MemoryHit(memory=rows[r.memory_id].memory(), score=r.score) for r in ranked]
 
 
 class SqliteMemories:
@@ -288,14 +330,15 @@ class SqliteMemories:
                 f"SELECT {_COLUMNS} FROM memories m WHERE m.namespace = ? AND m.key = ?",
                 (namespace, key),
             ).fetchone()
+            stored = MemoryRow(*row)
             if semantic is not None and before is not None:
-                memory_id = int(row[8])
+                memory_id = stored.id
                 if vectors is not None:
                     semantic.store(db, memory_id, vectors)
                     semantic.matrix.write(before, read_state(db), memory_id, namespace, vectors)
                 else:  # its old vectors are gone (the trigger): out of the matrix too
                     semantic.matrix.drop(before, read_state(db), [memory_id])
-            return _memory(row)
+            return stored.memory()
 
         return await self._database.grouped(upsert)
 
@@ -306,14 +349,15 @@ class SqliteMemories:
         semantic = self._semantic
         vectors = None
         if semantic is not None and rows and await semantic.ready():
-            vectors = await semantic.vectors([(row[1], row[2]) for row in rows])
+            vectors = await semantic.vectors([(row.key, row.text) for row in rows])
 
         def write(db: sqlite3.Connection) -> int:
             db.executemany(_RESTORE, rows)
             if semantic is not None:
                 for row, found in zip(rows, vectors or (), strict=False):
                     (memory_id,) = db.execute(
-                        "SELECT id FROM memories WHERE namespace = ? AND key = ?", row[:2]
+                        "SELECT id FROM memories WHERE namespace = ? AND key = ?",
+                        (row.namespace, row.key),
                     ).fetchone()
                     semantic.store(db, memory_id, found)
                 semantic.matrix.invalidate()  # many changed: load again at the next search
@@ -328,7 +372,7 @@ class SqliteMemories:
             small=True,
             flush=False,
         )
-        return _memory(row) if row is not None else None
+        return MemoryRow(*row).memory() if row is not None else None
 
     async def forget(self, namespace: str, key: str) -> bool:
         """Delete one memory; False when there was none."""
@@ -345,9 +389,11 @@ class SqliteMemories:
                 "DELETE FROM memories WHERE namespace = ? AND key = ? RETURNING id",
                 (namespace, key),
             ).fetchone()
-            if row is not None:
-                semantic.matrix.drop(before, read_state(db), [int(row[0])])
-            return row is not None
+            if row is None:
+                return False
+            (memory_id,) = row
+            semantic.matrix.drop(before, read_state(db), [int(memory_id)])
+            return True
 
         return await self._database.transaction(delete)
 
@@ -362,8 +408,8 @@ class SqliteMemories:
                 return hits
         if not words or query.limit < 1:
             return []
-        rows = await self._database.read(lambda db: _search(db, query, words), flush=False)
-        return [MemoryHit(memory=_memory(row), score=-float(row[9])) for row in rows]
+        found = await self._database.read(lambda db: _search(db, query, words), flush=False)
+        return [MemoryHit(memory=m.row.memory(), score=-m.score) for m in found]
 
     async def _hybrid_search(
         self, semantic: SemanticIndex, query: MemoryQuery, words: Sequence[str]
@@ -378,12 +424,12 @@ class SqliteMemories:
         for check in (True, False):  # another process wrote: load its vectors, once
             seen = semantic.matrix.state
 
-            def rank(db: sqlite3.Connection, check: bool = check) -> list[tuple[Any, float]] | None:
+            def rank(db: sqlite3.Connection, check: bool = check) -> list[MemoryHit] | None:
                 return _hybrid(db, query, words, vector, semantic.matrix, check)
 
             ranked = await self._database.read(rank, flush=False)
             if ranked is not None:
-                return [MemoryHit(memory=_memory(row), score=score) for row, score in ranked]
+                return ranked
             await semantic.refresh(seen)
             if not semantic.active:
                 return None
@@ -400,7 +446,7 @@ class SqliteMemories:
             (session_key, *params, limit),
             flush=False,
         )
-        return [_memory(row) for row in rows]
+        return [MemoryRow(*row).memory() for row in rows]
 
     async def list(self, namespace: str | None = None) -> builtins.list[Memory]:
         """Every memory (of one namespace when given), by namespace and key."""
@@ -410,7 +456,7 @@ class SqliteMemories:
             params,
             flush=False,
         )
-        return [_memory(row) for row in rows]
+        return [MemoryRow(*row).memory() for row in rows]
 
     async def count(self) -> int:
         (total,) = await self._database.fetchone("SELECT count(*) FROM memories", flush=False)

@@ -21,7 +21,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clawbot.errors import ClawbotError
 from clawbot.memory.chunks import embedded_texts
@@ -67,6 +67,21 @@ class Near:
 
     memory_id: int
     similarity: float
+
+
+class _Unembedded(NamedTuple):
+    """A memory a backfill embeds, as ``_MISSING`` and ``_EVERY`` select it."""
+
+    memory_id: int
+    key: str
+    text: str
+
+
+class _Place(NamedTuple):
+    """Where a memory's vectors are in the matrix: its namespace's block and their rows."""
+
+    namespace: str
+    rows: list[int]
 
 
 def read_state(db: sqlite3.Connection) -> State:
@@ -134,7 +149,7 @@ class VectorMatrix:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._blocks: dict[str, _Block] = {}
-        self._rows_of: dict[int, tuple[str, list[int]]] = {}
+        self._rows_of: dict[int, _Place] = {}
         self._dims = 0
         self.state: State | None = None
         """As of the last load or own write; None: load before use."""
@@ -154,9 +169,12 @@ class VectorMatrix:
                 block.rows[: len(picked)] = vectors[picked]
                 block.size = len(picked)
                 for offset, row in enumerate(picked):
-                    memory_id = owners[row][0]
+                    memory_id, _ = owners[row]
                     block.owner[offset] = memory_id
-                    self._rows_of.setdefault(memory_id, (namespace, []))[1].append(offset)
+                    place = self._rows_of.get(memory_id)
+                    if place is None:
+                        place = self._rows_of[memory_id] = _Place(namespace, [])
+                    place.rows.append(offset)
             self.state = state
 
     def write(
@@ -224,7 +242,7 @@ class VectorMatrix:
             for memory_id in memory_ids:
                 where = self._rows_of.get(memory_id)
                 if where is not None:
-                    rows = self._blocks[where[0]].rows[where[1]]
+                    rows = self._blocks[where.namespace].rows[where.rows]
                     found[memory_id] = float((rows @ query).max())
             return found
 
@@ -232,7 +250,7 @@ class VectorMatrix:
         block = self._blocks.get(namespace)
         if block is None:
             block = self._blocks[namespace] = _Block(vectors.shape[1])
-        self._rows_of[memory_id] = (namespace, block.append(memory_id, vectors))
+        self._rows_of[memory_id] = _Place(namespace, block.append(memory_id, vectors))
 
     def _blank(self, memory_id: int) -> bool:
         """Blank a memory's rows; whether their block is now mostly blanks (a rewritten
@@ -240,8 +258,8 @@ class VectorMatrix:
         where = self._rows_of.pop(memory_id, None)
         if where is None:
             return False
-        block = self._blocks[where[0]]
-        block.blank(where[1])
+        block = self._blocks[where.namespace]
+        block.blank(where.rows)
         return block.blanked > max(WORN_ROWS, block.size // 2)
 
 
@@ -351,24 +369,25 @@ class SemanticIndex:
             )
             if not rows:
                 break
-            after = int(rows[-1][0])
-            items = [(int(i), str(key), str(text)) for i, key, text in rows]
-            vectors = await self.vectors([(key, text) for _, key, text in items])
+            items = [_Unembedded(int(i), str(key), str(text)) for i, key, text in rows]
+            after = items[-1].memory_id
+            vectors = await self.vectors([(item.key, item.text) for item in items])
             if vectors is None:
                 break
 
             def write(
                 db: sqlite3.Connection,
                 found: list[Vectors] = vectors,
-                items: list[tuple[int, str, str]] = items,
+                items: list[_Unembedded] = items,
             ) -> int:
                 written = 0
-                for (memory_id, _, text), rows_ in zip(items, found, strict=True):
+                for item, rows_ in zip(items, found, strict=True):
                     still = db.execute(
-                        "SELECT 1 FROM memories WHERE id = ? AND text = ?", (memory_id, text)
+                        "SELECT 1 FROM memories WHERE id = ? AND text = ?",
+                        (item.memory_id, item.text),
                     ).fetchone()
                     if still is not None:  # changed meanwhile: its writer embedded it
-                        self.store(db, memory_id, rows_)
+                        self.store(db, item.memory_id, rows_)
                         written += 1
                 return written
 
@@ -391,8 +410,9 @@ def _matrix(rows: list[Any]) -> tuple[list[tuple[int, str]], Vectors]:
 
     if not rows:
         return [], np.zeros((0, 1), dtype=np.float32)
-    size = len(rows[0][2])
-    usable = [row for row in rows if len(row[2]) == size]
-    matrix = np.frombuffer(b"".join(row[2] for row in usable), dtype="<f4")
-    owners = [(int(row[0]), str(row[1])) for row in usable]
+    _, _, first = rows[0]
+    size = len(first)
+    usable = [(m, n, blob) for m, n, blob in rows if len(blob) == size]
+    matrix = np.frombuffer(b"".join(blob for _, _, blob in usable), dtype="<f4")
+    owners = [(int(memory_id), str(namespace)) for memory_id, namespace, _ in usable]
     return owners, matrix.reshape(len(usable), size // 4).astype(np.float32)

@@ -136,6 +136,11 @@ def _entry(row: Sequence[Any]) -> TranscriptEntry:
     )
 
 
+def _stored(row_id: int, *columns: Any) -> StoredEntry:
+    """A ``messages`` row of its id and ``_ENTRY_COLUMNS`` as a StoredEntry."""
+    return StoredEntry(int(row_id), _entry(columns))
+
+
 def _session(row: Sequence[Any]) -> Session:
     """A ``sessions`` row (its ``_SESSION_COLUMNS``) as a Session."""
     (
@@ -192,9 +197,12 @@ class SqliteTranscripts:
             " WHERE session_key = ? AND epoch = ? AND compaction_id IS NULL"
         )
         rows = await self._entry_rows(sql, (key, epoch), limit)
+        summary = None
+        if found is not None:
+            (text,) = found
+            summary = str(text)
         return LiveTranscript(
-            summary=None if found is None else str(found[0]),
-            entries=tuple(StoredEntry(int(row[0]), _entry(row[1:])) for row in reversed(rows)),
+            summary=summary, entries=tuple(_stored(*row) for row in reversed(rows))
         )
 
     async def compact(self, key: str, epoch: int, compaction: NewCompaction) -> int:
