@@ -40,6 +40,15 @@ class ApprovalRequest:
 
 
 @dataclass(frozen=True)
+class OpenedRequest:
+    """What storing a request found: the request as stored, and whether this call stored
+    it (False: the same call had asked before, as a turn re-run after a restart does)."""
+
+    request: ApprovalRequest
+    new: bool
+
+
+@dataclass(frozen=True)
 class Grant:
     """Lets a guarded tool run without asking: in one ``run`` (for one resource) or for a
     ``session`` (until ``/new``: ``root_epoch`` is the root session's epoch when granted)."""

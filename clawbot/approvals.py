@@ -198,9 +198,10 @@ class Approvals:
                 answered_at=None,
             )
             paused = tool_round.paused_at(call, wanted.id) if tool_round is not None else None
-            stored, new = await self.store.approvals.open_request(wanted, paused)
-            if stored is None:
+            opened = await self.store.approvals.open_request(wanted, paused)
+            if opened is None:
                 continue  # the id was taken by another request: draw again
+            stored, new = opened.request, opened.new
             if new and paused is not None:
                 self._runs_with_rounds.add(run_id)
                 if self._may_have_rounds is not None:

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from clawbot.agents import AgentSpec
 from clawbot.clock import Clock, SystemClock
-from clawbot.errors import ToolError
+from clawbot.errors import ClawbotError, ToolError
 from clawbot.tools import Tool, ToolContext, make_tool
 from clawbot.workspace import RECHECK_SECONDS
 
@@ -38,8 +38,9 @@ class Skill:
     requires_tools: tuple[str, ...] = ()
 
 
-class SkillError(ValueError):
-    """A SKILL.md file whose front matter cannot be used."""
+class SkillError(ClawbotError):
+    """A SKILL.md file whose front matter cannot be used. The message names the line to fix;
+    the library leaves the skill out and lists the problem."""
 
 
 def parse_skill(text: str, path: Path) -> Skill:

@@ -31,17 +31,23 @@ def test_agents_folder_is_data_not_a_package() -> None:
     assert not list((ROOT / "agents").glob("*.py"))
 
 
-def import_graph(root: Path, package: str = "clawbot") -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports: every ``import`` and ``from ...
+def import_graph(
+    root: Path, packages: tuple[str, ...] = ("clawbot", "adapters")
+) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports: every ``import`` and ``from ...
     import`` anywhere in the file (type-only and function-level ones too), relative ones
-    resolved; ``from pkg import name`` counts ``pkg.name`` when that is a module."""
+    resolved; ``from pkg import name`` counts ``pkg.name`` when that is a module. Importing
+    ``a.b.c`` runs ``a/b/__init__.py`` first, so it counts ``a.b`` too, unless the importer
+    lives inside ``a.b`` (its own packages are initialized before it)."""
     files = {}
-    for path in (root / package).rglob("*.py"):
-        parts = path.relative_to(root).with_suffix("").parts
-        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     graph: dict[str, set[str]] = {}
     for module, path in files.items():
         here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        own_packages = {".".join(here[:n]) for n in range(1, len(here) + 1)}
         targets: list[str] = []
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -51,7 +57,12 @@ def import_graph(root: Path, package: str = "clawbot") -> dict[str, set[str]]:
                 target = ".".join([*base, *([node.module] if node.module else [])])
                 targets.append(target)
                 targets += [f"{target}.{alias.name}" for alias in node.names]
-        graph[module] = {t for t in targets if t in files and t != module}
+        parents = [
+            ".".join(t.split(".")[:n]) for t in targets for n in range(1, t.count(".") + 1)
+        ]
+        graph[module] = {t for t in targets if t in files and t != module} | {
+            p for p in parents if p in files and p not in own_packages
+        }
     return graph
 
 
@@ -86,11 +97,38 @@ def test_import_graph_finds_relative_and_type_only_cycles(tmp_path: Path) -> Non
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..top import X\n"
     )
     (package / "top.py").write_text("import clawbot.inner\nX = 1\n")
-    graph = import_graph(tmp_path)
+    graph = import_graph(tmp_path, ("clawbot",))
     assert graph["clawbot.inner"] == {"clawbot.inner.leaf"}
     assert graph["clawbot.inner.leaf"] == {"clawbot.top"}
     assert import_cycles(graph) == [
         ["clawbot.inner", "clawbot.inner.leaf", "clawbot.top", "clawbot.inner"]
+    ]
+
+
+def test_import_graph_finds_a_cycle_through_a_package_init(tmp_path: Path) -> None:
+    """``pkg/__init__`` imports ``impl``, which imports ``user``, which imports
+    ``pkg.records``: importing ``pkg.records`` runs ``pkg/__init__`` first, so Python
+    fails on a partially initialized module although no file imports ``pkg`` itself."""
+    package = tmp_path / "clawbot"
+    (package / "pkg").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "pkg" / "__init__.py").write_text("from clawbot.impl import run\n")
+    (package / "pkg" / "records.py").write_text("Record = int\n")
+    (package / "impl.py").write_text("from clawbot.user import use\nrun = use\n")
+    (package / "user.py").write_text("from clawbot.pkg.records import Record\nuse = Record\n")
+    assert import_cycles(import_graph(tmp_path, ("clawbot",))) == [
+        ["clawbot.impl", "clawbot.user", "clawbot.pkg", "clawbot.impl"]
+    ]
+
+
+def test_import_graph_covers_the_adapters(tmp_path: Path) -> None:
+    for package in ("clawbot", "adapters"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "adapters" / "one.py").write_text("from adapters import two\n")
+    (tmp_path / "adapters" / "two.py").write_text("from adapters.one import X\n")
+    assert import_cycles(import_graph(tmp_path)) == [
+        ["adapters.one", "adapters.two", "adapters.one"]
     ]
 
 

@@ -102,4 +102,4 @@ def test_every_setting_is_documented_in_env_example() -> None:
     example = (Path(__file__).resolve().parent.parent / ".env.example").read_text()
     for name, field in Settings.model_fields.items():
         aliases = getattr(field.validation_alias, "choices", None) or [f"CLAWBOT_{name.upper()}"]
-        assert any(str(alias) in example for alias in aliases), name
+        assert str(aliases[0]) in example, name  # the name the README uses

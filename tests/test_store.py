@@ -18,11 +18,11 @@ from clawbot.clock import ManualClock
 from clawbot.errors import StoreError
 from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
-from clawbot.migrations import migrations
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import JobSummary, SqliteStore, new_id
 from clawbot.store.database import Database
+from clawbot.store.migrations import migrations, statements
 from clawbot.testing import MemoryChannel, ScriptedModel
 
 from .conftest import Chat, sqlite_store
@@ -33,7 +33,7 @@ T = TypeVar("T")
 async def test_a_new_database_is_migrated_to_the_latest_schema(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path / "db.sqlite")
     try:
-        assert await store.schema_version() == migrations()[-1][0]
+        assert await store.schema_version() == migrations()[-1].number
     finally:
         await store.close()
 
@@ -81,7 +81,7 @@ async def test_migrations_another_process_applied_meanwhile_are_not_applied_agai
     """Two processes opening a new home at once (a bot starting while an operator runs
     `clawbot pairing list`): the one that read the version before the other migrated
     finds each migration done once it holds the write lock, and opens cleanly."""
-    _database_at_schema(tmp_path / "db.sqlite", migrations()[-1][0]).close()
+    _database_at_schema(tmp_path / "db.sqlite", migrations()[-1].number).close()
 
     async def read_before_the_other_migrated(_database: Database) -> int:
         return 0
@@ -92,7 +92,7 @@ async def test_migrations_another_process_applied_meanwhile_are_not_applied_agai
 
     raw = sqlite3.connect(tmp_path / "db.sqlite")
     try:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == migrations()[-1][0]
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == migrations()[-1].number
     finally:
         raw.close()
 
@@ -586,3 +586,8 @@ async def test_the_owners_are_the_sessions_with_children_in_the_order_of_their_f
         assert await store.sessions.owners() == ["memory:early", "memory:late"]
     finally:
         await store.close()
+
+
+def test_a_migration_that_ends_inside_a_statement_is_a_store_error() -> None:
+    with pytest.raises(StoreError, match="ends inside a statement"):
+        statements("CREATE TABLE half (a INTEGER;\nCREATE TABLE other (b")

@@ -13,6 +13,7 @@ from clawbot.approval_records import (
     ApprovalStatus,
     Grant,
     GrantScope,
+    OpenedRequest,
 )
 from clawbot.paused_rounds import PausedRound
 from clawbot.redaction import redactor
@@ -97,14 +98,14 @@ class SqliteApprovals:
 
     async def open_request(
         self, request: ApprovalRequest, paused: PausedRound | None = None
-    ) -> tuple[ApprovalRequest | None, bool]:
+    ) -> OpenedRequest | None:
         """Store a new request, with the round its call waits in (masked like a transcript
         row), or find the one already stored for the same call (a turn re-run after a
-        restart asks again); the stored request and whether it is new. None when the
-        id is already another call's: the caller draws another."""
+        restart asks again). None when the id is already another call's: the caller draws
+        another."""
         round_json = redactor.redact(paused.to_json()) if paused is not None else None
 
-        def upsert(db: sqlite3.Connection) -> tuple[ApprovalRequest | None, bool]:
+        def upsert(db: sqlite3.Connection) -> OpenedRequest | None:
             cursor = db.execute(
                 f"INSERT OR IGNORE INTO approvals ({_REQUEST_COLUMNS}, round_json) VALUES"
                 " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -134,7 +135,9 @@ class SqliteApprovals:
                 f"SELECT {_REQUEST_COLUMNS} FROM approvals WHERE call_key = ?",
                 (request.call_key,),
             ).fetchone()
-            return (_request(row) if row is not None else None), cursor.rowcount == 1
+            if row is None:
+                return None
+            return OpenedRequest(_request(row), new=cursor.rowcount == 1)
 
         return await self._database.transaction(upsert)
 

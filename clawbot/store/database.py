@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 import aiosqlite
 
 from clawbot.errors import StoreError
-from clawbot.migrations import migrations, statements
+from clawbot.store.migrations import migrations, statements
 
 log = logging.getLogger(__name__)
 BUSY_WAIT = 5.0
@@ -473,7 +473,7 @@ async def _migrate(database: Database) -> None:
     """Apply the migrations the database lacks, each in a transaction of its own."""
     version = await database.schema_version()
     known = migrations()
-    latest = max((number for number, _name, _script in known), default=0)
+    latest = max((migration.number for migration in known), default=0)
     if version > latest:
         raise StoreError(
             f"the database {database.path} was written by a newer clawbot (schema {version})",

@@ -8,11 +8,16 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Protocol
 
 from clawbot.agents import AgentRecord
-from clawbot.approval_records import ApprovalRequest, ApprovalScope, ApprovalStatus, Grant
+from clawbot.approval_records import (
+    ApprovalRequest,
+    ApprovalScope,
+    ApprovalStatus,
+    Grant,
+    OpenedRequest,
+)
 from clawbot.audit import AuditRecord, AuditStatus
 from clawbot.backlog import BacklogItem
 from clawbot.channels import ChatCursor
@@ -369,10 +374,10 @@ class Approvals(Protocol):
 
     async def open_request(
         self, request: ApprovalRequest, paused: PausedRound | None = None
-    ) -> tuple[ApprovalRequest | None, bool]:
+    ) -> OpenedRequest | None:
         """Store a new request (with the round its call waits in), or find the one stored
-        for the same call (``call_key``); the stored request and whether it is new (None
-        when the request's id is another request's: draw another)."""
+        for the same call (``call_key``). None when the request's id is another request's:
+        draw another."""
         ...
 
     async def paused_round(self, turn_id: str) -> PausedRound | None:
@@ -487,11 +492,6 @@ class Store(Protocol):
     @property
     def owner(self) -> str:
         """Who holds the leases of the jobs this process runs (host, pid, a per-open tag)."""
-        ...
-
-    @property
-    def path(self) -> Path:
-        """Where the store keeps its data."""
         ...
 
     async def flush(self) -> None:

@@ -9,19 +9,33 @@ from __future__ import annotations
 
 import sqlite3
 from importlib import resources
+from typing import NamedTuple
+
+from clawbot.errors import StoreError
 
 
-def migrations() -> list[tuple[int, str, str]]:
-    """(number, name, sql) of every migration, in ascending order of number."""
+class Migration(NamedTuple):
+    """One ``NNNN_name.sql`` file: its number, its name and its script."""
+
+    number: int
+    name: str
+    script: str
+
+
+def migrations() -> list[Migration]:
+    """Every migration, in ascending order of number."""
     found = []
     for item in resources.files(__name__).iterdir():
         if item.name.endswith(".sql"):
             number, _, name = item.name.removesuffix(".sql").partition("_")
-            found.append((int(number), name, item.read_text(encoding="utf-8")))
+            found.append(Migration(int(number), name, item.read_text(encoding="utf-8")))
     found.sort()
-    numbers = [number for number, _, _ in found]
+    numbers = [migration.number for migration in found]
     if len(set(numbers)) != len(numbers):
-        raise RuntimeError(f"two migrations share a number: {numbers}")
+        raise StoreError(
+            f"two migrations share a number: {numbers}",
+            hint="give the newer migration file the next free number",
+        )
     return found
 
 
@@ -38,7 +52,10 @@ def statements(script: str) -> list[str]:
                 found.append(current.strip())
             current = ""
     if current.strip() and not _only_comments(current):
-        raise RuntimeError(f"a migration ends inside a statement: {current.strip()[:80]!r}")
+        raise StoreError(
+            f"a migration ends inside a statement: {current.strip()[:80]!r}",
+            hint="end the migration's last statement with a semicolon",
+        )
     return found
 
 
