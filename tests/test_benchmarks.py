@@ -56,6 +56,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["check, gpt-4o-mini", "exact count near the limit", "compaction's check adds"],
         ),
         (
+            "bench_startup.py",
+            ["--runs", "1"],
+            ["chat: start -> first reply", "run: start -> connected", "run: start -> first reply"],
+        ),
+        (
             "bench_parts.py",
             ["no-intake-journal", "--rounds", "3", "--sessions", "3"],
             ["shipped", "no-intake-journal", "round by round: median"],
