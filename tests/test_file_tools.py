@@ -47,6 +47,14 @@ STALL_LIMIT = 10.0
 """Seconds the event loop may go without answering before a test calls it stopped."""
 
 
+def open_both_ends(fifo: Path) -> int:
+    """The read end of ``fifo``, once its write end was opened and closed too: a call blocked
+    opening either end wakes. The caller closes it."""
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    return reader
+
+
 @asynccontextmanager
 async def loop_watch(fifo: Path) -> AsyncIterator[threading.Event]:
     """An event set if the event loop stopped answering while the block ran.
@@ -63,8 +71,7 @@ async def loop_watch(fifo: Path) -> AsyncIterator[threading.Event]:
         loop.call_soon_threadsafe(answered.set)
         if not answered.wait(STALL_LIMIT):
             stalled.set()
-            held.append(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            held.append(open_both_ends(fifo))
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -167,7 +174,13 @@ async def test_a_named_pipe_is_refused_and_the_event_loop_keeps_running(
     arguments = {key: value for key, value in call.items() if key != "name"}
 
     async with loop_watch(workspace / "pipe") as stalled:
-        content, is_error = await run(workspace, call["name"], path="pipe", **arguments)
+        tool = asyncio.create_task(run(workspace, call["name"], path="pipe", **arguments))
+        done, _ = await asyncio.wait({tool}, timeout=STALL_LIMIT)
+        if not done:  # a worker thread is stuck opening the pipe: free it, then fail
+            os.close(open_both_ends(workspace / "pipe"))
+            await asyncio.wait_for(tool, STALL_LIMIT)
+            pytest.fail(f"the tool waited {STALL_LIMIT:.0f} s for the pipe's other end")
+        content, is_error = tool.result()
 
     assert not stalled.is_set(), "the event loop stopped while the tool ran"
     assert is_error
