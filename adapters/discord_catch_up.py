@@ -25,6 +25,11 @@ from clawbot.messages import InboundMessage
 
 log = logging.getLogger("adapters.discord")
 
+TRACKED_CHATS = 10_000
+"""Chats whose place is kept for a reread after a lost session, the most recently active
+ones (as many as ``TRACKED_SENDERS`` in clawbot.rate_limit): a chat beyond them is forgotten
+as one quiet for longer than the window is."""
+
 MessageTaker = Callable[[discord.Message, int], Awaitable[bool]]
 """``take(message, bot_user_id)``: convert and hand over one message from a chat's history
 (the intake lock held); whether it was taken."""
@@ -61,6 +66,7 @@ class CatchUp:
         floor = discord.utils.time_snowflake(since)
         for chat in chats:  # so a lost session later rereads these chats too
             self._cursors.setdefault((chat.chat_id, chat.thread_id), chat)
+        self._forget_beyond_tracked()
         handed = 0
         async with self._intake:
             for chat in chats:
@@ -96,7 +102,8 @@ class CatchUp:
 
     def remember(self, inbound: InboundMessage) -> None:
         """Note where ``inbound``'s chat got, for reading it again after a lost session; chats
-        quiet for longer than the window are forgotten, so this stays bounded."""
+        quiet for longer than the window, or beyond the TRACKED_CHATS most recently active,
+        are forgotten, so this stays bounded."""
         now = datetime.now(UTC)
         key = (inbound.chat_id, inbound.thread_id)
         self._cursors.pop(key, None)
@@ -110,6 +117,13 @@ class CatchUp:
             oldest = next(iter(self._cursors.values()))
             if oldest.last_seen >= now - self.window:
                 break
+            self._cursors.popitem(last=False)
+        self._forget_beyond_tracked()
+
+    def _forget_beyond_tracked(self) -> None:
+        """Drop the least recently active chats over TRACKED_CHATS: the window alone lets
+        the chats grow with the bot's traffic."""
+        while len(self._cursors) > TRACKED_CHATS:
             self._cursors.popitem(last=False)
 
     def restart(self) -> None:

@@ -15,6 +15,7 @@ from discord.http import Route
 from pydantic import SecretStr
 
 from adapters.discord import DiscordAdapter, inbound_from_message, outbound_arguments
+from adapters.discord_catch_up import TRACKED_CHATS, CatchUp
 from clawbot.channels import NOT_TAKEN_IN, Adapter, ChatCursor
 from clawbot.errors import ConfigError, DeliveryError, InputError
 from clawbot.messages import Action, InboundMessage, OutboundMessage
@@ -658,6 +659,29 @@ async def test_catch_up_set_to_zero_hours_reads_nothing(harness: DiscordHarness)
         await run.adapter.stop()
 
     assert (handed, harness.server.history.reads, drain(run)) == (0, [], [])
+
+
+async def test_a_reread_after_a_lost_session_covers_at_most_the_chats_tracked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Chats active within the window are remembered for the reread: as many as are kept,
+    so a busy bot's memory does not grow with every chat it talks in."""
+
+    async def take(message: discord.Message, bot_user_id: int) -> bool:
+        raise AssertionError("no client, so nothing is read")
+
+    catch_up = CatchUp(timedelta(hours=1), client=lambda: None, intake=asyncio.Lock(), take=take)
+    for n in range(TRACKED_CHATS + 100):
+        catch_up.remember(
+            InboundMessage(channel="discord", chat_id=str(n), sender_id="1", text="hi")
+        )
+    catch_up.new_session(accepting=True)  # the start's own
+
+    with caplog.at_level(logging.INFO, logger="adapters.discord"):
+        catch_up.new_session(accepting=True)
+    await catch_up.stop()
+
+    assert f"reading {TRACKED_CHATS} chat(s) for missed messages" in caplog.text
 
 
 async def test_a_lost_gateway_session_is_followed_by_reading_what_was_missed(
