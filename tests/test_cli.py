@@ -274,3 +274,24 @@ def test_a_read_only_database_is_refused_at_start_every_time_before_the_model(
         assert len(err.splitlines()) == 1
         assert result.stdout == b""
     assert len(standin.requests) == 1  # only the first chat's message reached the model
+
+
+def test_a_read_only_database_is_refused_at_the_start_of_run_before_connecting(
+    standin: OpenAIStandin, tmp_path: Path, read_only: Callable[[Path], None]
+) -> None:
+    env = environment(tmp_path / "home", standin)
+    assert run(["chat"], b"hello\n", env, tmp_path).returncode == 0
+    read_only(tmp_path / "home" / "clawbot.db")
+    env.update(  # nothing listens on port 9: a bot that got as far as connecting would fail
+        CLAWBOT_TELEGRAM_TOKEN="123456789:AAHstandinTOKENxxxxxxxxxxxxxxxxxxxx_",
+        CLAWBOT_TELEGRAM_API_BASE="http://127.0.0.1:9/bot",
+    )
+
+    result = run(["run"], b"", env, tmp_path)
+
+    assert result.returncode == 1
+    err = result.stderr.decode().strip()
+    assert err.startswith("clawbot: the database") and "is read-only" in err, err
+    assert len(err.splitlines()) == 1
+    assert result.stdout == b""
+    assert len(standin.requests) == 1  # only the first chat's message reached the model
