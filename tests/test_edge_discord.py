@@ -3,12 +3,16 @@ messages and started again, answers every message once (or says visibly that it 
 
 Discord never redelivers, so this holds only because a start reads what the last process
 missed from the history of the chats it was talking in (``DiscordAdapter.catch_up``).
+
+The order of the kills and the delays around them are drawn from a new seed each run; a
+failure names it, and ``DISCORD_KILL_SEED=<seed>`` replays the same run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -23,13 +27,29 @@ from tests.standins.discord import BOT_TOKEN, DiscordHarness
 from tests.standins.openai_api import OpenAIStandin
 from tests.test_cli import CLAWBOT, environment
 
-Kill = Literal["delivered", "mid_turn", "replied", "while_down"]
-KILLS: tuple[Kill, ...] = ("delivered", "mid_turn", "replied", "while_down")
-"""Right after the gateway delivered the message, while its turn waits for the model, right
-after the reply was posted, and a message posted while no process runs."""
+Kill = Literal["delivered", "mid_turn", "replied", "while_down", "restarting"]
+KILLS: tuple[Kill, ...] = ("delivered", "mid_turn", "replied", "while_down", "restarting")
+"""Up to 50 ms after the gateway delivered the message, up to 0.1 s into its turn's model
+request, up to 0.3 s after its reply was posted and recorded, a message posted while no
+process runs, and one posted at a random moment of the restart (before the new gateway
+session, or after it, before or after the start's catch-up)."""
 DEADLINE = 20.0
 pytestmark = pytest.mark.usefixtures("spawned_processes")
 FAILED = "Sorry"  # how clawbot starts a visible failure notice
+
+SEED = int(os.environ.get("DISCORD_KILL_SEED") or random.SystemRandom().randrange(2**32))
+"""Seeds the order of the kills and the delays: each run tries new ones, and a failure names
+its seed, so ``DISCORD_KILL_SEED=<seed>`` replays the same run."""
+
+
+@contextlib.contextmanager
+def naming_the_seed() -> Iterator[None]:
+    """Add the seed to whatever fails inside (an assertion, a timeout), for the replay."""
+    try:
+        yield
+    except BaseException as failure:
+        failure.add_note(f"kill seed {SEED}: replay with DISCORD_KILL_SEED={SEED}")
+        raise
 
 
 @pytest.fixture
@@ -114,7 +134,14 @@ def replies_recorded(home: Path) -> int:
 async def test_every_message_is_answered_once_whenever_the_process_is_killed(
     discord: DiscordHarness, llm: OpenAIStandin, tmp_path: Path
 ) -> None:
-    kills = random.Random(1616).sample(KILLS, k=len(KILLS))  # each kill once, seeded order
+    with naming_the_seed():
+        await kill_around_messages(discord, llm, tmp_path, random.Random(SEED))
+
+
+async def kill_around_messages(
+    discord: DiscordHarness, llm: OpenAIStandin, tmp_path: Path, rng: random.Random
+) -> None:
+    kills = rng.sample(KILLS, k=len(KILLS))  # each kill once, in a seeded order
     env = environment(
         tmp_path / "home",
         llm,
@@ -141,27 +168,42 @@ async def test_every_message_is_answered_once_whenever_the_process_is_killed(
         await until(lambda: replies_recorded(home) >= len(discord.sent()), "replies recorded")
 
     async def kill_around_a_message(chat: str, sender_id: str, text: str, kill: Kill) -> None:
+        """Post ``text`` and SIGKILL around it; the bot is running again on return."""
         await all_replies_recorded()
         if kill == "while_down":
             await bot.kill()
             await discord.user_posts(text, sender_id=sender_id)
+            await bot.start()
+            return
+        if kill == "restarting":
+            await bot.kill()
+
+            async def post_meanwhile() -> None:
+                await asyncio.sleep(rng.uniform(0, 3.0))  # a start takes about 2 s here
+                await discord.user_posts(text, sender_id=sender_id)
+
+            await asyncio.gather(bot.start(), post_meanwhile())
             return
         if kill == "mid_turn":
             llm.hung.clear()
             llm.script.append({"hang": True})
         await discord.user_posts(text, sender_id=sender_id)
-        if kill == "mid_turn":
+        if kill == "delivered":
+            await asyncio.sleep(rng.uniform(0, 0.05))
+        elif kill == "mid_turn":
             assert await asyncio.to_thread(llm.hung.wait, DEADLINE), "the turn reached the model"
+            await asyncio.sleep(rng.uniform(0, 0.1))
         elif kill == "replied":
             await until(lambda: len(replies_in(discord, chat)) == 2, f"{text!r} was answered")
             await all_replies_recorded()
+            await asyncio.sleep(rng.uniform(0, 0.3))
         await bot.kill()
+        await bot.start()
 
     sent: dict[str, str] = {}
     for n, kill in enumerate(kills):
         sent[chats[n]] = f"round {n}: killed {kill}"
         await kill_around_a_message(chats[n], f"20{n:02}", sent[chats[n]], kill)
-        await bot.start()
 
     def settled() -> bool:
         return all(len(replies_in(discord, chat)) >= 2 for chat in chats)
