@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 REAP_TIMEOUT = 30.0
@@ -35,3 +39,33 @@ async def kill_leftovers() -> None:
             process.kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), REAP_TIMEOUT)
+
+
+@dataclass(frozen=True)
+class KillSeed:
+    """Seeds where a kill test kills: each run draws a new one, a failure names it, and the
+    environment variable ``variable`` set to it replays the same run."""
+
+    variable: str
+    value: int
+
+    @classmethod
+    def drawn(cls, variable: str) -> KillSeed:
+        """The seed in ``variable`` when set (a replay), else a new one."""
+        given = os.environ.get(variable)
+        return cls(variable, int(given) if given else random.SystemRandom().randrange(2**32))
+
+    def random(self, salt: str = "") -> random.Random:
+        return random.Random(f"{self.value}/{salt}" if salt else self.value)
+
+    def __str__(self) -> str:
+        return f"kill seed {self.value}: replay with {self.variable}={self.value}"
+
+    @contextlib.contextmanager
+    def named(self) -> Iterator[None]:
+        """Add the seed to whatever fails inside (an assertion, a timeout), for the replay."""
+        try:
+            yield
+        except BaseException as failure:
+            failure.add_note(str(self))
+            raise

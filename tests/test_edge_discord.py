@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -22,7 +21,7 @@ from typing import Literal
 
 import pytest
 
-from tests.spawned import spawn
+from tests.spawned import KillSeed, spawn
 from tests.standins.discord import BOT_TOKEN, DiscordHarness
 from tests.standins.openai_api import OpenAIStandin
 from tests.test_cli import CLAWBOT, environment
@@ -37,19 +36,9 @@ DEADLINE = 20.0
 pytestmark = pytest.mark.usefixtures("spawned_processes")
 FAILED = "Sorry"  # how clawbot starts a visible failure notice
 
-SEED = int(os.environ.get("DISCORD_KILL_SEED") or random.SystemRandom().randrange(2**32))
+SEED = KillSeed.drawn("DISCORD_KILL_SEED")
 """Seeds the order of the kills and the delays: each run tries new ones, and a failure names
 its seed, so ``DISCORD_KILL_SEED=<seed>`` replays the same run."""
-
-
-@contextlib.contextmanager
-def naming_the_seed() -> Iterator[None]:
-    """Add the seed to whatever fails inside (an assertion, a timeout), for the replay."""
-    try:
-        yield
-    except BaseException as failure:
-        failure.add_note(f"kill seed {SEED}: replay with DISCORD_KILL_SEED={SEED}")
-        raise
 
 
 @pytest.fixture
@@ -134,8 +123,8 @@ def replies_recorded(home: Path) -> int:
 async def test_every_message_is_answered_once_whenever_the_process_is_killed(
     discord: DiscordHarness, llm: OpenAIStandin, tmp_path: Path
 ) -> None:
-    with naming_the_seed():
-        await kill_around_messages(discord, llm, tmp_path, random.Random(SEED))
+    with SEED.named():
+        await kill_around_messages(discord, llm, tmp_path, SEED.random())
 
 
 async def kill_around_messages(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import signal
 import socket
@@ -28,7 +27,7 @@ from clawbot.app import Clawbot
 from clawbot.messages import InboundMessage
 from clawbot.service import Service
 from clawbot.settings import Settings
-from tests.spawned import spawn
+from tests.spawned import KillSeed, spawn
 from tests.standins.harness import SentRecord
 from tests.standins.openai_api import OpenAIStandin
 from tests.standins.slack import RETRY_DELAYS, Delivery, Mode, SlackHarness, free_port
@@ -39,7 +38,7 @@ KILL_POINTS: tuple[KillPoint, ...] = ("delivered", "acked", "at the model", "rep
 DEADLINE = 20.0
 pytestmark = pytest.mark.usefixtures("spawned_processes")
 
-SEED = int(os.environ.get("SLACK_KILL_SEED") or random.SystemRandom().randrange(2**32))
+SEED = KillSeed.drawn("SLACK_KILL_SEED")
 """Seeds the kill points, their order and the delays: each run tries new ones, and a failure
 names its seed, so ``SLACK_KILL_SEED=<seed>`` replays the same run."""
 
@@ -50,16 +49,6 @@ RETRIES = tuple(delay / SPEED_UP for delay in RETRY_DELAYS)
 four tries would be lost on real Slack too; a restart has to beat that window (about 6
 minutes on Slack, 12 s here), as any process supervisor does."""
 RETRY_WINDOW = sum(RETRIES)
-
-
-@contextlib.contextmanager
-def naming_the_seed() -> Iterator[None]:
-    """Add the seed to whatever fails inside (an assertion, a timeout), for the replay."""
-    try:
-        yield
-    except BaseException as failure:
-        failure.add_note(f"kill seed {SEED}: replay with SLACK_KILL_SEED={SEED}")
-        raise
 
 
 async def until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
@@ -260,8 +249,8 @@ async def test_a_bot_killed_around_arriving_messages_loses_none_and_answers_each
     then gives up: a bot down through all four tries loses the message on real Slack too, so
     the bot is started again at once, and is reachable well within that window (a failure
     says how long it was down, telling a slow machine from a lost message)."""
-    with naming_the_seed():
-        await kill_around_messages(slack, model, tmp_path, random.Random(f"{SEED}/{slack.mode}"))
+    with SEED.named():
+        await kill_around_messages(slack, model, tmp_path, SEED.random(slack.mode))
 
 
 async def kill_around_messages(

@@ -27,7 +27,7 @@ from telegram.error import TimedOut
 
 from adapters.telegram_intake import BotApiRequest, PollingIntake
 from clawbot.channels import NOT_TAKEN_IN
-from tests.spawned import spawn
+from tests.spawned import KillSeed, spawn
 from tests.standins.openai_api import OpenAIStandin
 from tests.standins.telegram import (
     DEFAULT_TOKEN,
@@ -37,7 +37,7 @@ from tests.standins.telegram import (
 )
 from tests.test_cli import CLAWBOT, environment
 
-SEED = int(os.environ.get("TELEGRAM_KILL_SEED") or random.SystemRandom().randrange(2**32))
+SEED = KillSeed.drawn("TELEGRAM_KILL_SEED")
 """Seeds the kill delays: each run tries new ones, and a failure names its seed, so
 ``TELEGRAM_KILL_SEED=<seed>`` replays the same delays."""
 
@@ -160,7 +160,7 @@ async def wait_replied(harness: TelegramHarness, chat_ids: list[str], bot: BotPr
         )
     except TimeoutError:
         raise AssertionError(
-            f"no reply in chats {chat_ids} (kill seed {SEED}); bot log:\n{bot.log}"
+            f"no reply in chats {chat_ids} ({SEED}); bot log:\n{bot.log}"
         ) from None
 
 
@@ -237,7 +237,7 @@ class KillAt:
 async def test_no_polled_message_is_lost_when_the_process_is_killed_around_its_arrival(
     tmp_path: Path, harness: TelegramHarness, model: OpenAIStandin
 ) -> None:
-    rng = random.Random(SEED)
+    rng = SEED.random()
     env = bot_environment(tmp_path, harness, model)
     server = harness.server
     bot = await start_polling_bot(env, tmp_path, harness)

@@ -57,9 +57,7 @@ def import_graph(
                 target = ".".join([*base, *([node.module] if node.module else [])])
                 targets.append(target)
                 targets += [f"{target}.{alias.name}" for alias in node.names]
-        parents = [
-            ".".join(t.split(".")[:n]) for t in targets for n in range(1, t.count(".") + 1)
-        ]
+        parents = [".".join(t.split(".")[:n]) for t in targets for n in range(1, t.count(".") + 1)]
         graph[module] = {t for t in targets if t in files and t != module} | {
             p for p in parents if p in files and p not in own_packages
         }
