@@ -258,6 +258,15 @@ def read_only(tmp_path: Path) -> Iterator[Callable[[Path], None]]:
             path.chmod(0o644)
 
 
+def assert_refused_as_read_only(result: subprocess.CompletedProcess[bytes]) -> None:
+    """Exit 1 with one line on stderr naming the read-only database, nothing on stdout."""
+    assert result.returncode == 1
+    err = result.stderr.decode().strip()
+    assert err.startswith("clawbot: the database") and "is read-only" in err, err
+    assert len(err.splitlines()) == 1
+    assert result.stdout == b""
+
+
 def test_a_read_only_database_is_refused_at_start_every_time_before_the_model(
     standin: OpenAIStandin, tmp_path: Path, read_only: Callable[[Path], None]
 ) -> None:
@@ -268,11 +277,7 @@ def test_a_read_only_database_is_refused_at_start_every_time_before_the_model(
     runs = [run(["chat"], b"are you there?\n", env, tmp_path) for _ in range(2)]
 
     for result in runs:
-        assert result.returncode == 1
-        err = result.stderr.decode().strip()
-        assert err.startswith("clawbot: the database") and "is read-only" in err
-        assert len(err.splitlines()) == 1
-        assert result.stdout == b""
+        assert_refused_as_read_only(result)
     assert len(standin.requests) == 1  # only the first chat's message reached the model
 
 
@@ -289,9 +294,5 @@ def test_a_read_only_database_is_refused_at_the_start_of_run_before_connecting(
 
     result = run(["run"], b"", env, tmp_path)
 
-    assert result.returncode == 1
-    err = result.stderr.decode().strip()
-    assert err.startswith("clawbot: the database") and "is read-only" in err, err
-    assert len(err.splitlines()) == 1
-    assert result.stdout == b""
+    assert_refused_as_read_only(result)
     assert len(standin.requests) == 1  # only the first chat's message reached the model
