@@ -189,10 +189,17 @@ async def kill_around_messages(
         await bot.kill()
         await bot.start()
 
+    async def has_an_outcome(chat: str, what: str) -> None:
+        """Wait for the answer (or failure notice) to the chat's second message. Each round
+        waits for its own before the next round kills: else a kill meant for the next
+        message can land in this reply's unrecorded moment and send it twice."""
+        await until(lambda: len(replies_in(discord, chat)) >= 2, what)
+
     sent: dict[str, str] = {}
     for n, kill in enumerate(kills):
         sent[chats[n]] = f"round {n}: killed {kill}"
         await kill_around_a_message(chats[n], f"20{n:02}", sent[chats[n]], kill)
+        await has_an_outcome(chats[n], f"round {n}'s outcome")
 
     def settled() -> bool:
         return all(len(replies_in(discord, chat)) >= 2 for chat in chats)
