@@ -119,12 +119,24 @@ def _render_fitting(chunk: str, markup: Markup, limit: int, out: list[RenderedPa
     text = _render_source(source, tree, markup)
     plain = text if markup == "plain" else _render_source(source, tree, "plain")
     if not text.strip() or not plain.strip():
+        if source.strip():
+            out.append(_as_written(source))
         return
     longest = max(len(text), len(plain))
     if longest <= limit:
         out.append(RenderedPart(text=text, plain=plain, markup=markup))
     else:
         _split_and_render(chunk, longest, markup, limit, out)
+
+
+def _as_written(source: str) -> RenderedPart:
+    """A chunk the renderer would drop whole, sent as the agent wrote it, unformatted.
+
+    Markdown can consume visible text: ``[writer]: Done.`` is a link reference definition,
+    and an empty fence or a lone ``#`` renders nothing. Dropping such a chunk would lose a
+    reply that was reported as sent, so it goes out as plain text instead."""
+    text = source.strip()
+    return RenderedPart(text=text, plain=text, markup="plain")
 
 
 def _escape_growth(chunk: str, markup: Markup) -> int:

@@ -221,6 +221,27 @@ def test_render_parts_of_empty_input_is_empty(markup: Markup) -> None:
     assert render_parts("  \n\n ", ChannelLimits(100, markup)) == []
 
 
+@pytest.mark.parametrize("markup", MARKUPS)
+@pytest.mark.parametrize(
+    "text", ["[writer]: Done.", "[researcher]: https://example.com/paper", "```\n```", "#"]
+)
+def test_render_parts_sends_a_text_that_renders_empty_as_written(markup: Markup, text: str) -> None:
+    # a link reference definition, an empty fence, a lone heading mark: Markdown renders
+    # them to nothing, and a reply must not vanish
+    assert render_parts(text, ChannelLimits(4096, markup)) == [
+        RenderedPart(text=text, plain=text, markup="plain")
+    ]
+
+
+def test_render_parts_sends_only_the_chunk_that_renders_empty_as_written() -> None:
+    parts = render_parts("**Done.**\n\n[writer]: Done.", ChannelLimits(16, "telegram_html"))
+
+    assert parts == [
+        RenderedPart(text="<b>Done.</b>", plain="Done.", markup="telegram_html"),
+        RenderedPart(text="[writer]: Done.", plain="[writer]: Done.", markup="plain"),
+    ]
+
+
 def test_render_parts_short_message_is_one_part_with_plain_fallback() -> None:
     parts = render_parts("**hi** <there>", ChannelLimits(4096, "telegram_html"))
     assert parts == [

@@ -13,10 +13,11 @@ import pytest
 from clawbot.agent_files import agent_toml
 from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
-from clawbot.channels import SentMessage
+from clawbot.channels import ChannelLimits, SentMessage
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
 from clawbot.outbox import Outbox
+from clawbot.rendering import render_parts
 from clawbot.sessions import Session
 from clawbot.settings import PeerGroup, Settings, load_settings
 from clawbot.subagents.messaging import REFUSAL, SubagentMessenger
@@ -127,6 +128,66 @@ async def test_a_long_message_is_chunked_like_any_reply(
     # the parent's "Started." may go out before or after the child's message
     parts = [text for text in chunking.texts if text not in ("Started.", "Ok.")]
     assert "".join(parts) == "[researcher]: " + "x" * 250
+
+
+class Rendering(MemoryChannel):
+    """Sends each part the shared renderer makes for Telegram, as the Telegram adapter does,
+    and keeps the texts the platform received."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[str] = []
+
+    async def send(self, message: OutboundMessage) -> list[SentMessage]:
+        self.sent.append(message)
+        parts = render_parts(message.text, ChannelLimits(4096, "telegram_html"))
+        self.received.extend(part.text for part in parts)
+        return [SentMessage(channel=self.name, chat_id=message.chat_id) for _ in parts]
+
+
+async def test_a_one_word_message_reaches_the_person_as_written(
+    bot: Clawbot, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    # "[writer]: Done." is a Markdown link reference definition, which renders to nothing
+    rendering = Rendering()
+    bot.connect(rendering)
+    await add_agent(bot, "writer", model=worker.model_string, subagents=MAY_MESSAGE)
+    scripted.add(call("sessions_spawn", task="write", agent="writer"), "Started.", "Ok.")
+    worker.add(call("message", text="Done."), "Finished.")
+
+    await bot.router.handle(rendering.message("go"))
+    await bot.scheduler.wait_idle()
+
+    assert worker.requests[1].tool_results == ["Posted to the person's chat (1 message)."]
+    assert "[writer]: Done." in rendering.received
+
+
+async def test_a_message_the_platform_posts_nothing_of_is_refused_and_not_counted(
+    bot: Clawbot, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    class Swallowing(MemoryChannel):
+        """Takes the first message and posts nothing of it."""
+
+        async def send(self, message: OutboundMessage) -> list[SentMessage]:
+            sent = await super().send(message)
+            return [] if len(self.sent) == 1 else sent
+
+    swallowing = Swallowing()
+    bot.connect(swallowing)
+    await add_agent(bot, "writer", model=worker.model_string, subagents=MAY_MESSAGE)
+    scripted.add(call("sessions_spawn", task="write", agent="writer"), "Started.", "Ok.")
+    worker.add([call("message", text=f"update {n}") for n in range(1, 5)], "Finished.")
+
+    await bot.router.handle(swallowing.message("go"))
+    await bot.scheduler.wait_idle()
+
+    results = worker.requests[1].tool_results
+    assert results[0].startswith("error: the message was not posted: the platform took none")
+    assert results[1:] == ["Posted to the person's chat (1 message)."] * 3
+    stored = await bot.store.transcripts.load(root_key(swallowing), 0)
+    assert [e.text for e in stored if " to the person: " in e.text] == [
+        f"[@agent:writer#writer] to the person: update {n}" for n in (2, 3, 4)
+    ]
 
 
 async def test_a_subagent_without_the_permission_reaches_no_adapter(

@@ -111,8 +111,11 @@ class SubagentMessenger:
                 hint="put the rest in your answer; it goes to your parent",
             )
         root = await self.root(session)
-        self._posted.put(turn, posted + 1)
+        self._posted.put(turn, posted + 1)  # taken before the await: calls of one round race
         delivery = await self.outbox.deliver_on_behalf(root, text, role=agent.name)
+        if delivery.status != "sent" or not delivery.parts:
+            # Only what reached the person counts against the limit.
+            self._posted.put(turn, max(0, (self._posted.get(turn) or 1) - 1))
         if delivery.status == "withheld":
             raise SubagentError(
                 f"the conversation {root.key} does not deliver messages",
@@ -120,6 +123,12 @@ class SubagentMessenger:
             )
         if delivery.status == "failed":
             raise SubagentError(f"the message was not delivered: {delivery.error}")
+        if not delivery.parts:
+            log.warning("a message from %s to %s was posted as nothing", session.key, root.key)
+            raise SubagentError(
+                "the message was not posted: the platform took none of it",
+                hint="say it in other words, or put it in your answer to your parent",
+            )
         # The root's agent sees what the person was told: a message that starts no turn,
         # written in order with the root's turns.
         said = TranscriptEntry(
