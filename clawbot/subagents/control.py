@@ -113,12 +113,46 @@ class SubagentControl:
             f"{ref!r} is not a child of this session", hint=f"your children are: {ids}"
         )
 
+    async def check_spawn(
+        self,
+        parent: Session,
+        task: str,
+        origin: TurnOrigin,
+        *,
+        agent: str | None = None,
+        label: str | None = None,
+        timeout: float | None = None,
+        turn_id: str | None = None,
+    ) -> None:
+        """Raise the SubagentError :meth:`spawn` would end in, doing nothing."""
+        self.delegation.refuse_nested(parent)
+        await self.spawner.check(
+            parent, task, origin, agent=agent, label=label, timeout=timeout, turn_id=turn_id
+        )
+
     async def send(
         self, parent: Session, ref: str, message: str, origin: TurnOrigin, turn_id: str | None
     ) -> Session:
         """Continue a child: ``message`` becomes its next turn (lane ``subagent``); its
         answer comes back as another announce. The same message sent twice by one turn is
-        stored once."""
+        stored once. Or message a peer session (see :mod:`clawbot.subagents.peers`)."""
+        target, injection = await self._message(parent, ref, message, origin, turn_id)
+        await self.injector.inject(injection)
+        return target
+
+    async def check_send(
+        self, parent: Session, ref: str, message: str, origin: TurnOrigin, turn_id: str | None
+    ) -> None:
+        """Raise the SubagentError :meth:`send` would end in (not a child nor a peer, a
+        loop, past ``max_hops``), sending nothing."""
+        _, injection = await self._message(parent, ref, message, origin, turn_id)
+        self.injector.check(injection)
+
+    async def _message(
+        self, parent: Session, ref: str, message: str, origin: TurnOrigin, turn_id: str | None
+    ) -> tuple[Session, Injection]:
+        """The session ``ref`` names (a child of ``parent``, else a peer it may message) and
+        the injection of ``message`` into it."""
         self.delegation.refuse_nested(parent)
         if not message.strip():
             raise SubagentError("the message is empty")
@@ -128,29 +162,26 @@ class SubagentControl:
             peer = await self.peers.session(ref)
             if peer is None:
                 raise
-            return await self.peers.send(parent, peer, message, origin, turn_id)
+            return peer, self.peers.message(parent, peer, message, origin, turn_id)
         hop, trace = origin.onward(child.key, child.agent_id)
         digest = hashlib.sha256(message.encode()).hexdigest()[:16]
         key = f"message:{child.key}:{turn_id or '-'}:{digest}"
-        await self.injector.inject(
-            Injection(
-                kind="message",
-                target_key=child.key,
-                source_key=parent.key,
-                text=message,
-                provenance=Provenance(
-                    channel=INTERNAL_CHANNEL,
-                    sender_id=parent.key,
-                    sender_name=self.agents.get(parent.agent_id).name,
-                    message_id=key,
-                    source="internal",
-                ),
-                idempotency_key=key,
-                hop=hop,
-                trace=trace,
-            )
+        return child, Injection(
+            kind="message",
+            target_key=child.key,
+            source_key=parent.key,
+            text=message,
+            provenance=Provenance(
+                channel=INTERNAL_CHANNEL,
+                sender_id=parent.key,
+                sender_name=self.agents.get(parent.agent_id).name,
+                message_id=key,
+                source="internal",
+            ),
+            idempotency_key=key,
+            hop=hop,
+            trace=trace,
         )
-        return child
 
     async def children(self, parent: Session) -> list[ChildView]:
         views = []

@@ -79,16 +79,16 @@ class PeerMessages:
         """The session ``ref`` names by its key, if there is one."""
         return await self.store.sessions.get(ref.strip())
 
-    async def send(
+    def message(
         self,
         sender: Session,
         target: Session,
         message: str,
         origin: TurnOrigin,
         turn_id: str | None,
-    ) -> Session:
-        """Inject ``message`` into the peer ``target``; a SubagentError names the rule that
-        refused it."""
+    ) -> Injection:
+        """The injection of ``message`` into the peer ``target``; a SubagentError names the
+        rule that refuses it (the loop and hop rules are the injector's)."""
         self.check(sender, target)
         agent = self.agents.get(sender.agent_id)
         hop, trace = origin.onward(target.key, target.agent_id)
@@ -97,25 +97,22 @@ class PeerMessages:
             trace = origin.trace.back()  # an answer to the peer this turn answers
         digest = hashlib.sha256(message.encode()).hexdigest()[:16]
         key = f"peer:{sender.key}>{target.key}:{turn_id or '-'}:{digest}"
-        await self.injector.inject(
-            Injection(
-                kind="message",
-                target_key=target.key,
-                source_key=sender.key,
-                text=f"[@peer:{agent.name}#{agent.agent_id} session {sender.key}] {message}",
-                provenance=Provenance(
-                    channel=INTERNAL_CHANNEL,
-                    sender_id=sender.key,
-                    sender_name=agent.name,
-                    message_id=key,
-                    source="internal",
-                ),
-                idempotency_key=key,
-                hop=hop,
-                trace=trace,
-            )
+        return Injection(
+            kind="message",
+            target_key=target.key,
+            source_key=sender.key,
+            text=f"[@peer:{agent.name}#{agent.agent_id} session {sender.key}] {message}",
+            provenance=Provenance(
+                channel=INTERNAL_CHANNEL,
+                sender_id=sender.key,
+                sender_name=agent.name,
+                message_id=key,
+                source="internal",
+            ),
+            idempotency_key=key,
+            hop=hop,
+            trace=trace,
         )
-        return target
 
     async def reachable(self, sender: Session, limit: int = MAX_PEERS_LISTED) -> list[PeerView]:
         """The peer sessions ``sender`` may message, newest first, at most ``limit``: those

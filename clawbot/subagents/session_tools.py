@@ -6,7 +6,7 @@ back to the model as clear tool errors."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -137,9 +137,26 @@ def session_tools(control: SubagentControl) -> list[Tool]:
             return "You have no subagents."
         return "\n".join(_stopped(item) for item in stopped)
 
+    # Nobody is asked to approve a spawn or a message that could not run anyway.
+    async def spawnable(arguments: Any, ctx: ToolContext) -> None:
+        await control.check_spawn(
+            ctx.session,
+            arguments.task,
+            _origin(ctx),
+            agent=arguments.agent,
+            label=arguments.label,
+            timeout=arguments.timeout,
+            turn_id=ctx.turn_id,
+        )
+
+    async def sendable(arguments: Any, ctx: ToolContext) -> None:
+        await control.check_send(
+            ctx.session, arguments.session, arguments.message, _origin(ctx), ctx.turn_id
+        )
+
     return [
-        make_tool(sessions_spawn, risk="guarded", groups=GROUPS),
-        make_tool(sessions_send, risk="guarded", groups=GROUPS),
+        make_tool(sessions_spawn, risk="guarded", groups=GROUPS, precheck=spawnable),
+        make_tool(sessions_send, risk="guarded", groups=GROUPS, precheck=sendable),
         make_tool(sessions_list, risk="safe", groups=GROUPS),
         make_tool(sessions_history, risk="safe", groups=GROUPS),
         make_tool(sessions_stop, risk="guarded", groups=GROUPS),

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 
 from clawbot.agent_registry import AgentRegistry
+from clawbot.agents import AgentSpec
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance
 from clawbot.runtime import Runtime
@@ -47,6 +48,18 @@ class Spawned:
     they need."""
 
 
+@dataclass(frozen=True)
+class _Admitted:
+    """A spawn that passed every check: the child's agent, id, depth and run timeout, and
+    the injection of its task."""
+
+    spec: AgentSpec
+    child_id: str
+    depth: int
+    timeout: float
+    injection: Injection
+
+
 class Spawner:
     def __init__(
         self,
@@ -65,6 +78,22 @@ class Spawner:
         self.agents = agents
         self.injector = injector
 
+    async def check(
+        self,
+        parent: Session,
+        task: str,
+        origin: TurnOrigin,
+        *,
+        agent: str | None = None,
+        label: str | None = None,
+        timeout: float | None = None,
+        turn_id: str | None = None,
+    ) -> None:
+        """Raise the SubagentError :meth:`spawn` would end in, creating nothing: asked
+        before a person is asked to approve the spawn, so nobody approves one that cannot
+        run (an unknown agent, one it may not spawn, a depth or children limit)."""
+        await self._admit(parent, task, origin, agent, label, timeout, turn_id)
+
     async def spawn(
         self,
         parent: Session,
@@ -82,6 +111,61 @@ class Spawner:
         after a crash, whose spawn ran before its result was stored, finds the child it
         made then (and stores its task, if the crash came before that) instead of
         starting a second one that would report twice."""
+        admitted = await self._admit(parent, task, origin, agent, label, timeout, turn_id)
+        if isinstance(admitted, Session):
+            return await self._again(admitted, self.agents.get(parent.agent_id).name, task, origin)
+        spec, injection = admitted.spec, admitted.injection
+        within = await children_ceiling(parent, runtime=self.runtime, sessions=self.store.sessions)
+        own = self.runtime.agent_tools(spec)
+        skills = await children_skills(parent, runtime=self.runtime, sessions=self.store.sessions)
+        would = {s.name for s in self.runtime.skills.for_agent(spec, own)}
+        held = {s.name for s in self.runtime.skills.for_agent(spec, own & within)}
+        held = held if skills is None else held & skills
+        name = (label or task).strip().splitlines()[0][:LABEL_CHARS]
+        info = ChildInfo(
+            child_id=admitted.child_id,
+            parent_key=parent.key,
+            label=name,
+            task=task,
+            depth=admitted.depth,
+            timeout=admitted.timeout,
+            tools=tuple(sorted(own & within)),
+            skills=tuple(sorted(held)),
+        )
+        await self.store.sessions.create(
+            Session(
+                key=injection.target_key,
+                channel=INTERNAL_CHANNEL,
+                chat_id=admitted.child_id,
+                agent_id=spec.agent_id,
+                deliver=False,
+                owner_key=parent.key,
+                meta={CHILD_META: info.model_dump(mode="json")},
+            )
+        )
+        await self.injector.inject(injection)
+        return Spawned(
+            child_id=admitted.child_id,
+            key=injection.target_key,
+            agent_id=spec.agent_id,
+            label=name,
+            timeout=admitted.timeout,
+            refused_tools=tuple(sorted(own - within)),
+            refused_skills=tuple(sorted(would - held)),
+        )
+
+    async def _admit(
+        self,
+        parent: Session,
+        task: str,
+        origin: TurnOrigin,
+        agent: str | None,
+        label: str | None,
+        timeout: float | None,
+        turn_id: str | None,
+    ) -> _Admitted | Session:
+        """What a spawn would create, every limit checked (a SubagentError says which
+        refused it); or the child this very spawn made before its turn was rerun."""
         if not task.strip():
             raise SubagentError("the task is empty", hint="say what the subagent should do")
         parent_agent = self.agents.get(parent.agent_id)
@@ -100,7 +184,7 @@ class Spawner:
         key = child_key(parent.key, child_id)
         made = await self.store.sessions.get(key)
         if made is not None and made.owner_key == parent.key:
-            return await self._again(made, parent_agent.name, task, origin)
+            return made
         depth = ChildInfo.depth_of(parent) + 1
         if depth > self.settings.max_spawn_depth:
             raise SubagentError(
@@ -117,46 +201,14 @@ class Spawner:
             )
         if timeout is not None and not 0 < timeout <= 86_400:
             raise SubagentError(f"timeout {timeout} is not between 0 and 86400 seconds")
-        run_timeout = timeout or self.settings.subagent_timeout
-        within = await children_ceiling(parent, runtime=self.runtime, sessions=self.store.sessions)
-        own = self.runtime.agent_tools(spec)
-        skills = await children_skills(parent, runtime=self.runtime, sessions=self.store.sessions)
-        would = {s.name for s in self.runtime.skills.for_agent(spec, own)}
-        held = {s.name for s in self.runtime.skills.for_agent(spec, own & within)}
-        held = held if skills is None else held & skills
-        name = (label or task).strip().splitlines()[0][:LABEL_CHARS]
-        info = ChildInfo(
-            child_id=child_id,
-            parent_key=parent.key,
-            label=name,
-            task=task,
-            depth=depth,
-            timeout=run_timeout,
-            tools=tuple(sorted(own & within)),
-            skills=tuple(sorted(held)),
-        )
         injection = _task(key, spec.agent_id, parent.key, parent_agent.name, task, origin)
         self.injector.check(injection)  # before the child exists: a refusal leaves nothing
-        await self.store.sessions.create(
-            Session(
-                key=key,
-                channel=INTERNAL_CHANNEL,
-                chat_id=child_id,
-                agent_id=spec.agent_id,
-                deliver=False,
-                owner_key=parent.key,
-                meta={CHILD_META: info.model_dump(mode="json")},
-            )
-        )
-        await self.injector.inject(injection)
-        return Spawned(
+        return _Admitted(
+            spec=spec,
             child_id=child_id,
-            key=key,
-            agent_id=spec.agent_id,
-            label=name,
-            timeout=run_timeout,
-            refused_tools=tuple(sorted(own - within)),
-            refused_skills=tuple(sorted(would - held)),
+            depth=depth,
+            timeout=timeout or self.settings.subagent_timeout,
+            injection=injection,
         )
 
     async def _again(
