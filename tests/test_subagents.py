@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from datetime import UTC, datetime
 
 import pytest
 
@@ -31,6 +32,7 @@ from clawbot.subagents.records import (
     TraceStep,
     parse_meta,
 )
+from clawbot.subagents.tree import family, render_tree
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, ScriptedUsage, Step, call
 
 from .conftest import Chat, add_agent, parent_key, until_idle
@@ -313,6 +315,39 @@ async def test_a_child_timeout_stops_its_run_and_reports_timeout(
     announce_request = scripted.requests[2]
     assert "Status: timeout" in announce_request.system
     assert "turn deadline of" in announce_request.system
+
+
+async def test_a_timed_out_child_shows_timeout_in_subagents_and_the_tree_as_its_report_does(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    never = asyncio.Event()
+
+    async def hang(request: ModelRequest) -> Step:
+        await never.wait()
+        return "too late"
+
+    worker.function = hang
+    scripted.add(
+        call("sessions_spawn", task="slow work", agent="worker", timeout=0.05),
+        "Started.",
+        "It timed out.",
+    )
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+
+    listed = (await chat.say("/subagents")).reply or ""
+    parent = await bot.store.sessions.get(parent_key(channel))
+    assert parent is not None
+    tree = render_tree(await family(bot.store, parent), datetime.now(UTC))
+
+    assert "Status: timeout" in scripted.requests[2].system
+    assert re.fullmatch(r"• sub_\w+ · worker · slow work · timeout · .*", listed.splitlines()[1])
+    assert re.search(r"└ sub_\w+  worker · timeout · ", tree)
 
 
 async def test_sessions_send_continues_a_child_and_each_turn_reports_once(

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Protocol
 
 from clawbot.scheduling.records import StopReport
+from clawbot.scheduling.turns import DEADLINE_ERROR
 from clawbot.sessions import Session
 from clawbot.store import SessionActivity, Store
 from clawbot.store.interface import Sessions
@@ -39,8 +40,15 @@ class SessionNode:
 
     @property
     def status(self) -> str:
-        """Its latest turn's status; ``idle`` before its first turn."""
-        return self.activity.latest.status if self.activity is not None else "idle"
+        """Its latest turn's status; ``timeout`` for a turn stopped at its deadline (a
+        failed job, reported as ``timeout``: the listings say what the report said);
+        ``idle`` before its first turn."""
+        if self.activity is None:
+            return "idle"
+        latest = self.activity.latest
+        if latest.status == "failed" and (latest.error or "").startswith(DEADLINE_ERROR):
+            return "timeout"
+        return latest.status
 
     @property
     def label(self) -> str | None:
