@@ -16,8 +16,15 @@ from clawbot.jobs import Lane
 from clawbot.messages import Frozen, Provenance, TextBlock, ToolResultBlock, TranscriptEntry
 
 BACKLOG_HEADER = "[Backlog]"
+BACKLOG_META = "backlog"
+"""The meta key under which a ``[Backlog]`` entry lists the jobs it merged."""
 MERGED_META = "merged_meta"
 """The meta key under which a ``[Backlog]`` entry keeps the meta of the messages it merged."""
+ASKED_META = "asked"
+"""The meta key under which a ``[Backlog]`` entry keeps the people's messages it stands for,
+so a notice giving up on its turn can quote each of them (see :func:`asked_in`)."""
+MAX_ASKED_CHARS = 200
+"""Each message kept under ``ASKED_META`` is shortened to this (a notice quotes less)."""
 MAX_TASK_CHARS = 600
 MAX_STEP_CHARS = 200
 MAX_STEPS = 20
@@ -38,6 +45,9 @@ class ResumeToken(Frozen):
     task: str
     steps: tuple[ResumeStep, ...] = ()
     reason: ResumeReason = "steer"
+    asked: tuple[str, ...] = ()
+    """The people's messages the interrupted turn was answering (a failure notice quotes
+    them); empty for an internal turn, or a token stored before they were kept."""
 
     def render(self) -> str:
         why = "a newer message interrupted you" if self.reason == "steer" else "clawbot restarted"
@@ -84,9 +94,11 @@ def resume_token(
     *,
     earlier: Sequence[ResumeStep] = (),
     reason: ResumeReason = "steer",
+    asked: Sequence[str] = (),
 ) -> ResumeToken:
     """The token for a turn that stopped at a tool boundary: its task and each tool call it
-    made (with ``earlier`` steps of the work it was itself resuming)."""
+    made (with ``earlier`` steps of the work it was itself resuming), and the people's
+    messages it answers."""
     calls = {}
     steps = list(earlier)
     for entry in entries:
@@ -101,7 +113,10 @@ def resume_token(
                     )
                 )
     return ResumeToken(
-        task=shorten(task, MAX_TASK_CHARS), steps=tuple(steps[-MAX_STEPS:]), reason=reason
+        task=shorten(task, MAX_TASK_CHARS),
+        steps=tuple(steps[-MAX_STEPS:]),
+        reason=reason,
+        asked=tuple(shorten(text, MAX_ASKED_CHARS) for text in asked),
     )
 
 
@@ -126,7 +141,10 @@ def merge_backlog(items: Sequence[BacklogItem], turn_id: str) -> TranscriptEntry
         if last is not None
         else Provenance(source="system")
     )
-    meta: dict[str, Any] = {"backlog": [item.job_id for item in items]}
+    meta: dict[str, Any] = {BACKLOG_META: [item.job_id for item in items]}
+    asked = _asked_by(items)
+    if asked:
+        meta[ASKED_META] = asked
     # What rides in merged internal messages' meta (an announce's payload, an injection's
     # hop and trace) stays readable for the turn that answers them.
     carried = [
@@ -143,6 +161,39 @@ def merge_backlog(items: Sequence[BacklogItem], turn_id: str) -> TranscriptEntry
         meta=meta,
         turn_id=turn_id,
     )
+
+
+def _asked_by(items: Sequence[BacklogItem]) -> list[str]:
+    """The people's messages backlog items stand for, in the order the turn lists them."""
+    asked = [
+        shorten(item.entry.text, MAX_ASKED_CHARS)
+        for item in items
+        if item.kind == "message"
+        and item.entry is not None
+        and item.entry.provenance.source == "user"
+    ]
+    for item in items:
+        if item.resume is not None and item.lane == "main":
+            asked.extend(item.resume.asked or (shorten(item.resume.task, MAX_ASKED_CHARS),))
+    return asked
+
+
+def asked_in(entries: Iterable[TranscriptEntry]) -> list[str]:
+    """The people's messages a turn's input entries stand for, oldest first and each once:
+    what a notice giving up on the turn quotes. A ``[Backlog]`` entry stands for the
+    messages it merged (a turn resumed after a steer has its first input and the one that
+    resumed it, both standing for the same messages)."""
+    asked: list[str] = []
+    for entry in entries:
+        if entry.role != "user":
+            continue
+        if BACKLOG_META in entry.meta:
+            kept = entry.meta.get(ASKED_META)
+            if isinstance(kept, list):
+                asked.extend(str(text) for text in kept)
+        elif entry.provenance.source == "user":
+            asked.append(shorten(entry.text, MAX_ASKED_CHARS))
+    return list(dict.fromkeys(asked))
 
 
 def task_of(items: Sequence[BacklogItem]) -> tuple[str, tuple[ResumeStep, ...]]:

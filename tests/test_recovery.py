@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from clawbot.app import Clawbot
-from clawbot.channels import SentMessage
+from clawbot.channels import ChannelLimits, SentMessage
 from clawbot.clock import ManualClock
 from clawbot.messages import OutboundMessage
+from clawbot.rendering import MARKUPS, Markup, render_parts
+from clawbot.scheduling import notices
 from clawbot.settings import Settings
-from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, call
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
 from .standins.openai_api import OpenAIStandin
 from .test_cli import chat_killed_when_the_model_hangs, environment, run
@@ -111,7 +113,7 @@ async def test_a_taken_over_turn_closes_the_jobs_merged_into_it(
     assert [j.status for j in jobs] == ["done", "done", "done"]
 
 
-async def test_a_job_out_of_attempts_is_failed_with_a_note_to_the_user(
+async def test_a_job_out_of_attempts_is_failed_with_a_notice_quoting_its_message(
     settings: Settings, scripted: ScriptedModel
 ) -> None:
     settings = settings.model_copy(update={"job_max_attempts": 1})
@@ -134,14 +136,137 @@ async def test_a_job_out_of_attempts_is_failed_with_a_note_to_the_user(
             jobs = await restarted.store.jobs.for_session("memory:chat1")
 
     assert channel.texts == [
-        "Sorry, I could not finish your request: clawbot was interrupted while working on it "
-        "(1 of 1 attempts). Please send it again."
+        "Sorry, I could not finish your message `write the report`: clawbot was interrupted "
+        "while working on it. Please send it again."
     ]
     assert len(scripted.requests) == 1
     assert lost.texts == []
     assert [(j.status, j.error) for j in jobs] == [
         ("failed", "gave up after 1 interrupted attempts")
     ]
+
+
+async def crash_during_a_backlog_turn(
+    settings: Settings, clock: ManualClock, scripted: ScriptedModel
+) -> tuple[Clawbot, asyncio.Event]:
+    """A process that answered "one", began the [Backlog] turn of "two" and "three" that
+    waited meanwhile, and crashed in it (its lease runs out when the clock moves past it).
+    Returns the process, to close at the end, and the event that ends its held turn."""
+    held = [asyncio.Event(), asyncio.Event()]
+    release = [asyncio.Event(), asyncio.Event()]
+
+    async def answer(request: ModelRequest) -> str:
+        calls = len(scripted.requests)
+        if calls <= 2:
+            held[calls - 1].set()
+            await release[calls - 1].wait()
+        return f"answer {calls}"
+
+    scripted.function = answer
+    crashed = await Clawbot.open(settings, clock=clock)
+    lost = MemoryChannel()
+    crashed.connect(lost)
+    await crashed.router.receive(lost.message("one"))
+    await held[0].wait()
+    for text in ("two", "three"):
+        await crashed.router.receive(lost.message(text))
+    release[0].set()
+    await held[1].wait()
+    return crashed, release[1]
+
+
+async def test_a_backlog_turn_out_of_attempts_quotes_each_message_it_gives_up_on(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    settings = settings.model_copy(update={"job_max_attempts": 1})
+    clock = ManualClock()
+    crashed, release = await crash_during_a_backlog_turn(settings, clock, scripted)
+    try:
+        async with await Clawbot.open(settings, clock=clock) as restarted:
+            channel = MemoryChannel()
+            restarted.connect(channel)
+            clock.advance(settings.job_lease + 1)
+            await restarted.start()
+            await restarted.scheduler.wait_idle()
+            jobs = await restarted.store.jobs.for_session("memory:chat1")
+    finally:
+        release.set()
+        await crashed.close()
+
+    assert channel.texts == [
+        "Sorry, I could not finish 2 of your messages: clawbot was interrupted while working "
+        "on them. Please send them again:\n1. `two`\n2. `three`"
+    ]
+    assert [j.status for j in jobs] == ["done", "failed", "failed"]
+
+
+async def test_a_resumed_turn_out_of_attempts_quotes_each_message_it_answers_once(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    """ "two" and "three" wait during "one"; their turn is steered away at a tool boundary by
+    "four", and the process crashes while it resumes them."""
+    settings = settings.model_copy(update={"job_max_attempts": 1})
+    clock = ManualClock()
+    steps = Steps()
+    steps.hold(1)
+    one, resuming = asyncio.Event(), asyncio.Event()
+    release = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> Step:
+        text = request.last_user_text
+        if text == "one":
+            one.set()
+            await release.wait()
+        if text.startswith("[Backlog]\nMessages"):
+            return call("step", n=1)
+        if text.startswith("[Backlog]\nInterrupted"):
+            resuming.set()
+            await release.wait()
+        return f"answer to {text}"
+
+    scripted.function = answer
+    crashed = await Clawbot.open(settings, clock=clock, tools=steps.registry())
+    lost = MemoryChannel()
+    crashed.connect(lost)
+    try:
+        await crashed.router.receive(lost.message("one"))
+        await one.wait()
+        for text in ("two", "three"):
+            await crashed.router.receive(lost.message(text))
+        release.set()
+        await steps.entered[1].wait()
+        release.clear()
+        await crashed.router.receive(lost.message("four"))
+        steps.release(1)
+        await resuming.wait()
+        async with await Clawbot.open(settings, clock=clock, tools=steps.registry()) as restarted:
+            channel = MemoryChannel()
+            restarted.connect(channel)
+            clock.advance(settings.job_lease + 1)
+            await restarted.start()
+            await restarted.scheduler.wait_idle()
+    finally:
+        release.set()
+        await crashed.close()
+
+    assert lost.texts == ["answer to one", "answer to four"]
+    assert channel.texts == [
+        "Sorry, I could not finish 2 of your messages: clawbot was interrupted while working "
+        "on them. Please send them again:\n1. `two`\n2. `three`"
+    ]
+
+
+@pytest.mark.parametrize("markup", MARKUPS)
+def test_a_notice_shows_each_quoted_message_as_typed_on_every_platform(markup: Markup) -> None:
+    typed = ["[notes]: https://example.com", "*not bold* and `code`", "word " * 40]
+
+    [part] = render_parts(notices.gave_up(typed, 3), ChannelLimits(markup=markup))
+
+    assert (
+        "[notes]: https://example.com" in part.text and "[notes]: https://example.com" in part.plain
+    )
+    assert "*not bold* and `code`" in part.plain
+    assert ("word " * 20).strip() in part.plain and ("word " * 21) not in part.plain
 
 
 async def test_a_long_turn_renews_its_lease_so_no_other_process_takes_it_over(

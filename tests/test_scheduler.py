@@ -527,7 +527,9 @@ async def test_a_turn_past_its_deadline_is_cancelled_the_user_told_and_the_sessi
         jobs = await bot.store.jobs.for_session("memory:chat1")
 
     assert slow.kind == "turn" and slow.reply is not None
-    assert slow.reply.startswith("Sorry, this took longer than 0.2 s (the turn deadline)")
+    assert slow.reply.startswith(
+        "Sorry, answering your message `take forever` took longer than 0.2 s (the turn deadline)"
+    )
     assert quick.reply == "Quick answer."
     assert channel.texts == [slow.reply, "Quick answer."]
     assert [(j.status, j.error) for j in jobs] == [

@@ -14,7 +14,8 @@ from datetime import datetime
 from clawbot.clock import Clock
 from clawbot.jobs import TurnJob
 from clawbot.runtime import EMPTY_REPLY
-from clawbot.scheduling.delivery import Replies, ReplyMarks
+from clawbot.scheduling import notices
+from clawbot.scheduling.delivery import Replies, ReplyKind, ReplyMarks
 from clawbot.scheduling.queues import SessionQueues
 from clawbot.scheduling.session_state import SessionQueue
 from clawbot.settings import Settings
@@ -102,10 +103,19 @@ class Recovery:
             if job.status == "done":
                 text = await self.store.jobs.reply_text(job.id) or EMPTY_REPLY
             else:
-                text = f"Sorry, that failed: {job.error or 'unknown error'}"
+                text = await self._failure_notice(job)
             log.info("session %s: sending the reply of job %s again", session.key, job.id)
-            await self.replies.send(session, text, job.reply_to, kind="reply")
+            kind: ReplyKind = "reply" if job.status == "done" else "error"
+            await self.replies.send(session, text, job.reply_to, kind=kind)
             self.marks.mark(job.id)
+
+    async def _failure_notice(self, job: TurnJob) -> str:
+        """The notice of a failed job a crash may have kept from going out, quoting what
+        it answers as the notice it stands for did."""
+        asked = await notices.asked_of(self.store, job.session_key, job.id)
+        if job.error is not None and job.error.startswith(notices.GAVE_UP_ERROR):
+            return notices.gave_up(asked, job.attempts)
+        return notices.failed(asked, job.error)
 
     async def _queue_for_key(self, key: str) -> SessionQueue | None:
         queue = self.queues.get(key)
@@ -115,19 +125,18 @@ class Recovery:
         return self.queues.queue(session) if session is not None else None
 
     async def _give_up(self, job: TurnJob) -> None:
+        """Fail a job out of attempts, telling the person which messages to send again."""
         log.error("job %s failed: %d attempts, each interrupted", job.id, job.attempts)
+        asked = await notices.asked_of(self.store, job.session_key, job.id)
         await self.store.jobs.close(
-            [job.id], "failed", f"gave up after {job.attempts} interrupted attempts"
+            [job.id],
+            "failed",
+            f"{notices.GAVE_UP_ERROR}{job.attempts} interrupted attempts",
         )
         session = await self.store.sessions.get(job.session_key)
         if session is not None:
-            await self.replies.send(
-                session,
-                "Sorry, I could not finish your request: clawbot was interrupted while working "
-                f"on it ({job.attempts} of {job.attempts} attempts). Please send it again.",
-                job.reply_to,
-                kind="error",
-            )
+            text = notices.gave_up(asked, job.attempts)
+            await self.replies.send(session, text, job.reply_to, kind="error")
 
 
 _HOST = socket.gethostname()

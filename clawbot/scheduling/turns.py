@@ -10,11 +10,12 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from clawbot.backlog import BacklogItem, resume_token
+from clawbot.backlog import BacklogItem, asked_in, resume_token
 from clawbot.clock import human_duration
 from clawbot.errors import LeaseLostError, MalformedMetaError, ShuttingDownError, StoreError
 from clawbot.messages import TranscriptEntry
 from clawbot.runtime import Runtime, TurnResult
+from clawbot.scheduling import notices
 from clawbot.scheduling.delivery import Replies, ReplyMarks
 from clawbot.scheduling.hooks import TurnEnds
 from clawbot.scheduling.records import TurnOutcome
@@ -103,10 +104,10 @@ class TurnRunner:
                 outcome = TurnOutcome(job_id=run.job.id, status="deferred")
             except StoreError as exc:
                 log.error("session %s: turn %s could not be stored: %s", queue.key, run.job.id, exc)
-                outcome = await self._failed(run, f"Sorry, that failed: {exc}")
+                outcome = await self._failed(run, str(exc))
             except Exception:
                 log.exception("session %s: turn %s crashed", queue.key, run.job.id)
-                outcome = await self._failed(run, "Sorry, something went wrong on my side.")
+                outcome = await self._failed(run)
             if queue.context:
                 try:
                     await self._record_context(queue)
@@ -158,7 +159,7 @@ class TurnRunner:
         finally:
             deadline.cancel()
         if result.status == "yielded":
-            await self._yielded(run, result)
+            await self._yielded(run, result, inputs)
             return None
         delivery = await self.replies.send(session, result.reply, run.job.reply_to, kind="reply")
         if delivery.status == "failed":
@@ -208,15 +209,22 @@ class TurnRunner:
         except Exception:
             log.exception("session %s: could not report turn %s", session.key, run.job.id)
 
-    async def _yielded(self, run: Run, result: TurnResult) -> None:
+    async def _yielded(
+        self, run: Run, result: TurnResult, inputs: Sequence[TranscriptEntry]
+    ) -> None:
         queue = run.queue
         steer = queue.steering
         task = run.task_text
         if task is None:
             transcript = await self.runtime.transcripts.get(queue.session)
             task = transcript.user_text(run.job.id)
+        entries = run.entries or inputs
         token = resume_token(
-            task, result.entries, earlier=run.steps, reason="steer" if steer else "shutdown"
+            task,
+            result.entries,
+            earlier=run.steps,
+            reason="steer" if steer else "shutdown",
+            asked=asked_in(entries) if entries else [task],
         )
         item = BacklogItem(
             kind="resume",
@@ -259,18 +267,18 @@ class TurnRunner:
         self.runtime.transcripts.forget(run.queue.key)
         limit = human_duration(self._deadline(run.queue.session))
         log.warning("session %s: turn %s passed its %s deadline", run.queue.key, run.job.id, limit)
-        text = (
-            f"Sorry, this took longer than {limit} (the turn deadline) and was stopped. "
-            "Ask again, perhaps in smaller steps."
-        )
+        text = notices.over_deadline(await self._asked(run), limit)
         await self.store.jobs.close(
-            [run.job.id, *run.carried], "failed", f"{DEADLINE_ERROR}{limit} exceeded"
+            [run.job.id, *run.carried],
+            "failed",
+            f"{DEADLINE_ERROR}{limit} exceeded",
         )
         delivery = await self.replies.send(run.queue.session, text, run.job.reply_to, kind="error")
         return TurnOutcome(job_id=run.job.id, status="failed", reply=text, delivery=delivery)
 
-    async def _failed(self, run: Run, text: str) -> TurnOutcome:
+    async def _failed(self, run: Run, reason: str | None = None) -> TurnOutcome:
         self.runtime.transcripts.forget(run.queue.key)
+        text = notices.failed(await self._asked(run), reason)
         jobs = [run.job.id, *run.carried]
         try:
             await self.store.jobs.close(jobs, "failed", "internal error")
@@ -283,3 +291,19 @@ class TurnRunner:
             self._unclosed.append(jobs)
         delivery = await self.replies.send(run.queue.session, text, run.job.reply_to, kind="error")
         return TurnOutcome(job_id=run.job.id, status="failed", reply=text, delivery=delivery)
+
+    async def _asked(self, run: Run) -> list[str]:
+        """What a failure notice for the turn quotes: the people's messages it answers (read
+        back when its input was stored before the turn; none when that read fails too)."""
+        if run.entries:
+            return asked_in(run.entries)
+        try:
+            return await notices.asked_of(self.store, run.queue.key, run.job.id)
+        except Exception as exc:
+            log.error(
+                "session %s: could not read what turn %s answers: %s",
+                run.queue.key,
+                run.job.id,
+                exc,
+            )
+            return []
