@@ -22,6 +22,7 @@ from clawbot.subagents.context import announce_context
 from clawbot.subagents.injection import TurnOrigin
 from clawbot.subagents.records import (
     ANNOUNCE_META,
+    TASK_LINE_CHARS,
     AnnouncePayload,
     AnnounceResult,
     AnnounceTask,
@@ -31,6 +32,7 @@ from clawbot.subagents.records import (
     Trace,
     TraceStep,
     parse_meta,
+    summarize,
 )
 from clawbot.subagents.tree import family, render_tree
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, ScriptedUsage, Step, call
@@ -74,7 +76,7 @@ async def test_a_child_reports_once_and_the_report_is_shown_for_the_next_turn_on
     announce_request = scripted.requests[2]
     assert BLOCK in announce_request.system
     assert "Result: The answer is 42." in announce_request.system
-    assert "Task: research" in announce_request.system
+    assert "Task: find the answer\nLabel: research\n" in announce_request.system
     assert "Status: ok" in announce_request.system
     # Stored: the short line and the payload in meta, never the rendered block.
     stored = await bot.store.transcripts.load(parent_key(channel), 0)
@@ -487,6 +489,32 @@ async def test_a_repeated_injection_is_stored_once(bot: Clawbot) -> None:
     assert first is not None and again is None
     entries = await bot.store.transcripts.load("internal:x", 0)
     assert [e.text for e in entries if e.role == "user"] == ["do it"]
+
+
+def payload_of(task: AnnounceTask) -> AnnouncePayload:
+    return AnnouncePayload(
+        trace_id="t",
+        hop=1,
+        idempotency_key="announce:p:c:j",
+        source_agent_id="worker",
+        source_agent_name="Worker",
+        source_session_key="internal:p/c",
+        source_run_id="j",
+        task=task,
+        result=AnnounceResult(status="ok", summary="found"),
+    )
+
+
+def test_the_report_block_shows_the_task_clipped_and_a_label_of_its_own_apart() -> None:
+    long_task = "Find every paper on attention since 2017 and list them. " * 20
+    unlabelled = payload_of(AnnounceTask(label=long_task[:60].strip(), prompt=summarize(long_task)))
+    labelled = payload_of(AnnounceTask(label="papers", prompt="find the papers"))
+
+    (task_line,) = [line for line in unlabelled.render().splitlines() if line.startswith("Task:")]
+    assert task_line.startswith("Task: Find every paper on attention since 2017 and list them.")
+    assert len(task_line) == len("Task: ") + TASK_LINE_CHARS and task_line.endswith("…")
+    assert "Label:" not in unlabelled.render()  # the label is the task's start: said once
+    assert "\nTask: find the papers\nLabel: papers\nStatus: ok\n" in labelled.render()
 
 
 def test_payloads_round_trip_and_a_malformed_one_is_a_clear_error() -> None:

@@ -32,6 +32,9 @@ CHILD_META = "subagent"
 """The session meta key of what a child session keeps about itself."""
 
 SUMMARY_MAX_CHARS = 800
+TASK_LINE_CHARS = 300
+"""The report block's ``Task:`` line shows the task up to this many characters: enough to
+tell which task it was, the parent wrote the whole of it."""
 InjectionKind = Literal["task", "message", "announce"]
 AnnounceStatus = Literal["ok", "error", "timeout", "cancelled"]
 M = TypeVar("M", bound=BaseModel)
@@ -248,7 +251,12 @@ class AnnouncePayload(Frozen):
             "[Context: subagent_announce]",
             f"From: {self.source_agent_name}#{self.source_agent_id} "
             f"(session {self.source_session_key})",
-            f"Task: {self.task.label}",
+            f"Task: {clip(self.task.prompt, TASK_LINE_CHARS) or '(none)'}",
+        ]
+        label = " ".join(self.task.label.split())
+        if label and not " ".join(self.task.prompt.split()).startswith(label):
+            lines.append(f"Label: {label}")
+        lines += [
             f"Status: {self.result.status}",
             f"Result: {self.result.summary or '(no answer)'}",
         ]
@@ -270,10 +278,15 @@ class AnnouncePayload(Frozen):
 
 def summarize(text: str) -> str:
     """A reply shortened to the payload's summary (at most 800 characters)."""
+    return clip(text, SUMMARY_MAX_CHARS)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` on one line, whitespace collapsed, cut to ``limit`` characters with ``…``."""
     flat = " ".join(text.split())
-    if len(flat) <= SUMMARY_MAX_CHARS:
+    if len(flat) <= limit:
         return flat
-    return flat[: SUMMARY_MAX_CHARS - 1] + "…"
+    return flat[: limit - 1] + "…"
 
 
 # child sessions -------------------------------------------------------------------------
