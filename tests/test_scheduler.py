@@ -474,6 +474,25 @@ async def test_stop_cancels_the_running_turn_at_once_and_says_so(
     ]
 
 
+async def test_stop_right_after_a_message_stops_its_turn_and_the_session_goes_on(
+    bot: Clawbot, channel: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    """``/stop`` taken in the same moment as the message before it (``clawbot chat`` reading
+    both from a pipe): the turn, launched but not started yet, ends as stopped."""
+    scripted.add("Too late.")
+    running = await bot.router.receive(channel.message("take your time"))
+
+    stopped = await bot.router.handle(channel.message("/stop"))
+    async with asyncio.timeout(30):
+        outcome = await running.wait()
+    after = await bot.router.handle(channel.message("hello again"))
+
+    assert stopped.reply == "Stopped the running turn."
+    assert outcome.kind == "cancelled"
+    assert after.reply == "Too late."  # the stopped turn never asked the model
+    assert len(scripted.requests) == 1
+
+
 async def test_stop_also_drops_interrupted_work_but_waiting_messages_are_answered(
     stepbot: Clawbot, steps: Steps, scripted: ScriptedModel
 ) -> None:

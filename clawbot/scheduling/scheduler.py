@@ -368,6 +368,10 @@ class Scheduler:
         if run is not None:
             if run.cancel_reason is None and run.task is not None:
                 run.cancel_reason = "with-parent" if with_parent else "stop"
+                # A turn launched this very moment (``/stop`` right after its message) takes
+                # its first step first: a task cancelled before that never runs the code that
+                # records its end, and its session would wait for it forever.
+                await asyncio.sleep(0)
                 run.task.cancel()
             if run.task is not None:
                 await asyncio.wait({run.task})
