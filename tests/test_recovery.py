@@ -200,6 +200,38 @@ async def test_a_backlog_turn_out_of_attempts_quotes_each_message_it_gives_up_on
     assert [j.status for j in jobs] == ["done", "failed", "failed"]
 
 
+async def test_a_give_up_notice_a_crash_kept_from_going_out_is_sent_at_the_next_start(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    settings = settings.model_copy(update={"job_max_attempts": 1})
+    clock = ManualClock()
+    crashed, release = await crash_during_a_backlog_turn(settings, clock, scripted)
+    clock.advance(settings.job_lease + 1)
+    dying = await Clawbot.open(settings, clock=clock)
+    stuck = StuckChannel()
+    dying.connect(stuck)
+    giving_up = asyncio.create_task(dying.start())
+    try:
+        await stuck.sending.wait()  # the job is failed; the notice never gets out
+        async with await Clawbot.open(settings, clock=clock) as restarted:
+            channel = MemoryChannel()
+            restarted.connect(channel)
+            await restarted.start()
+            await restarted.scheduler.shutdown()  # writes the marks of what it sent
+            unreplied = await restarted.store.jobs.unreplied()
+    finally:
+        giving_up.cancel()
+        release.set()
+        await dying.close()
+        await crashed.close()
+
+    assert channel.texts == [
+        "Sorry, I could not finish 2 of your messages: clawbot was interrupted while working "
+        "on them. Please send them again:\n1. `two`\n2. `three`"
+    ]
+    assert unreplied == []
+
+
 async def test_a_resumed_turn_out_of_attempts_quotes_each_message_it_answers_once(
     settings: Settings, scripted: ScriptedModel
 ) -> None:
@@ -393,10 +425,12 @@ class StuckChannel(MemoryChannel):
     def __init__(self) -> None:
         super().__init__()
         self.sending = asyncio.Event()
+        self.released = asyncio.Event()
+        """Set at the end of a test: the send returns, unconfirmed, so the process can close."""
 
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         self.sending.set()
-        await asyncio.Event().wait()
+        await self.released.wait()
         return []
 
 
@@ -426,6 +460,40 @@ async def test_a_reply_stored_but_maybe_unsent_before_a_crash_is_sent_at_start_u
 
     assert channel.texts == ["Hello from before the crash."]
     assert job.status == "done"
+    assert unreplied == []
+
+
+async def test_a_deadline_notice_a_crash_kept_from_going_out_is_sent_at_the_next_start(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    async def forever(request: ModelRequest) -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+    scripted.function = forever
+    clock = ManualClock()
+    dying = await Clawbot.open(settings.model_copy(update={"turn_deadline": 0.2}), clock=clock)
+    stuck = StuckChannel()
+    dying.connect(stuck)
+    try:
+        await dying.router.receive(stuck.message("take forever"))
+        await stuck.sending.wait()  # the deadline passed; its notice never gets out
+        async with await Clawbot.open(settings, clock=clock) as restarted:
+            channel = MemoryChannel()
+            restarted.connect(channel)
+            clock.advance(settings.job_lease + 1)
+            await restarted.start()
+            await restarted.scheduler.shutdown()
+            unreplied = await restarted.store.jobs.unreplied()
+    finally:
+        stuck.released.set()
+        await dying.scheduler.shutdown(timeout=0)
+        await dying.close()
+
+    assert channel.texts == [
+        "Sorry, I could not finish your message `take forever`: turn deadline of 0.2 s exceeded."
+        " Please send it again."
+    ]
     assert unreplied == []
 
 

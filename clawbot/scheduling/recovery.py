@@ -125,18 +125,22 @@ class Recovery:
         return self.queues.queue(session) if session is not None else None
 
     async def _give_up(self, job: TurnJob) -> None:
-        """Fail a job out of attempts, telling the person which messages to send again."""
+        """Fail a job out of attempts, telling the person which messages to send again. The
+        job stays unreplied until the notice is sent: a crash in between sends it at the
+        next start."""
         log.error("job %s failed: %d attempts, each interrupted", job.id, job.attempts)
         asked = await notices.asked_of(self.store, job.session_key, job.id)
         await self.store.jobs.close(
             [job.id],
             "failed",
             f"{notices.GAVE_UP_ERROR}{job.attempts} interrupted attempts",
+            notice_of=job.id,
         )
         session = await self.store.sessions.get(job.session_key)
         if session is not None:
             text = notices.gave_up(asked, job.attempts)
             await self.replies.send(session, text, job.reply_to, kind="error")
+        self.marks.mark(job.id)
 
 
 _HOST = socket.gethostname()

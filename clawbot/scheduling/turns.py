@@ -272,8 +272,10 @@ class TurnRunner:
             [run.job.id, *run.carried],
             "failed",
             f"{DEADLINE_ERROR}{limit} exceeded",
+            notice_of=run.job.id,
         )
         delivery = await self.replies.send(run.queue.session, text, run.job.reply_to, kind="error")
+        self.marks.mark(run.job.id)
         return TurnOutcome(job_id=run.job.id, status="failed", reply=text, delivery=delivery)
 
     async def _failed(self, run: Run, reason: str | None = None) -> TurnOutcome:
@@ -281,7 +283,7 @@ class TurnRunner:
         text = notices.failed(await self._asked(run), reason)
         jobs = [run.job.id, *run.carried]
         try:
-            await self.store.jobs.close(jobs, "failed", "internal error")
+            await self.store.jobs.close(jobs, "failed", "internal error", notice_of=run.job.id)
         except StoreError as exc:
             # The user hears of the failure either way; the housekeeping closes the jobs
             # once the store can be written, so they are not run again behind their back.
@@ -290,6 +292,7 @@ class TurnRunner:
             )
             self._unclosed.append(jobs)
         delivery = await self.replies.send(run.queue.session, text, run.job.reply_to, kind="error")
+        self.marks.mark(run.job.id)
         return TurnOutcome(job_id=run.job.id, status="failed", reply=text, delivery=delivery)
 
     async def _asked(self, run: Run) -> list[str]:

@@ -141,9 +141,15 @@ class Jobs(Protocol):
         ...
 
     async def close(
-        self, job_ids: Sequence[str], status: JobStatus, error: str | None = None
+        self,
+        job_ids: Sequence[str],
+        status: JobStatus,
+        error: str | None = None,
+        *,
+        notice_of: str | None = None,
     ) -> None:
-        """Close jobs (and those merged into them) that end without a normal finish."""
+        """Close jobs (and those merged into them) that end without a normal finish; all
+        count as replied but ``notice_of``, whose failure notice is still to be sent."""
         ...
 
     async def renew(self, job_ids: Sequence[str], until: datetime) -> None:

@@ -246,12 +246,21 @@ class SqliteJobs:
         await self._database.transaction(requeue)
 
     async def close(
-        self, job_ids: Sequence[str], status: JobStatus, error: str | None = None
+        self,
+        job_ids: Sequence[str],
+        status: JobStatus,
+        error: str | None = None,
+        *,
+        notice_of: str | None = None,
     ) -> None:
         """Close jobs (and the jobs merged into them) that end without a normal finish:
-        stopped, past the deadline or out of attempts. Their backlog rows go too; the user
-        was told already, so they count as replied. Taking ownership fences out a stale
-        runner of a job given up on."""
+        stopped, past the deadline or out of attempts. Their backlog rows go too. Taking
+        ownership fences out a stale runner of a job given up on.
+
+        They count as replied (the user was told), but for ``notice_of``: the job whose
+        failure notice is still to be sent, which stays unreplied until the notice is marked
+        sent, so a crash in between sends it at the next start. The others are answered by
+        that notice."""
         if not job_ids:
             return
         stamp = now()
@@ -260,10 +269,10 @@ class SqliteJobs:
 
         def close(db: sqlite3.Connection) -> None:
             db.execute(
-                f"UPDATE turn_jobs SET status = ?, error = ?, replied = 1, owner = ?,"
-                f" updated_at = ?, finished_at = ?"
+                f"UPDATE turn_jobs SET status = ?, error = ?, owner = ?, updated_at = ?,"
+                f" finished_at = ?, replied = CASE WHEN id IS ? THEN 0 ELSE 1 END"
                 f" WHERE id IN ({marks(ids)}) OR merged_into IN ({marks(ids)})",
-                (status, error, owner, stamp, stamp, *ids, *ids),
+                (status, error, owner, stamp, stamp, notice_of, *ids, *ids),
             )
             drain_backlog(db, ids)
 
