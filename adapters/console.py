@@ -1,12 +1,23 @@
 """The terminal channel: ``clawbot chat``.
 
-Interactive (a TTY) it offers line editing and history through prompt_toolkit. Piped, it
-reads one message per line from stdin, writes each reply to stdout and everything else to
-stderr, so it can be scripted. Each line's reply is complete before the next line is read.
+One reader owns the input and hands each line to the router the moment it is read, so a
+command is answered while a turn runs, as on every platform: ``/queue`` shows the running
+turn, ``/stop`` stops it now.
 
-An approval request (a message with actions) is answered right away: the next line is read
-as the answer (``o``nce, ``s``ession, ``d``eny, or a typed ``/approve``...), since the turn
-that asked waits for it before the chat reads on.
+- Interactive (a TTY), lines are typed at a prompt_toolkit prompt (line editing, history)
+  that stays open while turns run. A message typed during a turn reaches the router at once
+  and steers it, as on the platforms.
+- Piped, lines are read on a reader thread as they come; replies go to stdout, everything
+  else to stderr, so it can be scripted. A script's messages are answered one at a time, in
+  order: a message line is handed over once the previous message's turn ended, and a command
+  line once the lines before it were handed over (``/stop`` after a message stops that
+  message's turn).
+
+An approval request (a message with actions) is answered through the same reader: while one
+is open, a short answer (``o``\\nce, ``s``\\ession, ``d``\\eny, yes, no) or a typed
+``/approve``/``/deny`` with its id answers it, wherever it is among the lines waiting; any
+other line is a message or a command like any other, never swallowed. At the end of input
+nobody is left to say yes, so the requests still open, and any asked later, are denied.
 """
 
 from __future__ import annotations
@@ -16,16 +27,29 @@ import contextlib
 import getpass
 import logging
 import os
+import secrets
 import sys
-from typing import BinaryIO, TextIO
+from collections import deque
+from collections.abc import Awaitable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage
-from clawbot.messages import Action, InboundMessage, OutboundMessage
+from adapters.console_input import LineReader, OpenRequest, answer_command
+from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage, StagedHandler
+from clawbot.commands import parse_command
+from clawbot.messages import InboundMessage, OutboundEdit, OutboundMessage
 from clawbot.settings import Settings
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
 
 log = logging.getLogger("clawbot.console")
 
 CHANNEL = "console"
+PROMPT = "you › "
+ANSWER_HINT = "(answer with o = once, s = for this session or d = deny)"
+
+__all__ = ["ConsoleAdapter", "answer_command", "decode_line", "to_inbound"]
 
 
 def to_inbound(text: str, *, chat_id: str, user: str) -> InboundMessage:
@@ -42,43 +66,18 @@ def to_inbound(text: str, *, chat_id: str, user: str) -> InboundMessage:
     )
 
 
-ANSWERS = {
-    "o": " once",
-    "once": " once",
-    "y": " once",
-    "yes": " once",
-    "s": " session",
-    "session": " session",
-    "d": "/deny",
-    "deny": "/deny",
-    "n": "/deny",
-    "no": "/deny",
-}
-ANSWER_PROMPT = "answer: o = once, s = for this session, d = deny › "
-
-
-def answer_command(text: str, actions: tuple[Action, ...]) -> str | None:
-    """The command a typed answer to an approval request stands for: a short answer picks
-    the matching button's command, a line starting with ``/`` is taken as typed; None when
-    the answer means nothing here."""
-    typed = text.strip()
-    if typed.startswith("/"):
-        return typed
-    wanted = ANSWERS.get(typed.lower())
-    if wanted is None:
-        return None
-    for action in actions:
-        if action.command.endswith(wanted) or action.command.startswith(wanted):
-            return action.command
-    return None
-
-
 def decode_line(raw: bytes) -> str | None:
     """The line as text, or None when it is not valid UTF-8."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+@dataclass(frozen=True)
+class _Line:
+    number: int
+    text: str
 
 
 class ConsoleAdapter(Adapter):
@@ -103,8 +102,15 @@ class ConsoleAdapter(Adapter):
         self.finished = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._on_message: InboundHandler | None = None
-        self._answering = asyncio.Lock()
-        self._answers: set[asyncio.Task[None]] = set()
+        self._requests: list[OpenRequest] = []  # shown and not answered, oldest first
+        self._answered: set[str] = set()  # message ids of requests answered from here
+        self._input_ended = False
+        self._lines_read = 0
+        self._handling: set[asyncio.Task[None]] = set()
+        self._waiting: deque[_Line] = deque()  # piped lines read and not handed over yet
+        self._wake = asyncio.Event()
+        self._reader: LineReader | None = None
+        self._prompt: PromptSession[str] | None = None
 
     @classmethod
     def is_configured(cls, settings: Settings) -> bool:
@@ -116,7 +122,7 @@ class ConsoleAdapter(Adapter):
 
     async def start(self, on_message: InboundHandler) -> None:
         self._on_message = on_message
-        loop = self._interactive_loop if self.interactive else self._piped_loop
+        loop = self._terminal if self.interactive else self._piped
         self._task = asyncio.create_task(loop(on_message))
         self._task.add_done_callback(lambda _: self.finished.set())
 
@@ -124,65 +130,64 @@ class ConsoleAdapter(Adapter):
         await self.finished.wait()
 
     async def stop(self) -> None:
-        for answer in list(self._answers):
-            answer.cancel()
+        if self._reader is not None:
+            self._reader.close()
+        for task in list(self._handling):
+            task.cancel()
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self.finished.set()
 
+    # output ------------------------------------------------------------------------------
+
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         text = message.text.rstrip("\n")
+        if not self._show(text):
+            return []
+        if not message.actions or self._on_message is None:
+            return [SentMessage(channel=CHANNEL, chat_id=message.chat_id)]
+        request = OpenRequest.of(secrets.token_hex(6), message.actions)
+        self._requests.append(request)
+        if self.interactive:
+            self._redraw()
+        else:
+            print(ANSWER_HINT, file=sys.stderr, flush=True)
+        if self._input_ended and (self.interactive or self._task is None or self._task.done()):
+            self._deny_open()  # asked once the chat has no more input: nobody can say yes
+        self._wake.set()  # piped: a line already waiting may answer it
+        return [
+            SentMessage(channel=CHANNEL, chat_id=message.chat_id, message_id=request.message_id)
+        ]
+
+    async def edit(self, edit: OutboundEdit) -> None:
+        """An approval request was answered or expired: it is no longer open. Its outcome is
+        shown when it was not answered from here (the answer's reply said it then)."""
+        request = next((r for r in self._requests if r.message_id == edit.message_id), None)
+        if request is not None:
+            self._requests.remove(request)
+            self._redraw()
+        if edit.message_id in self._answered:
+            self._answered.discard(edit.message_id)
+            return
+        lines = edit.text.rstrip("\n").split("\n")
+        self._show(f"{lines[0]}\n{lines[-1]}")  # the request's first line, then its outcome
+
+    def _show(self, text: str) -> bool:
+        """Print one message whole; False once the output is gone."""
         if self.interactive:
             from prompt_toolkit import print_formatted_text
 
             print_formatted_text(text)
-        else:
-            try:
-                self._stdout.write(text + "\n")
-                self._stdout.flush()
-            except BrokenPipeError:
-                self._output_closed()
-                return []
-        if message.actions and self._on_message is not None:
-            answer = asyncio.create_task(self._answer(message.actions, self._on_message))
-            self._answers.add(answer)
-            answer.add_done_callback(self._answers.discard)
-        return [SentMessage(channel=CHANNEL, chat_id=message.chat_id)]
-
-    async def _answer(self, actions: tuple[Action, ...], on_message: InboundHandler) -> None:
-        """Read the answer to an approval request and send it as its command. End of input
-        denies it (nobody is left to say yes)."""
-        deny = next((a.command for a in actions if a.command.startswith("/deny")), None)
-        async with self._answering:
-            while True:
-                text = await self._read_answer()
-                if text is None:
-                    if deny is None:
-                        return
-                    command = deny
-                    break
-                answered = answer_command(text, actions)
-                if answered is not None:
-                    command = answered
-                    break
-                print(ANSWER_PROMPT.rstrip(" ›"), file=sys.stderr, flush=True)
-        await self._deliver(on_message, command, 0)
-
-    async def _read_answer(self) -> str | None:
-        if self.interactive:
-            from prompt_toolkit import PromptSession
-
-            try:
-                return await PromptSession[str]().prompt_async(ANSWER_PROMPT)
-            except (EOFError, KeyboardInterrupt):
-                return None
-        print(ANSWER_PROMPT, end="", file=sys.stderr, flush=True)
-        raw = await asyncio.to_thread(self._stdin.readline)
-        if not raw:
-            return None
-        return decode_line(raw) or ""
+            return True
+        try:
+            self._stdout.write(text + "\n")
+            self._stdout.flush()
+        except BrokenPipeError:
+            self._output_closed()
+            return False
+        return True
 
     def _output_closed(self) -> None:
         """Whoever read our output is gone (``clawbot chat < in.txt | head -1``): further
@@ -191,6 +196,8 @@ class ConsoleAdapter(Adapter):
         if self._task is not None and not self._task.done():
             log.info("the output was closed: no more input is read")
             self._task.cancel()
+        if self._reader is not None:
+            self._reader.close()
         if self._stdout is sys.stdout:
             # Python flushes stdout again at exit; point it at /dev/null so that flush
             # cannot fail and print a BrokenPipeError of its own.
@@ -198,39 +205,161 @@ class ConsoleAdapter(Adapter):
             os.dup2(devnull, sys.stdout.fileno())
             os.close(devnull)
 
-    async def _piped_loop(self, on_message: InboundHandler) -> None:
-        number = 0
+    # approvals ---------------------------------------------------------------------------
+
+    def _answer_in(self, text: str) -> tuple[OpenRequest, str] | None:
+        """The open request ``text`` answers (the oldest it fits) and the command it sends."""
+        for request in self._requests:
+            command = request.answer(text)
+            if command is not None:
+                return request, command
+        return None
+
+    def _take(self, request: OpenRequest) -> None:
+        if request in self._requests:
+            self._requests.remove(request)
+        self._answered.add(request.message_id)
+        self._redraw()
+
+    def _deny_open(self) -> None:
+        """Deny every open request (the input ended), each through its own command."""
+        for request in list(self._requests):
+            deny = next((a.command for a in request.actions if a.command.startswith("/deny")), None)
+            self._take(request)
+            if deny is not None and self._on_message is not None:
+                self._spawn(self._deliver(self._on_message, deny, 0))
+
+    def _redraw(self) -> None:
+        if self._prompt is not None and self._prompt.app.is_running:
+            self._prompt.app.invalidate()
+
+    def _prompt_text(self) -> str:
+        return self._requests[0].prompt if self._requests else PROMPT
+
+    # input -------------------------------------------------------------------------------
+
+    async def _piped(self, on_message: InboundHandler) -> None:
+        self._reader = LineReader(self._stdin, self._arrived, asyncio.get_running_loop())
+        self._reader.start()
+        running: asyncio.Task[None] | None = None  # the message whose turn runs
         while True:
-            raw = await asyncio.to_thread(self._stdin.readline)
-            if not raw:
+            self._wake.clear()
+            answered = self._waiting_answer()
+            if answered is not None:
+                line, request, command = answered
+                self._taken(line)
+                self._take(request)
+                await self._deliver(on_message, command, line.number)
+                continue
+            if self._input_ended:
+                self._deny_open()  # no line left answers them, and none will come
+            if self._waiting:
+                line = self._waiting[0]
+                if parse_command(line.text) is not None:
+                    self._taken(line)
+                    await self._deliver(on_message, line.text, line.number)
+                    continue
+                if running is None or running.done():
+                    self._taken(line)
+                    running = await self._hand(on_message, line.text, line.number)
+                    continue
+            elif self._input_ended and not self._handling:
                 return
-            number += 1
+            await self._wake.wait()
+
+    def _arrived(self, raw: bytes | None) -> None:
+        """A line from the reader thread (None: the end of input)."""
+        if raw is None:
+            self._input_ended = True
+        else:
+            self._lines_read += 1
             text = decode_line(raw)
             if text is None:
                 print(
-                    f"clawbot: line {number} is not valid UTF-8 text and was skipped; "
+                    f"clawbot: line {self._lines_read} is not valid UTF-8 text and was skipped; "
                     "save your input as UTF-8",
                     file=sys.stderr,
                     flush=True,
                 )
-                continue
-            await self._deliver(on_message, text, number)
+                if self._reader is not None:
+                    self._reader.taken()
+            else:
+                self._waiting.append(_Line(self._lines_read, text))
+        self._wake.set()
 
-    async def _interactive_loop(self, on_message: InboundHandler) -> None:
+    def _waiting_answer(self) -> tuple[_Line, OpenRequest, str] | None:
+        for line in self._waiting:
+            found = self._answer_in(line.text)
+            if found is not None:
+                return line, *found
+        return None
+
+    def _taken(self, line: _Line) -> None:
+        self._waiting.remove(line)
+        if self._reader is not None:
+            self._reader.taken()
+
+    async def _terminal(self, on_message: InboundHandler) -> None:
         from prompt_toolkit import PromptSession
         from prompt_toolkit.patch_stdout import patch_stdout
 
-        session: PromptSession[str] = PromptSession()
+        self._prompt = session = PromptSession[str]()
         print("clawbot chat — type /help for commands, Ctrl-D to quit.", file=sys.stderr)
         number = 0
         with patch_stdout():
             while True:
                 try:
-                    text = await session.prompt_async("you › ")
-                except (EOFError, KeyboardInterrupt):
-                    return
+                    text = await session.prompt_async(self._prompt_text)
+                except EOFError:
+                    break
+                except KeyboardInterrupt:
+                    if self._handling:
+                        raise  # Ctrl-C during a turn quits now, as it always has
+                    break
                 number += 1
-                await self._deliver(on_message, text, number)
+                found = self._answer_in(text)
+                if found is not None:
+                    request, command = found
+                    self._take(request)
+                    await self._deliver(on_message, command, number)
+                else:
+                    await self._hand(on_message, text, number)
+        self._input_ended = True
+        self._deny_open()
+        while self._handling:
+            await asyncio.wait(set(self._handling))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
+        self._handling.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._handling.discard(finished)
+            self._wake.set()
+
+        task.add_done_callback(done)
+        return task
+
+    async def _hand(self, on_message: InboundHandler, text: str, number: int) -> asyncio.Task[None]:
+        """Hand a message over without waiting for its turn; the task ends with the turn.
+        With a staged handler (``clawbot chat``'s) this returns once the message is taken in,
+        so the next line cannot overtake it."""
+        if not isinstance(on_message, StagedHandler):
+            return self._spawn(self._deliver(on_message, text, number))
+        message = to_inbound(text, chat_id=self.chat_id, user=self.user)
+        try:
+            outcome = await on_message.take(message)
+        except Exception:
+            log.exception("handling line %d failed", number)
+            outcome = asyncio.sleep(0)
+        return self._spawn(self._outcome(outcome, number))
+
+    @staticmethod
+    async def _outcome(outcome: Awaitable[object], number: int) -> None:
+        try:
+            await outcome
+        except Exception:
+            log.exception("handling line %d failed", number)
 
     async def _deliver(self, on_message: InboundHandler, text: str, number: int) -> None:
         message = to_inbound(text, chat_id=self.chat_id, user=self.user)

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from clawbot.messages import Attachment, InboundMessage, OutboundEdit, OutboundMessage
 
@@ -19,6 +19,20 @@ if TYPE_CHECKING:
     from clawbot.settings import Settings
 
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
+
+
+@runtime_checkable
+class StagedHandler(Protocol):
+    """An :data:`InboundHandler` whose two stages a channel may wait on apart. Called, it
+    returns once the message was handled (a turn's reply sent), as any handler; ``take``
+    returns as soon as the message is taken in (a command answered, a message stored and
+    queued for its turn), with the rest to await. ``clawbot chat`` gives the console one, so
+    a line is handed over without waiting for the turn before it."""
+
+    async def __call__(self, message: InboundMessage) -> None: ...
+
+    async def take(self, message: InboundMessage) -> Awaitable[object]: ...
+
 
 NOT_TAKEN_IN = "Sorry, I could not take this message in. Please send it again."
 """What an adapter tells the sender, straight through the platform (not the outbox, which may

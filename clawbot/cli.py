@@ -128,17 +128,13 @@ def serving_lock(settings: Settings, command: str) -> ServingLock:
 
 async def _chat(settings: Settings) -> None:
     from clawbot.app import Clawbot
-    from clawbot.messages import InboundMessage
+    from clawbot.chat_intake import ChatIntake
 
     adapter = adapter_class("console").from_settings(settings)
     async with await Clawbot.open(settings) as bot:
         bot.connect(adapter)
         await bot.start()
-
-        async def on_message(message: InboundMessage) -> None:
-            await bot.router.handle(message)
-
-        await adapter.start(on_message)
+        await adapter.start(ChatIntake(bot.router))
         try:
             await adapter.wait_closed()
             await bot.scheduler.wait_idle()

@@ -7,17 +7,28 @@ import pty
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from .standins.openai_api import OpenAIStandin
+from .standins.openai_api import OpenAIStandin, Reply
 from .test_cli import CLAWBOT, environment
 
 DEADLINE = 60.0
 
 
+Step = tuple[bytes, bytes | Callable[[], bool]]
+"""A line to type, then what to wait for: text the terminal shows, or a condition."""
+
+
 def typed_in_a_terminal(env: dict[str, str], cwd: Path, line: bytes, until: bytes) -> bytes:
     """Run ``clawbot chat`` on a pseudo-terminal, type ``line``, and return everything it
     showed (stdout and stderr both) up to ``until``; then it is stopped."""
+    return typed_steps(env, cwd, [(line, until)])
+
+
+def typed_steps(env: dict[str, str], cwd: Path, steps: list[Step]) -> bytes:
+    """As :func:`typed_in_a_terminal`, for several lines: each is typed once what the step
+    before it waits for happened."""
     main, secondary = pty.openpty()
     process = subprocess.Popen(
         [*CLAWBOT, "chat"], stdin=secondary, stdout=secondary, stderr=secondary, env=env, cwd=cwd
@@ -25,12 +36,15 @@ def typed_in_a_terminal(env: dict[str, str], cwd: Path, line: bytes, until: byte
     os.close(secondary)
     shown = b""
     try:
-        os.write(main, line)
-        deadline = time.monotonic() + DEADLINE
-        while until not in shown:
-            ready, _, _ = select.select([main], [], [], max(0.0, deadline - time.monotonic()))
-            assert ready, f"no {until!r} on the terminal; it showed: {shown!r}"
-            shown += os.read(main, 65536)
+        for line, until in steps:
+            os.write(main, line)
+            deadline = time.monotonic() + DEADLINE
+            while not (until() if callable(until) else until in shown):
+                wait = min(0.1, max(0.0, deadline - time.monotonic()))
+                ready, _, _ = select.select([main], [], [], wait)
+                assert time.monotonic() < deadline, f"no {until!r}; the terminal showed {shown!r}"
+                if ready:
+                    shown += os.read(main, 65536)
     finally:
         if process.poll() is None:
             process.kill()
@@ -56,3 +70,30 @@ def test_a_log_level_that_was_set_is_kept_in_a_terminal(tmp_path: Path) -> None:
         shown = typed_in_a_terminal(env, tmp_path, b"hi\n", b"Hello from the stand-in.")
 
     assert b" INFO " in shown
+
+
+def test_stop_typed_while_a_turn_runs_stops_it_now(tmp_path: Path) -> None:
+    with OpenAIStandin([{"hang": True}]).running() as standin:
+        shown = typed_steps(
+            environment(tmp_path / "home", standin),
+            tmp_path,
+            [
+                (b"take your time\r", standin.hung.is_set),
+                (b"/stop\r", b"Stopped the running turn."),
+            ],
+        )
+
+    assert b"Stopped the running turn." in shown
+
+
+def test_an_approval_is_answered_at_the_one_prompt(tmp_path: Path) -> None:
+    script: list[Reply] = [
+        {"tool_calls": [("file_write", {"path": "a.md", "content": "hi"})]},
+        "Written.",
+    ]
+    with OpenAIStandin(script).running() as standin:
+        env = environment(tmp_path / "home", standin, CLAWBOT_AUTONOMY="supervised")
+        shown = typed_steps(env, tmp_path, [(b"write a.md\r", b"o = once"), (b"o\r", b"Written.")])
+
+    assert b"Approved once: file_write" in shown
+    assert (tmp_path / "home" / "workspace" / "a.md").read_text() == "hi"

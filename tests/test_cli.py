@@ -4,12 +4,15 @@ OpenAI-compatible stand-in (the real litellm OpenAI path over HTTP)."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -93,6 +96,53 @@ def test_piped_chat_answers_each_line_on_stdout_with_logs_on_stderr(
     assert "[main] INFO clawbot.runtime: tool file_write" in err
     assert (tmp_path / "home" / "workspace" / "todo.md").read_text() == "milk"
     assert len(standin.requests) == 3
+
+
+def read_lines(stream: IO[bytes], count: int, deadline: float = 60.0) -> list[str]:
+    """The next ``count`` lines ``stream`` gives within ``deadline`` seconds (a test fails on
+    fewer, where reading on would wait forever)."""
+    fd, shown, until = stream.fileno(), b"", time.monotonic() + deadline
+    while shown.count(b"\n") < count:
+        ready, _, _ = select.select([fd], [], [], max(0.0, until - time.monotonic()))
+        assert ready, f"only {shown!r} within {deadline:g} s"
+        chunk = os.read(fd, 65536)
+        assert chunk, f"the output ended after {shown!r}"
+        shown += chunk
+    return shown.decode().splitlines()[:count]
+
+
+def test_piped_queue_and_stop_are_answered_while_a_turn_runs_and_stop_stops_it(
+    standin: OpenAIStandin, tmp_path: Path
+) -> None:
+    standin.script = [{"hang": True}]
+    process = subprocess.Popen(
+        [*CLAWBOT, "chat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=environment(tmp_path / "home", standin),
+        cwd=tmp_path,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(b"take your time\n")
+        process.stdin.flush()
+        assert standin.hung.wait(60), "the message never reached the model"
+
+        process.stdin.write(b"/queue\n/stop\n")
+        process.stdin.flush()
+        answers = read_lines(process.stdout, 2)
+        process.stdin.close()
+        code = process.wait(60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+
+    assert answers[0].startswith("Running: a turn in the main lane for ")
+    assert answers[1] == "Stopped the running turn."
+    assert code == 0
 
 
 def test_the_conversation_continues_after_the_process_restarts(

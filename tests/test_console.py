@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+from pathlib import Path
 
 from adapters.console import ConsoleAdapter, decode_line, to_inbound
+from clawbot.app import Clawbot
+from clawbot.chat_intake import ChatIntake
 from clawbot.messages import InboundMessage, OutboundMessage
+from clawbot.settings import Settings
+from clawbot.testing import ModelRequest, ScriptedModel
 
 
 def test_a_typed_line_becomes_a_dm_from_the_local_user() -> None:
@@ -48,3 +54,33 @@ async def test_piped_lines_are_handled_in_order_each_reply_before_the_next_line(
 
     assert seen == ["one", "two"]
     assert stdout.getvalue() == "re: one\nre: two\n"
+
+
+async def test_piped_commands_are_answered_while_a_turn_runs_and_stop_stops_it(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    """`/queue` and `/stop` read while the turn before them runs are answered at once."""
+    never = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        await never.wait()
+        return "too late"
+
+    scripted.function = slow
+    settings = Settings(home=tmp_path / "home", model=scripted.model_string, _env_file=None)  # type: ignore[call-arg]
+    stdout = io.StringIO()
+    adapter = ConsoleAdapter(
+        stdin=io.BytesIO(b"take your time\n/queue\n/stop\n"), stdout=stdout, interactive=False
+    )
+    async with await Clawbot.open(settings) as bot:
+        bot.connect(adapter)
+        await adapter.start(ChatIntake(bot.router))
+        async with asyncio.timeout(30):
+            await adapter.wait_closed()
+            await bot.scheduler.wait_idle()
+        await adapter.stop()
+
+    lines = stdout.getvalue().splitlines()
+    assert lines[0].startswith("Running: a turn in the main lane for ")
+    assert lines[1] == "Stopped the running turn."
+    assert "too late" not in stdout.getvalue()

@@ -1,14 +1,18 @@
-"""`clawbot chat` answers approval requests on the next line: the turn that asked waits
-for it before the chat reads on."""
+"""`clawbot chat` answers approval requests through its one reader: while a request is open,
+a short answer among the lines read answers it; every other line stays a message or a
+command, and is never swallowed."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import os
 from pathlib import Path
 
 from adapters.console import ConsoleAdapter, answer_command
 from clawbot.app import Clawbot
-from clawbot.messages import Action, InboundMessage
+from clawbot.chat_intake import ChatIntake
+from clawbot.messages import Action, InboundMessage, OutboundMessage
 from clawbot.settings import Settings
 from clawbot.testing import ScriptedModel, call
 
@@ -17,6 +21,7 @@ ACTIONS = (
     Action(label="Approve for this session", command="/approve k7m2pq session"),
     Action(label="Deny", command="/deny k7m2pq"),
 )
+DEADLINE = 30.0
 
 
 def test_short_answers_stand_for_the_buttons_commands() -> None:
@@ -38,13 +43,11 @@ async def chat(tmp_path: Path, scripted: ScriptedModel, lines: bytes) -> str:
     adapter = ConsoleAdapter(stdin=io.BytesIO(lines), stdout=stdout, interactive=False)
     async with await Clawbot.open(settings) as bot:
         bot.connect(adapter)
-
-        async def on_message(message: InboundMessage) -> None:
-            await bot.router.handle(message)
-
-        await adapter.start(on_message)
-        await adapter.wait_closed()
-        await bot.scheduler.wait_idle()
+        await adapter.start(ChatIntake(bot.router))
+        async with asyncio.timeout(DEADLINE):
+            await adapter.wait_closed()
+            await bot.scheduler.wait_idle()
+        await adapter.stop()
     return stdout.getvalue()
 
 
@@ -62,14 +65,17 @@ async def test_the_next_line_answers_the_request_and_the_turn_goes_on(
     assert (tmp_path / "home" / "workspace" / "a.md").read_text() == "hi"
 
 
-async def test_an_answer_that_means_nothing_is_asked_again(
+async def test_a_line_that_is_no_answer_reaches_the_agent_and_the_answer_after_it_answers(
     tmp_path: Path, scripted: ScriptedModel
 ) -> None:
-    scripted.add(call("file_write", path="a.md", content="hi"), "Not written.")
+    scripted.add(call("file_write", path="a.md", content="hi"), "Not written.", "Maybe what?")
 
     out = await chat(tmp_path, scripted, b"write a.md\nmaybe\nd\n")
 
-    assert out.splitlines()[-2].startswith("Denied: file_write (")
+    lines = out.splitlines()
+    assert lines[-3].startswith("Denied: file_write (")
+    assert lines[-2:] == ["Not written.", "Maybe what?"]
+    assert scripted.requests[-1].last_user_text == "maybe"
     assert not (tmp_path / "home" / "workspace" / "a.md").exists()
 
 
@@ -82,3 +88,31 @@ async def test_the_end_of_input_denies_a_waiting_request(
 
     assert out.splitlines()[-2].startswith("Denied: file_write (")
     assert out.splitlines()[-1] == "Not written."
+
+
+async def test_lines_after_a_request_no_turn_waits_on_all_reach_the_agent() -> None:
+    """A subagent's request arrives after its parent's turn ended: the person's next lines
+    are messages (none is eaten by a prompt for the request), and the end of input denies
+    the request, which nobody answered."""
+    read, write = os.pipe()
+    seen: list[str] = []
+
+    async def on_message(message: InboundMessage) -> None:
+        seen.append(message.text)
+
+    with os.fdopen(read, "rb") as stdin:
+        adapter = ConsoleAdapter(stdin=stdin, stdout=io.StringIO(), interactive=False)
+        await adapter.start(on_message)
+        await adapter.send(
+            OutboundMessage(
+                channel="console", chat_id="local", text="[writer]: ok?", actions=ACTIONS
+            )
+        )
+        os.write(write, b"first\nsecond\nthird\n")
+        os.close(write)
+        async with asyncio.timeout(DEADLINE):
+            await adapter.wait_closed()
+        await adapter.stop()
+
+    assert [text for text in seen if not text.startswith("/")] == ["first", "second", "third"]
+    assert [text for text in seen if text.startswith("/")] == ["/deny k7m2pq"]
