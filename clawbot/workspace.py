@@ -3,10 +3,12 @@ the only part of the file system the file tools may touch."""
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from clawbot.beneath import Beneath
 from clawbot.clock import Clock, SystemClock
 from clawbot.errors import WorkspaceError
 
@@ -43,6 +45,37 @@ def agent_folder(agent_id: str) -> str:
     return f"{AGENT_FOLDERS}/{agent_id}"
 
 
+def checked_path(relative: str) -> str:
+    """``relative`` as a workspace path (``.`` for an empty one), or a WorkspaceError for one
+    that is absolute, climbs out with ``..`` or would be refused by the file system (NUL, too
+    long). Only the text is read: nothing is looked up."""
+    if not relative or relative.strip() == "":
+        return "."
+    shown = shown_path(relative)
+    if "\0" in relative:
+        raise WorkspaceError(
+            f"the path {shown} contains a NUL character",
+            hint="give a plain path relative to the workspace",
+        )
+    if len(relative) > MAX_PATH_CHARS:
+        raise WorkspaceError(
+            f"the path {shown} is too long ({len(relative):,} characters, at most "
+            f"{MAX_PATH_CHARS:,})",
+            hint="use a shorter path",
+        )
+    parts = Path(relative).parts
+    if any(len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES for part in parts):
+        raise WorkspaceError(
+            f"a name in the path {shown} is too long (at most {MAX_NAME_BYTES} bytes a name)",
+            hint="use a shorter name",
+        )
+    if relative.startswith(("/", "~")):
+        raise WorkspaceError(f"absolute paths are not allowed: {shown}")
+    if ".." in parts:
+        raise WorkspaceError(f"'..' is not allowed in workspace paths: {shown}")
+    return relative
+
+
 @dataclass(frozen=True)
 class BootstrapFile:
     name: str
@@ -75,59 +108,45 @@ class Workspace:
 
         Absolute paths, ``..`` that climbs out and symlinks that lead out are all refused, and
         so are paths the file system would reject (NUL, too long): every message shows the
-        path as given, shortened, never the workspace's place on the host.
+        path as given, shortened, never the workspace's place on the host. The path is looked
+        up again when it is used, so this is a check for what runs outside clawbot (the
+        sandbox's mounts, the shell's words); the file tools open beneath the root instead
+        (:mod:`clawbot.beneath`).
         """
-        if not relative or relative.strip() == "":
-            relative = "."
-        shown = shown_path(relative)
-        if "\0" in relative:
-            raise WorkspaceError(
-                f"the path {shown} contains a NUL character",
-                hint="give a plain path relative to the workspace",
-            )
-        candidate = Path(relative)
-        if len(relative) > MAX_PATH_CHARS:
-            raise WorkspaceError(
-                f"the path {shown} is too long ({len(relative):,} characters, at most "
-                f"{MAX_PATH_CHARS:,})",
-                hint="use a shorter path",
-            )
-        if any(len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES for part in candidate.parts):
-            raise WorkspaceError(
-                f"a name in the path {shown} is too long (at most {MAX_NAME_BYTES} bytes a name)",
-                hint="use a shorter name",
-            )
-        if candidate.is_absolute() or relative.startswith("~"):
-            raise WorkspaceError(f"absolute paths are not allowed: {shown}")
-        if ".." in candidate.parts:
-            raise WorkspaceError(f"'..' is not allowed in workspace paths: {shown}")
+        candidate = Path(checked_path(relative))
         try:
             resolved = (self.root / candidate).resolve()
         except (OSError, RuntimeError):  # a loop of links; the message holds the host path
             raise WorkspaceError(
-                f"{shown} cannot be followed (its links form a loop)",
+                f"{shown_path(relative)} cannot be followed (its links form a loop)",
                 hint="use a path without that link",
             ) from None
         if resolved != self.root and not resolved.is_relative_to(self.root):
-            raise WorkspaceError(f"{shown} leads outside the workspace (through a link)")
+            raise WorkspaceError(
+                f"{shown_path(relative)} leads outside the workspace (through a link)"
+            )
         return resolved
 
     def relative(self, path: Path) -> str:
         return str(path.relative_to(self.root)) if path != self.root else "."
 
-    def ensure_folder(self, relative: str) -> Path:
-        """The folder ``relative`` (resolved and confined as :meth:`resolve` does), created
-        when missing: an agent's own folder exists from its first tool call on, so its
-        shell can run there and its sandbox can mount it."""
-        folder = self.resolve(relative)
+    def ensure_folder(self, relative: str) -> None:
+        """Create the folder ``relative`` when missing, every folder on its way beneath the
+        root and never through a link that leads out: an agent's own folder exists from its
+        first tool call on, so its shell can run there and its sandbox can mount it."""
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError:
+            with Beneath.open(self.root) as root:
+                os.close(root.open_folder(checked_path(relative), make=True))
+        except OSError as exc:
+            if exc.errno == errno.EXDEV:
+                raise WorkspaceError(
+                    f"the folder {shown_path(relative)} leads outside the workspace "
+                    "(through a link)"
+                ) from None
             raise WorkspaceError(
                 f"the folder {shown_path(relative)} cannot be created in the workspace",
                 hint="tell the user: a file may stand where the folder should be",
             ) from None
-        return folder
 
     def bootstrap(
         self, agent_id: str | None = None, *, overlay: bool = True

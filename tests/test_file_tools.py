@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from clawbot import beneath
 from clawbot.errors import WorkspaceError
 from clawbot.messages import ToolCallBlock
+from clawbot.reach import Reach, Root
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.tools import ToolContext, ToolRegistry, files
@@ -437,3 +439,144 @@ async def test_look_alike_dots_are_plain_names_inside_the_workspace(
     assert not write_failed
     assert (workspace / dots / "outside.txt").read_text() == "x"
     assert (workspace.parent / "outside.txt").read_text() == "top secret"
+
+
+# links inside the workspace, walked beneath its root ----------------------------------------
+
+
+@pytest.fixture(params=["kernel", "walk"])
+def resolution(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``kernel``: paths opened with openat2 where this kernel has it; ``walk``: one name at
+    a time, as where it has not (and whenever a path holds a link)."""
+    if request.param == "walk":
+        monkeypatch.setattr(beneath.KERNEL, "usable", False)
+    return str(request.param)
+
+
+async def run_within(
+    workspace: Path, reach: Reach, name: str, **arguments: object
+) -> tuple[str, bool]:
+    async def session_reach() -> Reach:
+        return reach
+
+    context = ToolContext(
+        session=Session(key="k", channel="c", chat_id="1", agent_id="builder"),
+        workspace=workspace,
+        settings=Settings(_env_file=None),  # type: ignore[call-arg]
+        reach=session_reach,
+    )
+    result = await ToolRegistry(file_tools()).execute(
+        ToolCallBlock(id="1", name=name, arguments=dict(arguments)), context
+    )
+    return result.content, result.is_error
+
+
+async def test_a_relative_link_through_dotdot_inside_the_workspace_is_followed(
+    workspace: Path, resolution: str
+) -> None:
+    (workspace / "sub").mkdir()
+    os.symlink("../notes.md", workspace / "sub" / "alias.md")
+
+    assert await run(workspace, "file_read", path="sub/alias.md") == ("one\ntwo\n", False)
+
+
+async def test_a_relative_link_climbing_above_the_workspace_is_refused(
+    workspace: Path, resolution: str
+) -> None:
+    (workspace / "sub").mkdir()
+    os.symlink("../../outside.txt", workspace / "sub" / "up.md")
+
+    content, is_error = await run(workspace, "file_read", path="sub/up.md")
+
+    assert is_error
+    assert content.startswith("error: sub/up.md leads outside the workspace (through a link)")
+
+
+async def test_a_chain_of_links_inside_is_followed_and_a_loop_is_refused(
+    workspace: Path, resolution: str
+) -> None:
+    os.symlink("notes.md", workspace / "one")
+    os.symlink("one", workspace / "two")
+    os.symlink("loop-b", workspace / "loop-a")
+    os.symlink("loop-a", workspace / "loop-b")
+
+    chained = await run(workspace, "file_read", path="two")
+    looped, is_error = await run(workspace, "file_read", path="loop-a")
+
+    assert chained == ("one\ntwo\n", False)
+    assert is_error
+    assert looped.startswith("error: loop-a cannot be followed (its links form a loop)")
+
+
+async def test_writing_through_a_link_to_a_folder_inside_writes_into_that_folder(
+    workspace: Path, resolution: str
+) -> None:
+    (workspace / "real").mkdir()
+    os.symlink("real", workspace / "alias")
+
+    _, is_error = await run(workspace, "file_write", path="alias/new/deep.txt", content="x")
+
+    assert not is_error
+    assert (workspace / "real" / "new" / "deep.txt").read_text() == "x"
+
+
+async def test_list_dir_lists_a_link_by_its_name_without_following_it(
+    workspace: Path, resolution: str
+) -> None:
+    (workspace / "sub").mkdir()
+    os.symlink("sub", workspace / "alias")
+    os.symlink(workspace.parent, workspace / "up")
+
+    content, _ = await run(workspace, "list_dir")
+
+    assert content.splitlines() == ["sub/", "alias", "notes.md", "up"]
+
+
+async def test_the_reach_is_checked_where_a_link_in_it_leads(
+    workspace: Path, resolution: str
+) -> None:
+    """A link in an agent's own folder to a file of the workspace outside that folder."""
+    (workspace / "agents" / "builder").mkdir(parents=True)
+    os.symlink("../../notes.md", workspace / "agents" / "builder" / "notes.md")
+    reach = Reach((Root("agents/builder", write=True),), home="agents/builder")
+
+    content, is_error = await run_within(
+        workspace, reach, "file_read", path="agents/builder/notes.md"
+    )
+
+    assert is_error
+    assert content.startswith("error: agents/builder/notes.md is outside this session's reach")
+
+
+async def test_an_agents_folder_behind_a_link_that_leads_out_is_not_made(
+    workspace: Path, resolution: str
+) -> None:
+    os.symlink(workspace.parent, workspace / "agents")
+    reach = Reach((Root("agents/builder", write=True),), home="agents/builder")
+
+    content, is_error = await run_within(
+        workspace, reach, "file_write", path="agents/builder/a.md", content="x"
+    )
+
+    assert is_error
+    assert content.startswith(
+        "error: the folder agents/builder leads outside the workspace (through a link)"
+    )
+    assert not (workspace.parent / "builder").exists()
+
+
+async def test_without_openat2_the_walk_one_name_at_a_time_stands_in(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel without the call (here: a number no kernel has, so ENOSYS, as on Linux before
+    5.6 or behind a seccomp filter)."""
+    kernel = beneath.KERNEL.__class__(number=999_999)
+    monkeypatch.setattr(beneath, "KERNEL", kernel)
+    os.symlink(workspace.parent, workspace / "up")
+
+    read = await run(workspace, "file_read", path="notes.md")
+    refused, is_error = await run(workspace, "file_read", path="up/outside.txt")
+
+    assert read == ("one\ntwo\n", False)
+    assert is_error and "leads outside the workspace" in refused
+    assert kernel.usable is False

@@ -3,9 +3,12 @@
 Only regular files and folders are touched. A named pipe, socket or device can block a read
 or write for ever, and a regular file with a second hard link may also be a file outside the
 workspace (a link cannot be told from the original). So every file is opened without blocking
-(``O_NONBLOCK``) and checked with ``fstat`` on the open descriptor: nothing can be swapped in
-between the check and the use. The I/O runs in a worker thread, so a slow disk never stalls
-the event loop and the turn deadline can always fire.
+(``O_NONBLOCK``) and checked with ``fstat`` on the open descriptor. Every path is opened
+beneath the workspace's root descriptor, one name at a time (:mod:`clawbot.beneath`), and the
+session's reach is checked on the path as that walk follows it: no name is looked up twice,
+so nothing swapped in between the check and the use (a link, by a subagent's shell) leads
+out. The I/O runs in a worker thread, so a slow disk never stalls the event loop and the turn
+deadline can always fire.
 
 Errors are one short sentence naming the path as the model gave it (shortened), never the
 workspace's place on the host.
@@ -15,20 +18,22 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import errno
 import os
 import stat
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 from pydantic import Field
 
+from clawbot.beneath import Beneath, Check, NotOpenable
 from clawbot.errors import ToolError
 from clawbot.reach import ALWAYS_READABLE
 from clawbot.tools import MAX_RESULT_CHARS, Tool, ToolContext, make_tool
 from clawbot.tools.registry import ToolPrecheck
-from clawbot.workspace import Workspace, shown_path
+from clawbot.workspace import Workspace, checked_path, shown_path
 
 MAX_READ_CHARS = min(40_000, MAX_RESULT_CHARS - 200)
 """What one ``file_read`` returns: below the tool result limit, so it is never cut twice."""
@@ -81,19 +86,33 @@ def _refuse_unless_plain_file(info: os.stat_result, shown: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _Target:
+    """A path of the workspace as a tool uses it: the open root it is walked beneath, the
+    path (checked text), the reach check the walk applies, and the path as errors show it."""
+
+    root: Beneath
+    path: str
+    check: Check
+    shown: str
+
+
 def _open_plain_file(
-    target: Path, shown: str, flags: int, *, missing_hint: str
+    target: _Target, flags: int, *, missing_hint: str, make_parents: bool = False
 ) -> tuple[int, os.stat_result]:
     """An open descriptor of the regular, singly linked file ``target``, else a ToolError."""
     try:
-        fd = os.open(target, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        fd = target.root.open_file(
+            target.path, flags, check=target.check, make_parents=make_parents
+        )
+    except NotOpenable as exc:  # a pipe or socket nobody reads: say which it is
+        _refuse_unless_plain_file(exc.info, target.shown)
+        raise _os_error(exc, target.shown) from None
     except OSError as exc:
-        if exc.errno == errno.ENXIO:  # a pipe or socket nobody reads: say which it is
-            _refuse_unless_plain_file(os.stat(target), shown)
-        raise _os_error(exc, shown, missing_hint=missing_hint) from None
+        raise _os_error(exc, target.shown, missing_hint=missing_hint) from None
     try:
         info = os.fstat(fd)
-        _refuse_unless_plain_file(info, shown)
+        _refuse_unless_plain_file(info, target.shown)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -113,7 +132,15 @@ def _os_error(exc: OSError, shown: str, *, missing_hint: str = "") -> ToolError:
     if code in (errno.EACCES, errno.EPERM, errno.EROFS):
         return ToolError(f"{shown} may not be changed or read here (permission denied)")
     if code == errno.ELOOP:
-        return ToolError(f"{shown} became a link while it was opened", hint="try again")
+        return ToolError(
+            f"{shown} cannot be followed (its links form a loop)",
+            hint="use a path without that link",
+        )
+    if code == errno.EXDEV:
+        return ToolError(
+            f"{shown} leads outside the workspace (through a link)",
+            hint="use a path relative to the workspace, without links that leave it",
+        )
     if code == errno.ENAMETOOLONG:
         return ToolError(f"the path {shown} is too long for the file system")
     if code in (errno.ENOSPC, errno.EDQUOT):
@@ -122,11 +149,9 @@ def _os_error(exc: OSError, shown: str, *, missing_hint: str = "") -> ToolError:
     return ToolError(f"{shown} could not be used: {reason}")
 
 
-def _read_start(target: Path, shown: str) -> str:
+def _read_start(target: _Target) -> str:
     """The file's first MAX_READ_CHARS characters, reading little more than that."""
-    fd, info = _open_plain_file(
-        target, shown, os.O_RDONLY, missing_hint="use list_dir to see what exists"
-    )
+    fd, info = _open_plain_file(target, os.O_RDONLY, missing_hint="use list_dir to see what exists")
     with os.fdopen(fd, "rb") as file:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
@@ -157,18 +182,18 @@ def _read_device(path: str) -> str:
     return text + f"\n[truncated: the first {MAX_READ_CHARS:,} bytes of a device that never ends]"
 
 
-def _write_whole(target: Path, shown: str, content: str) -> None:
+def _write_whole(target: _Target, content: str) -> None:
     data = content.encode("utf-8")
-    target.parent.mkdir(parents=True, exist_ok=True)
     # No O_TRUNC: a file is emptied only once it is known to be a plain one.
-    fd, _ = _open_plain_file(target, shown, os.O_WRONLY | os.O_CREAT, missing_hint="")
+    fd, _ = _open_plain_file(target, os.O_WRONLY | os.O_CREAT, missing_hint="", make_parents=True)
     with os.fdopen(fd, "wb") as file:
         file.truncate(0)
         file.write(data)
 
 
-def _replace_once(target: Path, shown: str, old_text: str, new_text: str) -> None:
-    fd, _ = _open_plain_file(target, shown, os.O_RDWR, missing_hint="use file_write to create it")
+def _replace_once(target: _Target, old_text: str, new_text: str) -> None:
+    fd, _ = _open_plain_file(target, os.O_RDWR, missing_hint="use file_write to create it")
+    shown = target.shown
     with os.fdopen(fd, "r+b") as file:
         raw = file.read(MAX_EDIT_BYTES + 1)
         if len(raw) > MAX_EDIT_BYTES:
@@ -198,10 +223,16 @@ def _replace_once(target: Path, shown: str, old_text: str, new_text: str) -> Non
         file.truncate()
 
 
-def _list_entries(target: Path, shown: str) -> str:
+def _list_entries(target: _Target) -> str:
+    """The folder's entries, folders first; a link is listed by its name, never followed."""
+    shown = target.shown
     try:
-        with os.scandir(target) as found:
-            entries = sorted((not e.is_dir(), e.name) for e in found)
+        fd = target.root.open_folder(target.path, check=target.check)
+        try:
+            with os.scandir(fd) as found:
+                entries = sorted((not e.is_dir(follow_symlinks=False), e.name) for e in found)
+        finally:
+            os.close(fd)
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             raise ToolError(f"no such folder: {shown}") from None
@@ -218,24 +249,28 @@ async def _off_loop(
     ctx: ToolContext,
     path: str,
     write: bool,
-    work: Callable[Concatenate[Path, str, P], T],
+    work: Callable[Concatenate[_Target, P], T],
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    """Resolve ``path`` in the workspace, check it against the session's reach (asked now:
-    a subagent's narrows with its parent's), and do ``work`` on it, all in a worker thread
-    (every ``stat`` may wait on a slow disk); any leftover OSError becomes a short ToolError."""
+    """Do ``work`` on ``path`` beneath the workspace's root, the session's reach (asked
+    now: a subagent's narrows with its parent's) checked on where the path leads, all in a
+    worker thread (every ``stat`` may wait on a slow disk); any leftover OSError becomes a
+    short ToolError."""
     shown = shown_path(path)
     reach = await ctx.reach()
+
+    def check(relative: str) -> None:
+        reach.check(relative, shown, write=write)
 
     def confined() -> T:
         workspace = _workspace(ctx)
         if reach.folder_to_make is not None:  # an agent's folder exists from its first call
             workspace.ensure_folder(reach.folder_to_make)
-        target = workspace.resolve(path)
-        reach.check(workspace.relative(target), shown, write=write)
+        relative = checked_path(path)
         try:
-            return work(target, shown, *args, **kwargs)
+            with Beneath.open(workspace.root) as root:
+                return work(_Target(root, relative, check, shown), *args, **kwargs)
         except OSError as exc:
             raise _os_error(exc, shown) from None
 
@@ -296,8 +331,11 @@ def _within_reach(*, write: bool) -> ToolPrecheck:
     return precheck
 
 
-def _found(target: Path, shown: str) -> None:
-    """What a precheck does with a path that passed: nothing more."""
+def _found(target: _Target) -> None:
+    """Walk the path as far as it exists, so the reach sees where it leads; a missing file
+    (or folder) is no reason to refuse: writing makes it."""
+    with contextlib.suppress(FileNotFoundError):
+        target.root.look(target.path, check=target.check)
 
 
 def file_tools() -> list[Tool]:
