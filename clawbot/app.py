@@ -39,16 +39,17 @@ from clawbot.tools.agents import agent_tools
 from clawbot.tools.files import file_tools
 from clawbot.tools.memory import memory_tools
 from clawbot.tools.sandbox import find_bubblewrap
-from clawbot.tools.shell import shell_tool
+from clawbot.tools.shell import shell_tools
 from clawbot.tools.web import web_fetch_tool
 from clawbot.workspace import Workspace
 
 
-def default_tools() -> ToolRegistry:
+def default_tools(settings: Settings | None = None) -> ToolRegistry:
+    """The built-in tools; without ``settings`` the shell only where bubblewrap runs."""
     return ToolRegistry(
         [
             *file_tools(),
-            shell_tool(find_bubblewrap()),
+            *shell_tools(find_bubblewrap(), settings),
             web_fetch_tool(),
             *skill_tools(),
             *agent_tools(),
@@ -103,7 +104,7 @@ class Clawbot:
                 f"CLAWBOT_AGENT names an unknown agent {settings.agent!r} (known: {known})",
                 hint=f"set CLAWBOT_AGENT to one of them or add agents/{settings.agent}.toml",
             )
-        registry = tools if tools is not None else default_tools()
+        registry = tools if tools is not None else default_tools(settings)
         switchboard = Switchboard(
             settings=settings,
             agents=agent_registry,
@@ -112,7 +113,9 @@ class Clawbot:
         )
         outbox = Outbox()
         clock = clock or SystemClock()
-        approvals = Approvals(settings=settings, store=store, outbox=outbox, clock=clock)
+        approvals = Approvals(
+            settings=settings, store=store, outbox=outbox, clock=clock, note=registry.approval_note
+        )
         runtime = Runtime(
             settings=settings,
             store=store,

@@ -53,6 +53,14 @@ from clawbot.subagents.keys import child_id_of
 
 log = logging.getLogger("clawbot.approvals")
 
+Note = Callable[[str], str]
+"""A tool's ``approval_note`` by the tool's name: a line of its requests (``Tool``)."""
+
+
+def no_note(tool: str) -> str:
+    return ""
+
+
 ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 ID_LENGTH = 6
 
@@ -82,8 +90,17 @@ def resource_of(call: ToolCallBlock) -> str | None:
 
 
 class Approvals:
-    def __init__(self, *, settings: Settings, store: Store, outbox: Outbox, clock: Clock) -> None:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        outbox: Outbox,
+        clock: Clock,
+        note: Note = no_note,
+    ) -> None:
         self.settings = settings
+        self.note = note
         self.store = store
         self.outbox = outbox
         self.clock = clock
@@ -224,7 +241,7 @@ class Approvals:
         actions.append(Action(label="Deny", command=f"/deny {request.id}"))
         delivery = await self.outbox.deliver_on_behalf(
             root,
-            request_text(request, self.settings.approval_timeout),
+            request_text(request, self.settings.approval_timeout, self.note(request.tool)),
             role=request.chain,
             actions=tuple(actions),
         )
@@ -235,9 +252,8 @@ class Approvals:
         press would only be told it was answered). A failed edit is logged by the outbox
         and changes nothing: the answer stands."""
         if request.message_id is not None:
-            await self.outbox.edit_on_behalf(
-                root, request.message_id, answered_text(request), role=request.chain
-            )
+            text = answered_text(request, self.note(request.tool))
+            await self.outbox.edit_on_behalf(root, request.message_id, text, role=request.chain)
 
     async def _wait(self, request: ApprovalRequest, root: Session) -> ApprovalRequest:
         if request.status != "pending":
@@ -493,17 +509,17 @@ def _with_status(
     return replace(request, status=status, scope=scope, answered_by=by)
 
 
-def request_text(request: ApprovalRequest, timeout: float) -> str:
-    """The request as the person reads it: who asks, what, how risky, what each answer
-    allows, its id and the commands that answer it."""
-    return "\n".join(_request_lines(request, timeout))
+def request_text(request: ApprovalRequest, timeout: float, note: str = "") -> str:
+    """The request as the person reads it: who asks, what, how risky, what the tool
+    reaches (``note``), what each answer allows, its id and the commands that answer it."""
+    return "\n".join(_request_lines(request, timeout, note))
 
 
-def answered_text(request: ApprovalRequest) -> str:
+def answered_text(request: ApprovalRequest, note: str = "") -> str:
     """The request's message once answered: the request without the commands that
     answered it, then what was decided and by whom ("Approved once by Ann")."""
     timeout = (request.expires_at - request.created_at).total_seconds()
-    lines = _request_lines(request, timeout)[:-1]
+    lines = _request_lines(request, timeout, note)[:-1]
     if request.status == "expired":
         lines.append(f"Expired: no answer in {timeout:g} s.")
     else:
@@ -511,12 +527,14 @@ def answered_text(request: ApprovalRequest) -> str:
     return "\n".join(lines)
 
 
-def _request_lines(request: ApprovalRequest, timeout: float) -> list[str]:
+def _request_lines(request: ApprovalRequest, timeout: float, note: str) -> list[str]:
     lines = [
         f"Approval needed ({request.id}): {request.tool} — {request.risk}",
     ]
     if request.summary:
         lines.append(f"  {request.summary}")
+    if note:
+        lines.append(note)
     if request.risk == "guarded":
         on = f" on {request.resource.split(':', 1)[1]}" if request.resource else ""
         lines.append(

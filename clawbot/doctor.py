@@ -13,7 +13,8 @@ from typing import Literal
 from clawbot.access import AccessRules
 from clawbot.channels import Adapter
 from clawbot.errors import ClawbotError
-from clawbot.settings import Settings
+from clawbot.settings import Settings, config_files, config_files_read
+from clawbot.tools.host_shell import HOST_ACCESS, HOST_REACH
 from clawbot.tools.sandbox import INSTALL_HINT, Bubblewrap, find_bubblewrap
 
 Status = Literal["ok", "problem", "off"]
@@ -47,8 +48,9 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
     checks.append(home)
     if home.status == "ok":
         checks.append(await _database_check(settings))
+    checks.append(settings_files_check(settings))
     checks.append(_access_check(settings, [c for c in channels if c in _configured(checks)]))
-    checks.append(shell_check(find_bubblewrap()))
+    checks.append(shell_check(find_bubblewrap(), settings))
     checks.append(await semantic_check(settings))
     return checks
 
@@ -123,6 +125,17 @@ async def _database_check(settings: Settings) -> Check:
     return Check("ok", subject, f"opens, schema version {version}")
 
 
+def settings_files_check(settings: Settings) -> Check:
+    """Which ``clawbot.toml`` files were read, in order (a later one overrides)."""
+    read = config_files_read(settings)
+    if not read:
+        looked = " and ".join(str(path.absolute()) for path in config_files(settings.home))
+        return Check("ok", "settings files", f"no clawbot.toml (looked for {looked})")
+    files = ", then ".join(str(path.absolute()) for path in read)
+    later = " (the later overrides)" if len(read) > 1 else ""
+    return Check("ok", "settings files", f"read {files}{later}")
+
+
 def _access_check(settings: Settings, channels: list[str]) -> Check:
     rules = AccessRules.from_settings(settings)
     policies = ", ".join(f"{name} {rules.dm_policy_for(name)}" for name in channels)
@@ -153,13 +166,24 @@ async def semantic_check(settings: Settings) -> Check:
     return Check("ok", subject, f"{embedder.name} loads (no download, nothing leaves)")
 
 
-def shell_check(sandbox: Bubblewrap | None) -> Check:
-    """Whether shell_exec runs sandboxed (risk guarded) or on the host (risk unsafe)."""
+def shell_check(sandbox: Bubblewrap | None, settings: Settings) -> Check:
+    """How shell_exec runs: sandboxed (risk guarded), on the host because the operator
+    allowed it (risk unsafe, and what it reaches), or not at all (and how to enable it)."""
     if sandbox is not None:
         return Check("ok", "shell sandbox", "bubblewrap works: shell_exec runs sandboxed (guarded)")
+    if settings.shell_unsandboxed == HOST_ACCESS:
+        return Check(
+            "ok",
+            "shell sandbox",
+            "bubblewrap (bwrap) is missing or cannot run here, and "
+            f"CLAWBOT_SHELL_UNSANDBOXED={HOST_ACCESS}: shell_exec is unsafe (a confirmation "
+            f"for every call) and {HOST_REACH} — to sandbox it, {INSTALL_HINT}",
+        )
     return Check(
         "off",
         "shell sandbox",
-        "bubblewrap (bwrap) is missing or cannot run here, so shell_exec runs unsandboxed and "
-        f"is unsafe (a confirmation for every call) — {INSTALL_HINT}",
+        "bubblewrap (bwrap) is missing or cannot run here, so shell_exec is not offered — "
+        f"{INSTALL_HINT}; or set CLAWBOT_SHELL_UNSANDBOXED={HOST_ACCESS} to run commands on "
+        "the host, where they can read and change every file of the bot's user (the .env "
+        "with its keys and tokens, the database with every transcript)",
     )

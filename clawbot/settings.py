@@ -1,7 +1,9 @@
-"""Settings from the environment, a ``.env`` file and an optional ``clawbot.toml``.
+"""Settings from the environment, a ``.env`` file and optional ``clawbot.toml`` files.
 
-Precedence, highest first: explicit overrides (CLI flags), environment, ``.env``,
-``clawbot.toml``, defaults. Every setting is listed with a comment in ``.env.example``.
+Precedence, highest first: explicit overrides (CLI flags), environment, ``.env``, the current
+folder's ``clawbot.toml`` (or ``CLAWBOT_CONFIG``'s file), the home's ``clawbot.toml``,
+defaults: the home's file is the base a project folder's file overrides, table by table.
+Every setting is listed with a comment in ``.env.example``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pydantic import (
 )
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
@@ -33,6 +36,8 @@ from clawbot.errors import ConfigError
 from clawbot.risk import DEFAULT_PROFILE, Autonomy, RiskProfile
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
+CONFIG_NAME = "clawbot.toml"
+DEFAULT_HOME = Path("~/.clawbot")
 
 
 def _env(*names: str) -> AliasChoices:
@@ -59,7 +64,7 @@ class Settings(BaseSettings):
         populate_by_name=True,
     )
 
-    home: Path = Field(default=Path("~/.clawbot"), description="database and user workspace")
+    home: Path = Field(default=DEFAULT_HOME, description="database and user workspace")
     workspace: Path | None = Field(default=None, description="defaults to HOME/workspace")
     model: str = Field(default="openai/gpt-4o-mini", description="default litellm model string")
     agent: str = Field(default="main", description="agent used by new sessions")
@@ -318,11 +323,13 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
+        home = _home_before_files(init_settings, env_settings, dotenv_settings)
+        files = config_files(home)
         return (
             init_settings,
             env_settings,
             dotenv_settings,
-            TomlConfigSettingsSource(settings_cls, toml_file=config_file()),
+            TomlConfigSettingsSource(settings_cls, toml_file=files, deep_merge=True),
         )
 
     @property
@@ -356,12 +363,47 @@ class Settings(BaseSettings):
 
 
 def config_file() -> Path:
-    """The optional TOML settings file: CLAWBOT_CONFIG, else ``clawbot.toml`` here."""
-    return Path(os.environ.get("CLAWBOT_CONFIG", "clawbot.toml"))
+    """The current folder's TOML settings file: CLAWBOT_CONFIG, else ``clawbot.toml`` here."""
+    return Path(os.environ.get("CLAWBOT_CONFIG", CONFIG_NAME))
 
 
-def _check_config_file(path: Path) -> None:
-    """A ConfigError naming ``path`` (and the line) when it is not readable TOML.
+def config_files(home: Path) -> list[Path]:
+    """The TOML settings files clawbot looks for, in the order they are read (a later one
+    overrides an earlier one): the home's, then the current folder's. One file named twice
+    (the home is the current folder) is read once."""
+    files = [home.expanduser() / CONFIG_NAME, config_file()]
+    if files[0].resolve() == files[1].resolve():
+        return files[:1]
+    return files
+
+
+def config_files_read(settings: Settings) -> list[Path]:
+    """The settings files that exist and were read for ``settings``, in order."""
+    return [path for path in config_files(settings.home) if path.is_file()]
+
+
+def _home_before_files(*sources: PydanticBaseSettingsSource) -> Path:
+    """The home folder as the sources above the files, then the current folder's file, set
+    it: the home's own ``clawbot.toml`` is read from there, so it cannot move it."""
+    for source in sources:
+        values = source.init_kwargs if isinstance(source, InitSettingsSource) else source()
+        if values.get("home"):
+            return Path(str(values["home"]))
+    local = config_file()
+    if local.is_file():
+        try:
+            with local.open("rb") as file:
+                home = tomllib.load(file).get("home")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            home = None  # reported by load_settings, naming the file
+        if isinstance(home, str) and home:
+            return Path(home)
+    return DEFAULT_HOME
+
+
+def _check_config_file(path: Path, *, in_home: bool = False) -> None:
+    """A ConfigError naming ``path`` (and the line) when it is not readable TOML, or when the
+    home's own file (``in_home``) sets the home.
 
     pydantic-settings reports a broken file with the parser's words alone, which do not say
     which file; parsing it once more here first is cheap.
@@ -371,7 +413,7 @@ def _check_config_file(path: Path) -> None:
     where = path.absolute()
     try:
         with path.open("rb") as file:
-            tomllib.load(file)
+            values = tomllib.load(file)
     except tomllib.TOMLDecodeError as exc:
         reason = str(exc)
         line = re.search(r"\bline (\d+)", reason)
@@ -389,12 +431,21 @@ def _check_config_file(path: Path) -> None:
             f"the settings file {where} cannot be read: {exc.strerror}",
             hint="make it readable, or set CLAWBOT_CONFIG to another file",
         ) from None
+    if in_home and "home" in values:
+        raise ConfigError(
+            f"the settings file {where} sets home, but it is read from the home itself",
+            hint="remove home there; set CLAWBOT_HOME, --home or home in the current "
+            "folder's clawbot.toml instead",
+        )
 
 
 def load_settings(**overrides: Any) -> Settings:
     """Load settings, turning validation failures into one ConfigError naming each setting."""
     clean = {key: value for key, value in overrides.items() if value is not None}
     _check_config_file(config_file())
+    home = clean.get("home") or os.environ.get("CLAWBOT_HOME") or _home_before_files()
+    for index, path in enumerate(config_files(Path(home))):
+        _check_config_file(path, in_home=index == 0)
     try:
         return Settings(**clean)
     except ValidationError as exc:

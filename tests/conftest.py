@@ -53,6 +53,8 @@ def isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
             monkeypatch.delenv(name)
     monkeypatch.setenv("CLAWBOT_AUTONOMY", "full")
     monkeypatch.chdir(tmp_path)
+    # The default home (~/.clawbot) and its clawbot.toml are the test's own, not the user's.
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ def request_id(message: OutboundMessage) -> str:
 
 def supervised(tmp_path: Path, model: ScriptedModel, **fields: Any) -> Settings:
     fields.setdefault("autonomy", "supervised")
+    fields.setdefault("shell_unsandboxed", "allow-host-access")  # where bubblewrap cannot run
     return Settings(
         home=tmp_path / "home",
         model=model.model_string,

@@ -142,6 +142,41 @@ def test_doctor_reports_an_invalid_setting_as_a_problem(tmp_path: Path) -> None:
     assert result.stdout.startswith("problem  settings: invalid setting CLAWBOT_ALLOWED_GROUPS")
 
 
+def test_doctor_says_which_settings_files_it_read_in_order(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "clawbot.toml").write_text("max_tool_rounds = 4\n")
+    (tmp_path / "clawbot.toml").write_text("max_tool_rounds = 5\n")
+
+    result = runner.invoke(
+        app,
+        ["doctor", "--home", str(home)],
+        env={"TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN, "OPENAI_API_KEY": OPENAI_KEY},
+    )
+
+    assert (
+        f"ok       settings files: read {home / 'clawbot.toml'}, then "
+        f"{tmp_path / 'clawbot.toml'} (the later overrides)"
+    ) in result.stdout.splitlines()
+
+
+def test_doctor_says_where_it_looked_for_settings_files_when_there_are_none(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+
+    result = runner.invoke(
+        app,
+        ["doctor", "--home", str(home)],
+        env={"TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN, "OPENAI_API_KEY": OPENAI_KEY},
+    )
+
+    assert (
+        f"ok       settings files: no clawbot.toml (looked for {home / 'clawbot.toml'} and "
+        f"{tmp_path / 'clawbot.toml'})"
+    ) in result.stdout.splitlines()
+
+
 # ---- run: refusing to start -----------------------------------------------------------------
 
 

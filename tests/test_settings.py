@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from clawbot.errors import ConfigError
-from clawbot.settings import load_settings
+from clawbot.settings import config_files_read, load_settings
 
 from .test_cli import environment, run
 
@@ -59,6 +59,52 @@ def test_toml_file_is_read_and_the_environment_wins(
     settings = load_settings()
 
     assert (settings.model, settings.max_tool_rounds) == ("ollama/llama3", 5)
+
+
+def test_the_homes_toml_is_read_first_and_the_current_folders_overrides_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "clawbot.toml").write_text(
+        'model = "ollama/llama3"\nmax_tool_rounds = 4\n'
+        '[peer_groups.writers]\nagents = ["main", "writer"]\n'
+    )
+    (tmp_path / "clawbot.toml").write_text(
+        'model = "ollama/mistral"\n[peer_groups.research]\nagents = ["main", "researcher"]\n'
+    )
+    monkeypatch.setenv("CLAWBOT_HOME", str(home))
+
+    settings = load_settings()
+
+    assert (settings.model, settings.max_tool_rounds) == ("ollama/mistral", 4)
+    assert sorted(settings.peer_groups) == ["research", "writers"]  # tables merge
+    assert config_files_read(settings) == [home / "clawbot.toml", Path("clawbot.toml")]
+
+
+def test_the_home_named_in_the_current_folders_toml_has_its_own_toml_read(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "elsewhere"
+    home.mkdir()
+    (home / "clawbot.toml").write_text("max_tool_rounds = 7\n")
+    (tmp_path / "clawbot.toml").write_text(f'home = "{home}"\n')
+
+    settings = load_settings()
+
+    assert (settings.home, settings.max_tool_rounds) == (home, 7)
+
+
+def test_the_homes_toml_cannot_move_the_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "clawbot.toml").write_text(f'home = "{tmp_path / "other"}"\n')
+    monkeypatch.setenv("CLAWBOT_HOME", str(home))
+
+    with pytest.raises(ConfigError, match="sets home, but it is read from the home itself"):
+        load_settings()
 
 
 def test_a_broken_toml_file_is_named_with_its_line_and_what_to_do(tmp_path: Path) -> None:

@@ -4,88 +4,47 @@ limits, and — sandboxed by bubblewrap where it works — reaches nothing outsi
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
-from clawbot.app import Clawbot, default_tools
-from clawbot.doctor import shell_check
+from clawbot.app import Clawbot
 from clawbot.messages import ToolCallBlock
 from clawbot.reach import Reach, Root
 from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 from clawbot.tools import ToolContext, ToolRegistry
+from clawbot.tools.files import file_tools
 from clawbot.tools.sandbox import Bubblewrap, find_bubblewrap
 from clawbot.tools.shell import shell_tool
 
 from .conftest import Chat, add_agent
+from .shell_calls import (
+    BOT_TOKEN,
+    PROVIDER_KEY,
+    SECRET,
+    hidden,
+    make_workspace,
+    on_host,
+    run,
+    running,
+)
 
 SANDBOX = find_bubblewrap()
 needs_bwrap = pytest.mark.skipif(SANDBOX is None, reason="bubblewrap cannot run here")
 BOTH = pytest.mark.parametrize(
     "sandbox", [None, pytest.param(SANDBOX, marks=needs_bwrap)], ids=["host", "sandboxed"]
 )
-SECRET = "top secret"
-PROVIDER_KEY = "sk-proj-shellmustnotseethis0123456789"
+"""On the host (allowed by the operator: ``on_host()``) and in bubblewrap."""
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    (root / "sub").mkdir(parents=True)
-    (root / "notes.md").write_text("one\ntwo\n")
-    (tmp_path / "outside.txt").write_text(SECRET)
-    (tmp_path / "outside").mkdir()
-    (tmp_path / "outside" / "file.txt").write_text(SECRET)
-    return root
-
-
-async def run(
-    workspace: Path,
-    command: str,
-    *,
-    sandbox: Bubblewrap | None = None,
-    reach: Reach | None = None,
-    settings: Settings | None = None,
-    **arguments: Any,
-) -> tuple[str, bool]:
-    async def session_reach() -> Reach:
-        return reach if reach is not None else Reach.whole()
-
-    context = ToolContext(
-        session=Session(key="k", channel="c", chat_id="1", agent_id="main"),
-        workspace=workspace,
-        settings=settings or Settings(_env_file=None),  # type: ignore[call-arg]
-        reach=session_reach,
-    )
-    call = ToolCallBlock(id="1", name="shell_exec", arguments={"command": command, **arguments})
-    result = await ToolRegistry([shell_tool(sandbox)]).execute(call, context)
-    return result.content, result.is_error
-
-
-def running(marker: str) -> list[int]:
-    """Processes whose command line is ``sleep <marker>`` (zombies have none)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if cmdline == f"sleep\0{marker}\0".encode():
-                found.append(int(entry.name))
-    return found
-
-
-def hidden(text: str) -> str:
-    """A shell expression that prints ``text`` without spelling it (past the text checks)."""
-    return f'"$(echo {base64.b64encode(text.encode()).decode()} | base64 -d)"'
+    return make_workspace(tmp_path)
 
 
 # running --------------------------------------------------------------------------------
@@ -119,7 +78,7 @@ async def test_the_environment_holds_no_key_or_token(
     workspace: Path, sandbox: Bubblewrap | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
-    monkeypatch.setenv("CLAWBOT_TELEGRAM_TOKEN", "123456:ABCdefGHIjklMNOpqrSTUvwxYZ012345678")
+    monkeypatch.setenv("CLAWBOT_TELEGRAM_TOKEN", BOT_TOKEN)
 
     content, _ = await run(workspace, "env", sandbox=sandbox)
 
@@ -188,7 +147,7 @@ async def test_a_running_command_leaves_the_event_loop_free(workspace: Path) -> 
 
 
 async def test_long_output_keeps_its_start_and_its_end(workspace: Path) -> None:
-    settings = Settings(_env_file=None, shell_max_output=1000)  # type: ignore[call-arg]
+    settings = on_host(shell_max_output=1000)
 
     content, _ = await run(workspace, "seq 1 100000", settings=settings)
 
@@ -313,6 +272,27 @@ async def test_a_sandboxed_command_cannot_follow_a_link_out_of_the_workspace(
 
 
 @needs_bwrap
+async def test_a_hard_link_to_an_outside_file_is_read_in_the_sandbox_though_file_read_refuses_it(
+    workspace: Path,
+) -> None:
+    """The gap docs/tools.md names: a hard link is the outside file itself, so mounting
+    the workspace mounts it too; the file tools refuse a file with more than one link."""
+    os.link(workspace.parent / "outside.txt", workspace / "linked.txt")
+    read = ToolCallBlock(id="2", name="file_read", arguments={"path": "linked.txt"})
+    context = ToolContext(
+        session=Session(key="k", channel="c", chat_id="1", agent_id="main"),
+        workspace=workspace,
+        settings=Settings(_env_file=None),  # type: ignore[call-arg]
+    )
+
+    content, _ = await run(workspace, "cat linked.txt", sandbox=SANDBOX)
+    refused = await ToolRegistry(file_tools()).execute(read, context)
+
+    assert content == f"exit code 0\n{SECRET}"
+    assert refused.is_error and SECRET not in refused.content
+
+
+@needs_bwrap
 async def test_a_sandboxed_command_cannot_write_outside_the_workspace(workspace: Path) -> None:
     target = workspace.parent / "written.txt"
 
@@ -429,7 +409,7 @@ def test_the_shell_is_guarded_when_sandboxed_and_unsafe_without() -> None:
 
 
 def test_only_main_or_an_agent_naming_shell_exec_gets_it() -> None:
-    shell = next(tool for tool in default_tools() if tool.name == "shell_exec")
+    shell = shell_tool(SANDBOX)
     everything = ToolPolicy(allow=("*",))
     named = ToolPolicy(allow=("*", "shell_exec"))
 
@@ -438,15 +418,6 @@ def test_only_main_or_an_agent_naming_shell_exec_gets_it() -> None:
         shell.name, shell.groups
     )
     assert AgentSpec(agent_id="coder", name="c", tools=named).allows_tool(shell.name, shell.groups)
-
-
-def test_doctor_says_whether_the_shell_runs_sandboxed() -> None:
-    assert shell_check(None).line.startswith(
-        "off      shell sandbox: bubblewrap (bwrap) is missing or cannot run here, so "
-        "shell_exec runs unsandboxed and is unsafe"
-    )
-    assert "apt-get install bubblewrap" in shell_check(None).line
-    assert shell_check(Bubblewrap("/usr/bin/bwrap")).line.startswith("ok       shell sandbox")
 
 
 # in a conversation ---------------------------------------------------------------------------

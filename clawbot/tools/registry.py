@@ -91,6 +91,9 @@ class Tool:
     precheck: ToolPrecheck | None = None
     """What a call must pass before anyone is asked to approve it (its paths within the
     session's reach, say): raise a ClawbotError to refuse it without asking."""
+    approval_note: str = ""
+    """What a person asked to approve a call should know beyond its arguments (what an
+    unsandboxed command reaches): a line of the approval request."""
 
     @property
     def high_risk(self) -> bool:
@@ -118,6 +121,7 @@ def make_tool(
     groups: Iterable[str] = (),
     refusal: str = "",
     precheck: ToolPrecheck | None = None,
+    approval_note: str = "",
 ) -> Tool:
     """Build a Tool from an async function's signature, annotations and docstring."""
     if not inspect.iscoroutinefunction(function):
@@ -153,6 +157,7 @@ def make_tool(
         groups=tuple(groups),
         refusal=refusal,
         precheck=precheck,
+        approval_note=approval_note,
     )
 
 
@@ -187,6 +192,11 @@ class ToolRegistry:
     def remove(self, name: str) -> None:
         """Forget a tool (an agent no longer offered as a tool); unknown names are fine."""
         self._tools.pop(name, None)
+
+    def approval_note(self, name: str) -> str:
+        """The tool's ``approval_note`` ("" for an unknown tool)."""
+        item = self._tools.get(name)
+        return item.approval_note if item is not None else ""
 
     def names(self) -> list[str]:
         return list(self._tools)

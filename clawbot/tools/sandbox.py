@@ -6,22 +6,27 @@ only where it may write), the system's program folders read-only, a handful of f
 namespace is unshared, the network too unless it is granted, so the command sees neither the
 host's files, nor its processes, nor its network; it holds no capability, even when clawbot
 runs as root; ``--die-with-parent`` and the PID namespace take everything it started down
-with it.
+with it, and ``run_in_sandbox`` returns only once all of that is gone.
 
 Whether bubblewrap works is found out once per process by running ``true`` in a sandbox: an
 installed ``bwrap`` may still be refused user namespaces (a container, a locked-down kernel),
-and then the shell runs unsandboxed and its risk is ``unsafe``.
+and then the shell is not offered, unless the operator allows commands on the host
+(``clawbot.tools.host_shell``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import json
 import os
 import shutil
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from clawbot.tools.processes import GONE_CHECK_SECONDS, GONE_CHECKS, Outcome, run_command
 
 INSIDE_WORKSPACE = "/workspace"
 """Where the workspace appears inside the sandbox (its host path is never shown)."""
@@ -62,10 +67,19 @@ class Bubblewrap:
     executable: str
 
     def wrap(
-        self, argv: Iterable[str], *, mounts: Iterable[Mount], cwd: str, network: bool
+        self,
+        argv: Iterable[str],
+        *,
+        mounts: Iterable[Mount],
+        cwd: str,
+        network: bool,
+        info_fd: int | None = None,
     ) -> list[str]:
-        """The ``bwrap`` command line that runs ``argv`` in ``cwd`` (a path inside)."""
+        """The ``bwrap`` command line that runs ``argv`` in ``cwd`` (a path inside);
+        ``info_fd``: where bwrap writes the sandbox's ``child-pid`` (see ``run_in_sandbox``)."""
         args = [self.executable, "--die-with-parent", "--new-session", "--unshare-all"]
+        if info_fd is not None:
+            args += ["--info-fd", str(info_fd)]
         args += ["--cap-drop", "ALL"]  # run by root, bwrap would otherwise keep them
         if network:
             args.append("--share-net")
@@ -115,3 +129,72 @@ def find_bubblewrap() -> Bubblewrap | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return found if done.returncode == 0 else None
+
+
+async def run_in_sandbox(
+    sandbox: Bubblewrap,
+    argv: list[str],
+    *,
+    mounts: Iterable[Mount],
+    cwd: str,
+    network: bool,
+    env: dict[str, str],
+    timeout: float,
+    limit: int,
+) -> Outcome:
+    """Run ``argv`` in the sandbox, and return once every process it started is gone.
+
+    When the command ends, the sandbox's init (PID 1 of its namespace) exits and the kernel
+    kills everything else in the namespace, but bwrap itself may exit before they are gone:
+    so the init's host pid is read from bwrap's ``--info-fd`` and waited for (its exit
+    completes only once its namespace is empty)."""
+    info, info_for_bwrap = os.pipe()
+    os.set_blocking(info, False)
+    wrapped = sandbox.wrap(argv, mounts=mounts, cwd=cwd, network=network, info_fd=info_for_bwrap)
+
+    init: list[int | None] = []  # read once: the first time the command has ended
+
+    async def sandbox_gone() -> None:
+        if not init:
+            init.append(_init_pid(info))
+        await _gone(init[0])
+
+    try:
+        return await run_command(
+            wrapped,
+            cwd=None,
+            env=env,
+            timeout=timeout,
+            limit=limit,
+            pass_fds=(info_for_bwrap,),
+            after_exit=sandbox_gone,
+        )
+    finally:
+        os.close(info)
+        os.close(info_for_bwrap)
+
+
+def _init_pid(info: int) -> int | None:
+    """The sandbox's init as bwrap wrote it at the start (None if it never started)."""
+    try:
+        written = os.read(info, 64 * 1024)
+    except BlockingIOError:
+        return None
+    try:
+        pid = json.loads(written)["child-pid"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return pid if isinstance(pid, int) else None
+
+
+async def _gone(pid: int | None) -> None:
+    """Wait, briefly, until ``pid`` has exited (gone, or a zombie nobody reaps)."""
+    for _ in range(GONE_CHECKS if pid is not None else 0):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                state = stat.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state in (b"Z", b"X"):
+            return
+        await asyncio.sleep(GONE_CHECK_SECONDS)
