@@ -49,6 +49,39 @@ async def use_agent(bot: Clawbot, channel: MemoryChannel, agent_id: str) -> None
     await bot.router.update_session(session, agent_id=agent_id)
 
 
+async def test_sessions_list_shows_the_delegates_subagents_lists_and_refuses_to_continue_one(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    def reply(request: ModelRequest) -> Step:
+        if "You are a statistician." in request.system:
+            return "X is 7."
+        if request.messages[-1]["role"] == "tool":
+            return "Got: " + request.tool_results[-1]
+        if request.last_user_text == "find X":
+            return call("delegate", role="statistician", task="find X")
+        if request.last_user_text == "what ran":
+            return call("sessions_list")
+        return call("sessions_send", session=request.last_user_text, message="and Y?")
+
+    scripted.function = reply
+    await chat.say("find X")
+    (delegate,) = await delegates_of(bot, parent_key(channel))
+    delegate_id = delegate.key.rsplit("/", 1)[1]
+
+    listed_to_the_person = (await chat.say("/subagents")).reply or ""
+    await chat.say("what ran")
+    listed_to_the_model = scripted.requests[-1].tool_results[-1]
+    await chat.say(delegate_id)
+    continued = scripted.requests[-1].tool_results[-1]
+
+    assert f"• {delegate_id} · main · statistician: find X · done" in listed_to_the_person
+    assert listed_to_the_model == (
+        f"- {delegate_id}: agent main, idle, 'statistician: find X', a delegate (its answer"
+        " was its tool call's result)"
+    )
+    assert continued.startswith(f"error: {delegate_id!r} is a delegate: its answer was the result")
+
+
 async def test_an_ad_hoc_role_answers_as_the_tool_result_and_announces_nothing(
     bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
 ) -> None:
@@ -79,8 +112,13 @@ async def test_an_ad_hoc_role_answers_as_the_tool_result_and_announces_nothing(
     assert [j.status for j in jobs] == ["done"]
     assert await bot.store.injections.child_run(jobs[0].id) is None  # owes no announce
     assert await bot.store.injections.unannounced() == []
-    # The sessions_* tools do not reach a delegate: it belongs to the call that ran it.
-    assert await bot.subagents.children(await bot.store.sessions.get(parent_key(channel))) == []  # type: ignore[arg-type]
+    # sessions_list shows it, marked; the other sessions_* tools do not reach a delegate: it
+    # belongs to the call that ran it.
+    parent = await bot.store.sessions.get(parent_key(channel))
+    assert parent is not None
+    assert [v.delegate for v in await bot.subagents.children(parent)] == [True]
+    with pytest.raises(SubagentError, match="is a delegate: its answer was the result"):
+        await bot.subagents.child(parent, child.key)
 
 
 async def test_a_role_naming_an_agent_runs_that_agent(

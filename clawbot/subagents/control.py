@@ -38,6 +38,9 @@ class ChildView:
     agent_id: str
     label: str
     state: ChildState
+    delegate: bool = False
+    """A delegate: listed (``/subagents`` lists it too), never continued or stopped by the
+    ``sessions_*`` tools, since its answer belongs to the tool call that ran it."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,11 @@ class ChildStopped:
     child_id: str
     report: StopReport
     descendants: int = 0
+
+
+class DelegateNamed(SubagentError):
+    """A ``sessions_*`` tool named a delegate, which ``sessions_list`` lists but which only
+    the tool call that ran it may use."""
 
 
 class SubagentControl:
@@ -102,12 +110,20 @@ class SubagentControl:
         )
 
     async def child(self, parent: Session, ref: str) -> Session:
-        """The child of ``parent`` that ``ref`` (its id or key) names."""
+        """The child of ``parent`` that ``ref`` (its id or key) names; a delegate is
+        refused (:class:`DelegateNamed`), it belongs to the tool call that ran it."""
         ref = ref.strip()
-        children = await self._children(parent)
-        for child in children:
+        everyone = await self.store.sessions.children(parent.key)
+        for child in everyone:
             if ref in (child.key, child_id_of(child.key)):
+                if ChildInfo.is_delegate(child):
+                    raise DelegateNamed(
+                        f"{ref!r} is a delegate: its answer was the result of the tool call "
+                        "that ran it, and it takes no further messages or stops",
+                        hint="delegate again, or spawn a subagent to work on",
+                    )
                 return child
+        children = [child for child in everyone if not ChildInfo.is_delegate(child)]
         ids = ", ".join(child_id_of(c.key) or c.key for c in children) or "none"
         raise SubagentError(
             f"{ref!r} is not a child of this session", hint=f"your children are: {ids}"
@@ -158,6 +174,8 @@ class SubagentControl:
             raise SubagentError("the message is empty")
         try:
             child = await self.child(parent, ref)
+        except DelegateNamed:
+            raise
         except SubagentError:
             peer = await self.peers.session(ref)
             if peer is None:
@@ -184,8 +202,10 @@ class SubagentControl:
         )
 
     async def children(self, parent: Session) -> list[ChildView]:
+        """Every child of ``parent``, delegates included (marked): the children
+        ``/subagents`` lists."""
         views = []
-        for child in await self._children(parent):
+        for child in await self.store.sessions.children(parent.key):
             state = self.scheduler.queue_state(child.key)
             status: ChildState = (
                 "running"
@@ -200,7 +220,8 @@ class SubagentControl:
                 info = None
             label = info.label if info is not None else ""
             child_id = child_id_of(child.key) or child.key
-            views.append(ChildView(child_id, child.key, child.agent_id, label, status))
+            delegate = info is not None and info.delegated
+            views.append(ChildView(child_id, child.key, child.agent_id, label, status, delegate))
         return views
 
     async def peer_sessions(self, session: Session) -> list[PeerView]:

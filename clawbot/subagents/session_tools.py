@@ -88,10 +88,15 @@ def session_tools(control: SubagentControl) -> list[Tool]:
         return f"Sent to {child.key}. Its answer arrives as a message when it finishes."
 
     async def sessions_list(ctx: ToolContext) -> str:
-        """List your subagents (id, agent, label, whether they are running) and the peer
-        sessions you may message with sessions_send."""
+        """List your subagents (id, agent, label, whether they are running; delegates
+        marked, which are not continued) and the peer sessions you may message with
+        sessions_send."""
         views = await control.children(ctx.session)
-        lines = [f"- {v.child_id}: agent {v.agent_id}, {v.state}, {v.label!r}" for v in views]
+        lines = [
+            f"- {v.child_id}: agent {v.agent_id}, {v.state}, {v.label!r}"
+            + (", a delegate (its answer was its tool call's result)" if v.delegate else "")
+            for v in views
+        ]
         if not lines:
             lines.append("You have no subagents.")
         peers = await control.peer_sessions(ctx.session)
