@@ -233,6 +233,13 @@ class Settings(BaseSettings):
     shell_network: bool = Field(
         default=False, description="whether sandboxed shell_exec commands may use the network"
     )
+    shell_unsandboxed: Literal["refuse", "allow-host-access"] = Field(
+        default="refuse",
+        description="where bubblewrap cannot run: refuse (shell_exec is not offered) or "
+        "allow-host-access (commands run on the host as the bot's user and can read and "
+        "change every file it can: the .env with its keys and tokens, the database with "
+        "every transcript; each call is unsafe and asks a person)",
+    )
     web_allow_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="hosts web_fetch may reach although they resolve to private or loopback "

@@ -86,6 +86,7 @@ def settings(tmp_path: Path, scripted: ScriptedModel) -> Settings:
         home=tmp_path / "home",
         model=scripted.model_string,
         retry_backoff=0,
+        shell_unsandboxed="allow-host-access",  # where bwrap cannot run: the shell on the host
         _env_file=None,  # type: ignore[call-arg]
     )
 
