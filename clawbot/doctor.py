@@ -47,7 +47,9 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
     home = _home_check(settings)
     checks.append(home)
     if home.status == "ok":
-        checks.append(await _database_check(settings))
+        checks.append(database := await _database_check(settings))
+        if database.status == "ok" and settings.peer_groups:
+            checks.append(await _peer_groups_check(settings))
     checks.append(settings_files_check(settings))
     checks.append(_access_check(settings, [c for c in channels if c in _configured(checks)]))
     checks.append(shell_check(find_bubblewrap(), settings))
@@ -123,6 +125,43 @@ async def _database_check(settings: Settings) -> Check:
     finally:
         await store.close()
     return Check("ok", subject, f"opens, schema version {version}")
+
+
+async def _peer_groups_check(settings: Settings) -> Check:
+    """Every agent a peer group names exists: stored, in the agents folder, or ``main``.
+    Read-only (the bot saves the folder's agents when it starts)."""
+    import difflib
+
+    from clawbot.agent_files import load_agent_folder
+    from clawbot.agents import DEFAULT_AGENT_ID
+    from clawbot.store import open_store
+
+    store = await open_store(settings)
+    try:
+        known = {record.spec.agent_id for record in await store.agents.list()}
+    finally:
+        await store.close()
+    files, _ = load_agent_folder(settings.agents_dir)
+    known |= {item.spec.agent_id for item in files} | {DEFAULT_AGENT_ID}
+    unknown = []
+    for name, group in sorted(settings.peer_groups.items()):
+        for agent_id in group.agents:
+            if agent_id not in known:
+                close = difflib.get_close_matches(agent_id, sorted(known), n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                unknown.append(f"group {name!r} names {agent_id!r}, which is no agent{hint}")
+    if unknown:
+        return Check(
+            "problem",
+            "peer groups",
+            f"{'; '.join(unknown)} — correct the name in [peer_groups.<name>] of clawbot.toml "
+            "or add the agent (`clawbot agents list` shows them)",
+        )
+    groups = ", ".join(
+        f"{name} ({', '.join(group.agents)})"
+        for name, group in sorted(settings.peer_groups.items())
+    )
+    return Check("ok", "peer groups", groups)
 
 
 def settings_files_check(settings: Settings) -> Check:

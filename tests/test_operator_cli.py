@@ -177,6 +177,38 @@ def test_doctor_says_where_it_looked_for_settings_files_when_there_are_none(
     ) in result.stdout.splitlines()
 
 
+def test_doctor_flags_a_peer_group_that_names_an_unknown_agent(tmp_path: Path) -> None:
+    (tmp_path / "clawbot.toml").write_text(
+        '[peer_groups.research]\nagents = ["main", "resercher"]\n'
+        '[peer_groups.writing]\nagents = ["main", "writer"]\n'
+    )
+
+    result = runner.invoke(
+        app,
+        ["doctor", "--home", str(tmp_path / "home")],
+        env={"TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN, "OPENAI_API_KEY": OPENAI_KEY},
+    )
+
+    assert result.exit_code == 1
+    assert (
+        "problem  peer groups: group 'research' names 'resercher', which is no agent (did you "
+        "mean researcher?) — correct the name in [peer_groups.<name>] of clawbot.toml or add "
+        "the agent (`clawbot agents list` shows them)"
+    ) in result.stdout.splitlines()
+
+
+def test_doctor_lists_peer_groups_whose_agents_all_exist(tmp_path: Path) -> None:
+    (tmp_path / "clawbot.toml").write_text('[peer_groups.writing]\nagents = ["main", "writer"]\n')
+
+    result = runner.invoke(
+        app,
+        ["doctor", "--home", str(tmp_path / "home")],
+        env={"TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN, "OPENAI_API_KEY": OPENAI_KEY},
+    )
+
+    assert "ok       peer groups: writing (main, writer)" in result.stdout.splitlines()
+
+
 # ---- run: refusing to start -----------------------------------------------------------------
 
 
