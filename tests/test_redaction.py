@@ -3,13 +3,22 @@ secrets, are masked before any platform send and before any transcript write."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import SecretStr
 
 from clawbot.app import Clawbot
-from clawbot.redaction import REDACTED, SecretRedactor
+from clawbot.redaction import (
+    CREDENTIAL_SHAPES,
+    REDACTED,
+    SECRET_SHAPES,
+    CredentialShape,
+    SecretRedactor,
+)
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 
@@ -44,6 +53,21 @@ def test_each_credential_shape_is_masked(secret: str) -> None:
 
     assert secret not in text
     assert text == f"here it is: {REDACTED} (keep it safe)"
+
+
+@pytest.mark.parametrize("shape", CREDENTIAL_SHAPES, ids=[s.name for s in CREDENTIAL_SHAPES])
+@given(data=st.data())
+def test_any_text_holding_a_credential_shape_is_masked_wherever_the_shapes_match(
+    shape: CredentialShape, data: st.DataObject
+) -> None:
+    """The redactor looks for the shapes' anchors first and skips text holding none: no
+    string a shape matches may be skipped that way."""
+    text = data.draw(st.from_regex(re.compile(shape.pattern)))
+
+    masked = SecretRedactor().redact(text)
+
+    assert masked == SECRET_SHAPES.sub(REDACTED, text)
+    assert REDACTED in masked
 
 
 @pytest.mark.parametrize(
