@@ -420,6 +420,61 @@ async def test_a_peer_ping_pong_stops_at_max_hops(
     assert "max_hops) is 4" in last
 
 
+async def test_a_peer_ping_pong_between_subagents_reaches_their_owner_as_one_report(
+    settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    # The person's agent spawns beta, then alpha, which messages beta; each answers every
+    # peer message by messaging the sender back until max_hops (8) drops one.
+    def owner(request: ModelRequest) -> Step:
+        if request.messages[-1]["role"] == "tool":
+            return "Started."
+        if request.last_user_text == "start beta":
+            return call("sessions_spawn", task="wait for alpha", agent="beta")
+        if request.last_user_text == "start alpha":
+            return call("sessions_spawn", task="talk to your peer", agent="alpha")
+        return "Reported."
+
+    def peer(request: ModelRequest) -> Step:
+        if request.messages[-1]["role"] == "tool":
+            found = re.search(r"- (internal:\S+): agent beta", request.tool_results[-1])
+            if found:  # alpha's list of peers
+                return call("sessions_send", session=found[1], message="ping")
+            return "Done."
+        text = request.last_user_text
+        if text == "talk to your peer":
+            return call("sessions_list")
+        if text == "wait for alpha":
+            return "Waiting."
+        sender = re.search(r"\[@peer:\w+#\w+ session (\S+)\]", text)
+        assert sender is not None
+        return call("sessions_send", session=sender[1], message="ping")
+
+    scripted.function = owner
+    worker.function = peer
+    configured = settings.model_copy(
+        update={"peer_groups": {"team": PeerGroup(agents=("alpha", "beta"))}}
+    )
+    peers = ToolPolicy(allow=("*", "sessions_send", "sessions_list"))
+    async with await Clawbot.open(configured) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        for agent_id in ("alpha", "beta"):
+            await add_agent(bot, agent_id, model=worker.model_string, tools=peers)
+        await bot.router.handle(channel.message("start beta"))
+        await bot.scheduler.wait_idle()
+        before = len(channel.sent)
+        await bot.router.handle(channel.message("start alpha"))
+        await bot.scheduler.wait_idle()
+        unreported = await bot.store.injections.unannounced()
+
+    exchanged = [r for r in worker.requests if r.messages[-1]["role"] == "user"]
+    assert len(exchanged) == 9  # beta's task, alpha's task, the peer messages at hops 2 to 8
+    assert [m.text for m in channel.sent[before:]] == ["Started.", "Reported."]
+    reports = scripted.requests[-1].system.count("[Context: subagent_announce]")
+    assert reports == 8  # every turn of the exchange, in the owner's one turn
+    assert unreported == []
+
+
 async def test_a_peer_cycle_a_b_c_a_is_refused(settings: Settings, scripted: ScriptedModel) -> None:
     def reply(request: ModelRequest) -> Step:
         if request.messages[-1]["role"] == "tool":

@@ -704,7 +704,7 @@ async def test_the_store_writes_one_report_per_child_turn_whatever_the_key(
         await bot.router.session_for(channel.message("x")),
         TurnJob(id="turn_again", session_key=parent_key(channel), lane="announce"),
         injection=InjectionWrite(
-            key="another-key", kind="announce", source_key=child.key, hop=1, announces=run.id
+            key="another-key", kind="announce", source_key=child.key, hop=1, announces=(run.id,)
         ),
         entry=TranscriptEntry(role="user", content=()),
     )
@@ -712,6 +712,51 @@ async def test_the_store_writes_one_report_per_child_turn_whatever_the_key(
     assert again is False
     assert await bot.store.jobs.get("turn_again") is None
     assert await bot.store.injections.unannounced() == []
+
+
+async def test_one_report_of_several_child_turns_is_written_only_when_none_was_reported(
+    workers: Clawbot,
+    chat: Chat,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    worker: ScriptedModel,
+) -> None:
+    bot = workers
+    scripted.add(call("sessions_spawn", task="find it", agent="worker"), "Started.")
+    worker.add("Found it.")
+    await chat.say("go")
+    await bot.scheduler.wait_idle()
+    (child,) = await children_of(bot, parent_key(channel))
+    (run,) = [job for job in await bot.store.jobs.for_session(child.key) if job.status == "done"]
+    parent = await bot.router.session_for(channel.message("x"))
+    owed = await bot.store.injections.submit(  # a further turn of the child, not run here
+        child,
+        TurnJob(id="turn_owed", session_key=child.key, lane="subagent"),
+        injection=InjectionWrite(
+            key="more", kind="message", source_key=parent.key, hop=1, parent_key=parent.key
+        ),
+        entry=TranscriptEntry(role="user", content=()),
+    )
+
+    async def report(key: str, *jobs: str) -> bool:
+        return await bot.store.injections.submit(
+            parent,
+            TurnJob(id=f"turn_{key}", session_key=parent.key, lane="announce"),
+            injection=InjectionWrite(
+                key=key, kind="announce", source_key=child.key, hop=1, announces=jobs
+            ),
+            entry=TranscriptEntry(role="user", content=()),
+        )
+
+    with_a_reported_one = await report("both", run.id, "turn_owed")
+    still_owed = await bot.store.injections.child_run("turn_owed")
+    alone = await report("alone", "turn_owed")
+    now_reported = await bot.store.injections.child_run("turn_owed")
+
+    assert owed is True
+    assert with_a_reported_one is False and await bot.store.jobs.get("turn_both") is None
+    assert still_owed is not None and not still_owed.announced
+    assert alone is True and now_reported is not None and now_reported.announced
 
 
 async def test_the_report_names_the_files_the_child_wrote(

@@ -100,12 +100,17 @@ class SqliteInjections:
             seen = db.execute("SELECT 1 FROM injections WHERE key = ?", (injection.key,))
             if seen.fetchone() is not None:
                 return False
-            if injection.announces is not None:
-                marked = db.execute(
-                    _MARK_ANNOUNCED, (stamp, injection.announces, injection.announces)
-                ).rowcount
-                if marked == 0:  # reported before (or never owed): write nothing
+            if injection.announces:
+                reported = tuple(dict.fromkeys(injection.announces))
+                owed = db.execute(
+                    "SELECT count(DISTINCT job_id) FROM injections WHERE parent_key IS NOT NULL"
+                    f" AND announced_at IS NULL AND job_id IN ({', '.join('?' * len(reported))})",
+                    reported,
+                ).fetchone()[0]
+                if owed < len(reported):  # one was reported before (or never owed): write nothing
                     return False
+                for job_id in reported:
+                    db.execute(_MARK_ANNOUNCED, (stamp, job_id, job_id))
             db.execute(
                 "INSERT INTO injections (key, kind, source_key, target_key, job_id, hop,"
                 " parent_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -16,9 +16,11 @@ recovery runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from clawbot.agent_registry import AgentRegistry
 from clawbot.errors import MalformedMetaError, SubagentError
@@ -26,9 +28,11 @@ from clawbot.messages import INTERNAL_CHANNEL, Provenance, ToolResultBlock, Tran
 from clawbot.scheduling.turns import DEADLINE_ERROR, STOPPED_WITH_PARENT
 from clawbot.sessions import Session
 from clawbot.store import Store
+from clawbot.subagents.exchanges import PeerExchanges
 from clawbot.subagents.injection import Injector, TurnOrigin
 from clawbot.subagents.records import (
     ANNOUNCE_META,
+    ANNOUNCES_META,
     AnnouncePayload,
     AnnounceResult,
     AnnounceStats,
@@ -94,19 +98,56 @@ def artifacts_of(entries: Sequence[TranscriptEntry]) -> tuple[Artifact, ...]:
     return tuple(seen.values())
 
 
+@dataclass(frozen=True)
+class _Report:
+    """One child turn's report, ready to inject into its parent: the payload, and the
+    injection that carries it alone."""
+
+    run: ChildRun
+    payload: AnnouncePayload
+    injection: Injection
+
+
 class Announcer:
     """Reports child turns to their parents; bound to the scheduler as its ``TurnEnds``."""
 
-    def __init__(self, *, store: Store, injector: Injector, agents: AgentRegistry) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        injector: Injector,
+        agents: AgentRegistry,
+        exchanges: PeerExchanges | None = None,
+    ) -> None:
         self.store = store
         self.injector = injector
         self.agents = agents
+        self.exchanges = exchanges if exchanges is not None else PeerExchanges()
 
     async def turn_ended(self, session: Session, job_id: str) -> None:
+        """Report the turn that ended, or hold its report while a peer exchange it is part
+        of goes on; release the reports of every exchange this turn left quiet."""
         run = await self.store.injections.child_run(job_id)
-        if run is None or run.announced or not run.finished or run.merged_into is not None:
+        due = not (run is None or run.announced or not run.finished or run.merged_into)
+        exchanges = self.exchanges.of(session.key)
+        if not exchanges:
+            if due and run is not None:
+                await self.announce(run)
             return
-        await self.announce(run)
+        if due and run is not None:
+            self.exchanges.hold(exchanges[0], run)
+        for trace_id in exchanges:
+            if not any(
+                self._busy(key, ending=session.key) for key in self.exchanges.sessions(trace_id)
+            ):
+                await self.announce_together(self.exchanges.close(trace_id))
+
+    def _busy(self, key: str, *, ending: str) -> bool:
+        """Whether session ``key`` has a turn running or waiting, beside the one ending in
+        session ``ending``."""
+        state = self.injector.scheduler.queue_state(key)
+        running = state.active is not None and key != ending
+        return running or bool(state.backlog or state.queued or state.waiting_lane)
 
     async def recover(self) -> None:
         runs = await self.store.injections.unannounced()
@@ -124,16 +165,41 @@ class Announcer:
         """Build the report of one finished child turn and inject it into the parent. A
         turn stopped with its parent reports nothing: the person stopped them both, and a
         report would start the parent's turn again."""
+        await self.announce_together([run])
+
+    async def announce_together(self, runs: Sequence[ChildRun]) -> None:
+        """Report finished child turns: one announce per parent, carrying the reports of
+        all its children's turns among ``runs`` (a peer exchange's), in order."""
+        by_parent: dict[str, list[_Report]] = {}
+        for run in runs:
+            report = await self._report(run)
+            if report is not None:
+                by_parent.setdefault(run.parent_key, []).append(report)
+        for parent_key, reports in by_parent.items():
+            injection = reports[0].injection if len(reports) == 1 else _batch(parent_key, reports)
+            try:
+                await self.injector.inject(injection)
+            except SubagentError as exc:
+                # Refused for good (past the hop limit): recorded, so no restart tries again.
+                log.warning(
+                    "announce of %s to %s dropped: %s", injection.source_key, parent_key, exc
+                )
+                for report in reports:
+                    await self.store.injections.drop_announce(report.run.job_id)
+
+    async def _report(self, run: ChildRun) -> _Report | None:
+        """The report of one finished child turn; None (and recorded as reported) for a
+        turn stopped with its parent, or a child session that is gone."""
         if run.status == "cancelled" and run.error == STOPPED_WITH_PARENT:
             await self.store.injections.drop_announce(run.job_id)
-            return
+            return None
         child = await self.store.sessions.get(run.child_key)
         if child is None:
             log.warning(
                 "child session %s is gone: turn %s not announced", run.child_key, run.job_id
             )
             await self.store.injections.drop_announce(run.job_id)
-            return
+            return None
         entries = await self.store.injections.turn(child.key, run.job_id, small=True)
         origin = TurnOrigin.of(child, run.job_id, [e for e in entries if e.role == "user"])
         payload = self._payload(run, child, entries, origin)
@@ -153,14 +219,9 @@ class Announcer:
             hop=origin.hop,  # a report answers the message that started the turn
             trace=origin.trace.back(),
             meta_json=json.dumps({ANNOUNCE_META: payload.model_dump(mode="json")}),
-            announces=run.job_id,
+            announces=(run.job_id,),
         )
-        try:
-            await self.injector.inject(injection)
-        except SubagentError as exc:
-            # Refused for good (past the hop limit): recorded, so no restart tries again.
-            log.warning("announce of %s to %s dropped: %s", child.key, run.parent_key, exc)
-            await self.store.injections.drop_announce(run.job_id)
+        return _Report(run, payload, injection)
 
     def _payload(
         self,
@@ -206,3 +267,24 @@ class Announcer:
                 tool_uses=sum(len(entry.tool_calls) for entry in entries),
             ),
         )
+
+
+def _batch(parent_key: str, reports: Sequence[_Report]) -> Injection:
+    """One announce carrying several reports (a peer exchange's) to their parent: each
+    report's line in the text, their payloads in order under ``subagent_announces``, the
+    hop and trace of the farthest travelled, and every job it reports marked at once."""
+    farthest = max(reports, key=lambda report: report.injection.hop).injection
+    jobs = tuple(report.run.job_id for report in reports)
+    digest = hashlib.sha256("\n".join(jobs).encode()).hexdigest()[:24]
+    key = f"announce:{parent_key}:exchange:{digest}"
+    return farthest.model_copy(
+        update={
+            "text": "\n".join(report.payload.text for report in reports),
+            "provenance": farthest.provenance.model_copy(update={"message_id": key}),
+            "idempotency_key": key,
+            "meta_json": json.dumps(
+                {ANNOUNCES_META: [report.payload.model_dump(mode="json") for report in reports]}
+            ),
+            "announces": jobs,
+        }
+    )

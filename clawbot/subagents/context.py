@@ -10,12 +10,7 @@ from collections.abc import Sequence
 from clawbot.errors import MalformedMetaError
 from clawbot.messages import TranscriptEntry
 from clawbot.subagents.notifications import task_notification, unreadable_notification
-from clawbot.subagents.records import (
-    ANNOUNCE_META,
-    AnnouncePayload,
-    headers_of,
-    parse_meta,
-)
+from clawbot.subagents.records import AnnouncePayload, headers_of, parse_meta, payloads_in
 
 log = logging.getLogger("clawbot.subagents")
 
@@ -23,14 +18,12 @@ log = logging.getLogger("clawbot.subagents")
 def announce_context(
     inputs: Sequence[TranscriptEntry], *, notifications: bool = False
 ) -> list[str]:
-    """One block per announce among a turn's input messages (merged ones included). An
-    unreadable payload becomes a block saying so, never a failed turn. ``notifications``:
-    the turn is a coordinator's, which gets ``<task-notification>`` XML instead."""
+    """One block per report among a turn's input messages (merged ones and a peer
+    exchange's batch included). An unreadable payload becomes a block saying so, never a
+    failed turn. ``notifications``: the turn is a coordinator's, which gets
+    ``<task-notification>`` XML instead."""
     blocks: list[str] = []
-    for meta in headers_of(inputs):
-        value = meta.get(ANNOUNCE_META)
-        if value is None:
-            continue
+    for value in (value for meta in headers_of(inputs) for value in payloads_in(meta)):
         try:
             payload = parse_meta(AnnouncePayload, value, "announce payload")
         except MalformedMetaError as exc:

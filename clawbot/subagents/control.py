@@ -19,6 +19,7 @@ from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.subagents.announce import Announcer
 from clawbot.subagents.delegation import Delegation
+from clawbot.subagents.exchanges import PeerExchanges
 from clawbot.subagents.injection import Injector, TurnOrigin
 from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.peers import PeerMessages, PeerView
@@ -80,7 +81,10 @@ class SubagentControl:
             agents=agents,
             injector=self.injector,
         )
-        self.announcer = Announcer(store=store, injector=self.injector, agents=agents)
+        self.exchanges = PeerExchanges()
+        self.announcer = Announcer(
+            store=store, injector=self.injector, agents=agents, exchanges=self.exchanges
+        )
         self.peers = PeerMessages(
             settings=settings, store=store, agents=agents, injector=self.injector
         )
@@ -154,6 +158,8 @@ class SubagentControl:
         stored once. Or message a peer session (see :mod:`clawbot.subagents.peers`)."""
         target, injection = await self._message(parent, ref, message, origin, turn_id)
         await self.injector.inject(injection)
+        if target.owner_key != parent.key:  # a peer: their reports wait for the exchange's end
+            self.exchanges.joined(injection.trace.trace_id, parent, target)
         return target
 
     async def check_send(

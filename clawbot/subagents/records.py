@@ -28,6 +28,9 @@ INJECTION_META = "injection"
 """The meta key of an injected entry's header (kind, key, hop, trace, source)."""
 ANNOUNCE_META = "subagent_announce"
 """The meta key of an announce's payload."""
+ANNOUNCES_META = "subagent_announces"
+"""The meta key of the payloads of one announce that carries several reports, in order: a
+peer exchange's, which reach the parent together (see ``clawbot.subagents.exchanges``)."""
 CHILD_META = "subagent"
 """The session meta key of what a child session keeps about itself."""
 
@@ -105,8 +108,8 @@ class Injection(Frozen):
     """A message for another session: persisted there with its provenance and scheduled
     as that session's turn. The only way agents talk to each other.
 
-    ``meta_json`` holds what rides along (an announce's payload); ``announces`` names the
-    child job an announce reports, so it is written at most once."""
+    ``meta_json`` holds what rides along (an announce's payloads); ``announces`` names the
+    child jobs an announce reports, so each is reported at most once."""
 
     kind: InjectionKind
     target_key: str
@@ -119,7 +122,7 @@ class Injection(Frozen):
     hop: int = Field(ge=0)
     trace: Trace
     meta_json: str = "{}"
-    announces: str | None = None
+    announces: tuple[str, ...] = ()
 
     @field_validator("meta_json")
     @classmethod
@@ -152,16 +155,16 @@ class Injection(Frozen):
 @dataclass(frozen=True)
 class InjectionWrite:
     """What the store writes with an injected message, in the same transaction: its
-    idempotency key (stored once), and for an announce the child job it reports (marked
-    announced then, so it is reported once). ``parent_key``: the target is a child session,
-    and the turn this starts owes that session an announce."""
+    idempotency key (stored once), and for an announce the child jobs it reports (marked
+    announced then, all or none, so each is reported once). ``parent_key``: the target is
+    a child session, and the turn this starts owes that session an announce."""
 
     key: str
     kind: InjectionKind
     source_key: str
     hop: int
     parent_key: str | None = None
-    announces: str | None = None
+    announces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -341,6 +344,16 @@ class ChildInfo(Frozen):
         except MalformedMetaError:
             return False
         return info is not None and info.delegated
+
+
+def payloads_in(meta: dict[str, Any]) -> list[Any]:
+    """The announce payloads (unparsed) one entry's meta carries: its own report, or the
+    reports of a batch."""
+    found = [meta[ANNOUNCE_META]] if ANNOUNCE_META in meta else []
+    batch = meta.get(ANNOUNCES_META)
+    if isinstance(batch, list):
+        found.extend(batch)
+    return found
 
 
 def headers_of(entries: Sequence[TranscriptEntry]) -> list[dict[str, Any]]:

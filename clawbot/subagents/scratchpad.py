@@ -34,7 +34,7 @@ from clawbot.errors import ClawbotError, MalformedMetaError, ToolError, Workspac
 from clawbot.messages import TranscriptEntry
 from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.notifications import task_notification
-from clawbot.subagents.records import ANNOUNCE_META, AnnouncePayload, headers_of, parse_meta
+from clawbot.subagents.records import AnnouncePayload, headers_of, parse_meta, payloads_in
 from clawbot.tools import Tool, ToolContext, make_tool
 from clawbot.tools.files import file_read, file_write, list_dir
 from clawbot.workspace import Workspace, shown_path
@@ -150,10 +150,7 @@ async def keep_notifications(ctx: ToolContext, inputs: Sequence[TranscriptEntry]
     turn; writing one again (a resumed turn) rewrites the same file. Returns how many were
     written."""
     written = 0
-    for meta in headers_of(inputs):
-        value = meta.get(ANNOUNCE_META)
-        if value is None:
-            continue
+    for value in (value for meta in headers_of(inputs) for value in payloads_in(meta)):
         try:
             payload = parse_meta(AnnouncePayload, value, "announce payload")
         except MalformedMetaError:
