@@ -3,7 +3,10 @@
 Safe defaults: in DMs an unknown sender gets a pairing code and nothing reaches the agent
 until the owner approves it (``clawbot pairing approve``); in groups the bot answers only in
 allowed groups and only when mentioned or replied to; slash commands are accepted only from
-allowed senders and silently ignored from anyone else. The console is the local owner.
+allowed senders and ignored from anyone else (logged, not answered), except the answers to an
+approval request (``/approve``, ``/deny``, a button press), which reach the approvals from
+anyone in an allowed group: they take an approver's answer and tell anyone else why not. The
+console is the local owner.
 
 It plugs into the router as its :data:`~clawbot.router.AccessCheck`.
 """
@@ -38,9 +41,19 @@ OWNER_CHANNELS = frozenset({"console"})
 IGNORE = AccessDecision(allow=False)
 
 
+ANSWERS_TO_REQUESTS = frozenset({"approve", "deny"})
+"""Commands that answer an approval request: the approvals decide who may (in a group, the
+senders in CLAWBOT_APPROVERS, allowed senders or not) and tell anyone else why not."""
+
+
 def is_start(text: str) -> bool:
     parsed = parse_command(text)
     return parsed is not None and parsed[0] == "start"
+
+
+def answers_a_request(text: str) -> bool:
+    parsed = parse_command(text)
+    return parsed is not None and parsed[0] in ANSWERS_TO_REQUESTS
 
 
 def pairing_reply(request: PairingRequest, now: datetime) -> str:
@@ -183,6 +196,16 @@ class AccessGateway:
             return IGNORE
         commands = await self.sender_allowed(message.channel, message.sender_id)
         if is_command and not commands:
+            if answers_a_request(message.text):
+                # A button press or a typed /approve: answered by the approvals, which accept
+                # the approvers and tell anyone else why not.
+                return AccessDecision(allow=True, commands=True, start_turn=False)
+            log.info(
+                "ignored a command from %s in %s group %s: not an allowed sender",
+                message.sender_id,
+                message.channel,
+                message.chat_id,
+            )
             return IGNORE
         addressed = message.mentioned or not self.rules.group_require_mention
         return AccessDecision(allow=True, commands=commands, start_turn=addressed)

@@ -3,11 +3,26 @@ seeing and clearing what was granted (the buttons under a request send the same 
 
 from __future__ import annotations
 
+import logging
+
 from clawbot.approval_records import ApprovalScope
 from clawbot.approvals import Approvals
 from clawbot.commands import CommandContext, CommandRegistry
 
+log = logging.getLogger("clawbot.approvals")
+
 USAGE_APPROVE = "Usage: /approve <id> [once|session] (the id is in the request)."
+
+
+def _log_refused(approvals: Approvals, ctx: CommandContext, request_id: str) -> None:
+    """A person who may not answer tried to: the operator sees who and where."""
+    if not approvals.may_answer(ctx.session, ctx.message.sender_id):
+        log.info(
+            "refused an answer to approval %s from %s in %s: not an approver (CLAWBOT_APPROVERS)",
+            request_id,
+            ctx.message.sender_id,
+            ctx.session.key,
+        )
 
 
 def register_approval_commands(registry: CommandRegistry, approvals: Approvals) -> None:
@@ -25,6 +40,7 @@ def register_approval_commands(registry: CommandRegistry, approvals: Approvals) 
             scope = "session"
         else:
             return USAGE_APPROVE
+        _log_refused(approvals, ctx, words[0])
         return await approvals.answer(
             words[0],
             approve=True,
@@ -39,6 +55,7 @@ def register_approval_commands(registry: CommandRegistry, approvals: Approvals) 
         words = ctx.args.split()
         if len(words) != 1:
             return "Usage: /deny <id> (the id is in the request)."
+        _log_refused(approvals, ctx, words[0])
         return await approvals.answer(
             words[0],
             approve=False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -407,6 +408,34 @@ async def test_in_a_group_only_allowed_senders_may_use_commands(gated: Gated) ->
 
     assert (stranger.kind, owner.kind) == ("ignored", "command")
     assert len(gated.channel.sent) == 1
+
+
+@configure(allowed_groups=["memory:g1"], allowed_senders=["memory:ann"])
+async def test_an_ignored_group_command_is_logged(
+    gated: Gated, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="clawbot.access"):
+        await gated.group("/new", sender="bob", mentioned=True)
+
+    assert "ignored a command from bob in memory group g1: not an allowed sender" in [
+        record.getMessage() for record in caplog.records
+    ]
+
+
+@configure(allowed_groups=["memory:g1"], allowed_senders=["memory:ann"], approvers=["memory:boss"])
+async def test_answers_to_approval_requests_reach_the_approvals_from_anyone_in_a_group(
+    gated: Gated, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An approver need not be an allowed sender; the approvals answer everyone else, and
+    the operator sees who tried."""
+    with caplog.at_level(logging.INFO, logger="clawbot.approvals"):
+        approver = await gated.group("/approve k7m2pq once", sender="boss")
+        stranger = await gated.group("/deny k7m2pq", sender="bob")
+
+    assert (approver.kind, stranger.kind) == ("command", "command")
+    assert approver.reply == stranger.reply == "No approval request has the id 'k7m2pq'."
+    (refused,) = [r.getMessage() for r in caplog.records if "refused an answer" in r.getMessage()]
+    assert refused.startswith("refused an answer to approval k7m2pq from bob in memory:")
 
 
 # ---- settings -----------------------------------------------------------------------------

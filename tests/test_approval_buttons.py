@@ -23,6 +23,7 @@ import pytest
 from adapters.discord_buttons import view_for
 from adapters.slack_buttons import blocks_for
 from adapters.telegram import TelegramAdapter, part_to_send_kwargs
+from clawbot.access import AccessGateway
 from clawbot.app import Clawbot
 from clawbot.messages import Action, InboundMessage, OutboundEdit, OutboundMessage
 from clawbot.rendering import render_parts
@@ -115,6 +116,7 @@ async def running(
     )
     try:
         async with await Clawbot.open(bot_settings) as bot:
+            bot.router.access = AccessGateway(bot.store, bot.settings)  # as `clawbot run` does
             service = Service(bot, [harness.make_adapter()], shutdown_timeout=10)
             await service.start()
             try:
@@ -171,6 +173,21 @@ async def test_a_press_by_a_non_approver_in_a_group_is_refused(world: World) -> 
     )
     assert refusal.chat_id == world.platform.group_id
     assert (world.bot.workspace.root / "notes.md").read_text() == "hello"
+
+
+async def test_an_approver_who_is_not_an_allowed_sender_answers_by_typing_in_a_group(
+    world: World,
+) -> None:
+    world.model.add(writes("notes.md"), "Written.")
+    record = await world.request("write notes.md", chat_type="group")
+    rid = record.text.split("Approval needed (", 1)[1].split(")", 1)[0]
+
+    await world.harness.inject_message(
+        f"/approve {rid} once", sender_id=BOSS, sender_name="Boss", chat_type="group"
+    )
+
+    await world.sent_where(lambda r: r.text == "Written.")
+    assert world.harness.shown(record).text.endswith("\nApproved once by Boss.")
 
 
 async def test_a_second_press_of_the_same_button_is_answered_not_dropped(world: World) -> None:
