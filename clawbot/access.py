@@ -105,6 +105,21 @@ class AccessRules:
     def allowed_group(self, channel: str, chat_id: str) -> bool:
         return (channel, chat_id) in self.allowed_groups or (channel, "*") in self.allowed_groups
 
+    def unreachable(self, channel: str, sender_id: str) -> str | None:
+        """Why ``sender_id`` can never write to the bot on ``channel``, or None when they
+        can: in an allowed group of the channel (anyone in it may, commands aside), or in a
+        DM the channel's policy takes from them (open; pairing, once the owner approves
+        their code; allowlist, when listed). What ``clawbot doctor`` checks approvers by."""
+        if any(group_channel == channel for group_channel, _ in self.allowed_groups):
+            return None
+        policy = self.dm_policy_for(channel)
+        if policy in ("open", "pairing"):
+            return None
+        if policy == "allowlist" and self.listed_sender(channel, sender_id):
+            return None
+        dms = "DMs are disabled" if policy == "disabled" else "DMs take only allowed senders"
+        return f"no {channel} group is allowed (CLAWBOT_ALLOWED_GROUPS) and {channel} {dms}"
+
 
 def _pairs(items: list[str]) -> frozenset[tuple[str, str]]:
     pairs = set()

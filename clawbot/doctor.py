@@ -51,7 +51,10 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
         if database.status == "ok" and settings.peer_groups:
             checks.append(await _peer_groups_check(settings))
     checks.append(settings_files_check(settings))
-    checks.append(_access_check(settings, [c for c in channels if c in _configured(checks)]))
+    configured = [c for c in channels if c in _configured(checks)]
+    checks.append(_access_check(settings, configured))
+    if settings.approvers:
+        checks.append(approvers_check(settings, configured))
     checks.append(shell_check(find_bubblewrap(), settings))
     checks.append(await semantic_check(settings))
     return checks
@@ -184,6 +187,30 @@ def _access_check(settings: Settings, channels: list[str]) -> Check:
         f"DMs: {policies or rules.dm_policy}; {len(rules.allowed_senders)} allowed sender(s), "
         f"{len(rules.allowed_groups)} allowed group(s); groups "
         + ("need a mention" if rules.group_require_mention else "are answered without a mention"),
+    )
+
+
+def approvers_check(settings: Settings, channels: list[str]) -> Check:
+    """Every approver (CLAWBOT_APPROVERS) can reach the bot where requests are shown."""
+    rules = AccessRules.from_settings(settings)
+    problems = []
+    for entry in settings.approvers:
+        channel, _, sender_id = entry.partition(":")
+        channel = channel.strip().lower()
+        if channel not in channels:
+            problems.append(f"{entry} is on {channel}, which is not configured")
+        elif why := rules.unreachable(channel, sender_id.strip()):
+            problems.append(f"{entry} cannot reach the bot: {why}")
+    if problems:
+        return Check(
+            "problem",
+            "approvers",
+            "; ".join(problems) + " — allow a group they are in, or let them DM the bot",
+        )
+    return Check(
+        "ok",
+        "approvers",
+        f"{len(settings.approvers)} listed, each can reach the bot where requests are shown",
     )
 
 

@@ -209,6 +209,39 @@ def test_doctor_lists_peer_groups_whose_agents_all_exist(tmp_path: Path) -> None
     assert "ok       peer groups: writing (main, writer)" in result.stdout.splitlines()
 
 
+def approvers_line(tmp_path: Path, **env: str) -> tuple[int, str]:
+    """``clawbot doctor``'s approvers line (Telegram configured) and its exit code."""
+    env = {"TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN, "OPENAI_API_KEY": OPENAI_KEY, **env}
+    result = runner.invoke(app, ["doctor", "--home", str(tmp_path / "home")], env=env)
+    (line,) = [line for line in result.stdout.splitlines() if " approvers: " in line]
+    return result.exit_code, line
+
+
+def test_doctor_flags_an_approver_who_cannot_reach_the_bot(tmp_path: Path) -> None:
+    code, line = approvers_line(
+        tmp_path, CLAWBOT_APPROVERS="telegram:42,discord:7", CLAWBOT_DM_POLICY="allowlist"
+    )
+
+    assert code == 1
+    assert line == (
+        "problem  approvers: telegram:42 cannot reach the bot: no telegram group is allowed "
+        "(CLAWBOT_ALLOWED_GROUPS) and telegram DMs take only allowed senders; discord:7 is on "
+        "discord, which is not configured — allow a group they are in, or let them DM the bot"
+    )
+
+
+def test_doctor_passes_an_approver_who_can_answer_in_an_allowed_group(tmp_path: Path) -> None:
+    code, line = approvers_line(
+        tmp_path,
+        CLAWBOT_APPROVERS="telegram:42",
+        CLAWBOT_DM_POLICY="disabled",
+        CLAWBOT_ALLOWED_GROUPS="telegram:-1001",
+    )
+
+    assert code == 0
+    assert line == "ok       approvers: 1 listed, each can reach the bot where requests are shown"
+
+
 # ---- run: refusing to start -----------------------------------------------------------------
 
 
