@@ -102,11 +102,11 @@ class SqliteInjections:
                 return False
             if injection.announces:
                 reported = tuple(dict.fromkeys(injection.announces))
-                owed = db.execute(
+                (owed,) = db.execute(
                     "SELECT count(DISTINCT job_id) FROM injections WHERE parent_key IS NOT NULL"
                     f" AND announced_at IS NULL AND job_id IN ({', '.join('?' * len(reported))})",
                     reported,
-                ).fetchone()[0]
+                ).fetchone()
                 if owed < len(reported):  # one was reported before (or never owed): write nothing
                     return False
                 for job_id in reported:
