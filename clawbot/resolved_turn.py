@@ -35,6 +35,12 @@ class ResolvedTurn:
     withheld_skills: tuple[str, ...] = ()
     """Skills its agent allows that a child may not use: its parent lacks them or a tool
     they need (refused at the ``skill_read`` call with that reason)."""
+    narrowed: dict[SessionCeiling, ResolvedTurn] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+    """This turn within each ceiling it was asked for (see ``within_ceiling``), a cache of
+    its own (``replace`` starts a new one): the runtime memoizes a resolved turn, and most
+    turns are of the same few ceilings."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ class SessionCeiling:
     @classmethod
     def of(cls, session: Session) -> SessionCeiling:
         if session.owner_key is None:
-            return cls(messages=False)
+            return PERSON_CEILING
         try:
             child = ChildInfo.of(session)
         except MalformedMetaError as exc:  # deny by default: no tools rather than all
@@ -70,10 +76,27 @@ class SessionCeiling:
         )
 
 
+PERSON_CEILING = SessionCeiling(messages=False)
+"""The ceiling of every person's conversation."""
+
+MAX_NARROWED = 64
+"""Ceilings kept per resolved turn: a parent's children mostly share one."""
+
+
 def within_ceiling(session: Session, resolved: ResolvedTurn) -> ResolvedTurn:
     """A session's tools (offered and executable: nothing else) and skills within its
-    ceiling (see ``SessionCeiling``)."""
+    ceiling (see ``SessionCeiling``). Asked every turn, so it is kept on ``resolved`` per
+    ceiling: the result depends on nothing else."""
     ceiling = SessionCeiling.of(session)
+    found = resolved.narrowed.get(ceiling)
+    if found is None:
+        if len(resolved.narrowed) >= MAX_NARROWED:
+            resolved.narrowed.clear()
+        found = resolved.narrowed[ceiling] = _narrow(resolved, ceiling)
+    return found
+
+
+def _narrow(resolved: ResolvedTurn, ceiling: SessionCeiling) -> ResolvedTurn:
     tools = tuple(t for t in resolved.tools if ceiling.permits(t.name, t.groups))
     if ceiling.tools is None:  # a person's conversation, or a session without a record
         if len(tools) == len(resolved.tools):

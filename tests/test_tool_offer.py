@@ -61,3 +61,58 @@ async def test_changing_an_agent_changes_its_sessions_tools_at_once(
     await bot.agents.update(spec.model_copy(update={"tools": ToolPolicy(allow=("list_dir",))}))
 
     assert bot.runtime.effective_tools(session) == {"list_dir"} == offered(bot, session)
+
+
+async def worker_child(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
+) -> Session:
+    """A ``worker`` child spawned by a ``lead`` whose own tools are spawning and listing."""
+    await add_agent(
+        bot,
+        "lead",
+        model=scripted.model_string,
+        tools=ToolPolicy(allow=("sessions_spawn", "list_dir")),
+        subagents=SubagentPolicy(allow=("worker",)),
+    )
+    scripted.add(call("sessions_spawn", task="look", agent="worker"), "Spawned.", "ok")
+    lead = await bot.router.update_session(
+        await bot.router.session_for(channel.message("x")), agent_id="lead"
+    )
+    await chat.say("spawn")
+    await bot.scheduler.wait_idle()
+    (child,) = await bot.store.sessions.children(lead.key)
+    return child
+
+
+async def test_a_person_and_a_child_of_one_agent_each_get_the_tools_of_their_own_ceiling(
+    workers: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    """One resolved turn of ``worker`` serves both: the narrowing kept on it per ceiling
+    never hands one session's tools to the other, in either order."""
+    bot = workers
+    child = await worker_child(bot, chat, channel, scripted)
+    person = await bot.router.session_for(channel.message("y", chat_id="other"))
+    person = await bot.router.update_session(person, agent_id="worker")
+    assert bot.runtime.resolve(person) is bot.runtime.resolve(child)
+
+    for first, second in ((child, person), (person, child)):
+        bot.runtime.tools_changed()  # resolved afresh: nothing narrowed yet
+        narrowed_first = offered(bot, first)
+        assert offered(bot, second) != narrowed_first
+        assert offered(bot, first) == narrowed_first
+    assert offered(bot, child) <= {"sessions_spawn", "list_dir"}
+    assert "file_write" in offered(bot, person)
+
+
+async def test_a_sessions_turns_share_one_narrowed_offer_so_its_schemas_are_measured_once(
+    workers: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    """The window check before each model call measures the offered schemas once per
+    tuple it is given: a child's turns must offer the very same tuple each time."""
+    bot = workers
+    child = await worker_child(bot, chat, channel, scripted)
+
+    first = within_ceiling(child, bot.runtime.resolve(child))
+    again = within_ceiling(child, bot.runtime.resolve(child))
+
+    assert again.tool_specs is first.tool_specs
