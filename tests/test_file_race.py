@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -26,14 +27,18 @@ from typing import Any
 import pytest
 
 from clawbot import beneath
+from clawbot.app import Clawbot
 from clawbot.messages import ToolCallBlock
 from clawbot.reach import Reach, Root
 from clawbot.sessions import Session
 from clawbot.settings import Settings
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedCall, ScriptedModel, Step, call
 from clawbot.tools import ToolContext, ToolRegistry
 from clawbot.tools.files import file_tools
 
 from .spawned import spawn
+from .test_approvals import command, is_request, request_id
+from .test_shell_tool import SANDBOX
 
 CALLS = 1000
 """Calls per tool and resolution (about a second on one core): the old code leaked through
@@ -284,3 +289,124 @@ async def test_an_agents_folder_is_never_made_outside_while_links_are_swapped(
 
     assert leaks.count() == NO_LEAKS, str(leaks)
     assert swapping.saw_the_swap()
+
+
+# the same race, through the agent loop: a child's shell swaps, its parent's tools run --------
+
+ROUNDS, PER_ROUND = 10, 100
+"""The parent's file tool calls: ``ROUNDS`` model steps of ``PER_ROUND`` calls each."""
+STARTUP_LIMIT = 60.0
+"""Seconds the child's command may take to start before the test fails (not a wait: a bound)."""
+TASK = "SWAP-TASK: swap d and f with their links until told to stop"
+CHILD_SWAPPER = """
+import ctypes, os
+exchange = ctypes.CDLL(None, use_errno=True).renameat2
+open("ready", "w").close()
+while not os.path.exists("stop"):
+    for _ in range(64):
+        exchange(-100, b"d", -100, b"d.swap", 2)
+        exchange(-100, b"f", -100, b"f.swap", 2)
+"""
+"""The child's command: says it is ready through the named pipe ``ready`` (the parent's
+model waits on it), then exchanges ``d`` and ``f`` with their links until ``stop`` exists."""
+
+
+def parent_round(number: int) -> list[ScriptedCall]:
+    """One model step of the parent: every file tool, on paths through ``d`` and ``f``,
+    each spelled its own way (``./`` repeated), as the agent loop refuses a repeated call."""
+    calls = []
+    for index in range(number * PER_ROUND, (number + 1) * PER_ROUND):
+        here = "./" * (index // 7)
+        calls.append(
+            [
+                call("file_read", path=f"{here}d/secret.txt"),
+                call("file_read", path=f"{here}f"),
+                call("list_dir", path=f"{here}d"),
+                call("file_write", path=f"d/new-{index}.txt", content=f"written {index}"),
+                call("file_write", path=f"d/made-{index}/new.txt", content=f"written {index}"),
+                call(
+                    "file_edit",
+                    path=f"{here}d/existing.txt",
+                    old_text="edit-me",
+                    new_text="edit-me!",
+                ),
+                call("file_edit", path=f"{here}f", old_text="edit-me", new_text="edit-me!"),
+            ][index % 7]
+        )
+    return calls
+
+
+def wait_for_the_swapper(fifo: Path) -> None:
+    """Return once the child's command has opened (and closed) the write end of ``fifo``."""
+    with fifo.open("rb") as ready:
+        ready.read()
+
+
+async def swapper_ready(fifo: Path) -> None:
+    """Wait (in a thread) for the child's command to start; free the thread if it never
+    does, so the failure is a timeout rather than a hang."""
+    try:
+        await asyncio.wait_for(asyncio.to_thread(wait_for_the_swapper, fifo), STARTUP_LIMIT)
+    except TimeoutError:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        raise
+
+
+async def test_a_childs_shell_swapping_links_never_leads_the_parents_tools_outside(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    """Children run beside their parent: here a child's shell (sandboxed where bubblewrap
+    works, else on the host, as the operator may allow) swaps ``d`` and ``f`` for links out
+    while its parent's file tools run, all through the real agent loop."""
+    outcomes: list[tuple[str, bool]] = []
+    steps = 0
+
+    async def model(request: ModelRequest) -> Step:
+        nonlocal steps
+        first = next(m for m in request.messages if m["role"] == "user")
+        if TASK in str(first["content"]):  # the child
+            if request.tool_results:
+                return "stopped"
+            return call("shell_exec", command=f"python3 -c {shlex.quote(CHILD_SWAPPER)}")
+        if request.last_user_text != "go":  # the child's report, in a turn of its own
+            return "ok"
+        steps += 1
+        if steps == 1:
+            return call("sessions_spawn", task=TASK)
+        if steps == 2:
+            await swapper_ready(workspace / "ready")
+        else:
+            results = request.tool_results[-PER_ROUND:]
+            outcomes.extend((text, text.startswith("error:")) for text in results)
+        if steps - 2 < ROUNDS:
+            return parent_round(steps - 2)
+        (workspace / "stop").touch()
+        return "done"
+
+    scripted.function = model
+    settings = Settings(
+        home=tmp_path / "home",
+        model=scripted.model_string,
+        retry_backoff=0,
+        max_tool_rounds=ROUNDS + 2,
+        shell_unsandboxed="allow-host-access",
+        _env_file=None,  # type: ignore[call-arg]
+    )
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        workspace = bot.workspace.root
+        race = lay_out(workspace, tmp_path / "outside")
+        os.mkfifo(workspace / "ready")
+        receipt = await bot.router.receive(channel.message("go"))
+        if SANDBOX is None:  # on the host the shell is unsafe: a person approves the call
+            request = await channel.sent_when(is_request)
+            await command(bot, channel, f"/approve {request_id(request)} once")
+        await receipt.wait()
+        await bot.scheduler.wait_idle()
+
+    for content, is_error in outcomes:
+        race.account(None, content, is_error)
+    assert len(outcomes) == ROUNDS * PER_ROUND
+    assert race.leaks.count() == NO_LEAKS, str(race.leaks)
+    assert race.saw_the_swap()
