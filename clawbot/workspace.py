@@ -4,13 +4,17 @@ the only part of the file system the file tools may touch."""
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from clawbot.beneath import Beneath
 from clawbot.clock import Clock, SystemClock
 from clawbot.errors import WorkspaceError
+
+log = logging.getLogger("clawbot.workspace")
 
 RECHECK_SECONDS = 1.0
 """How long the bootstrap files found are trusted before the folders are looked at again."""
@@ -22,6 +26,8 @@ shell (``clawbot.reach``)."""
 
 BOOTSTRAP_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "USER.md", "TOOLS.md")
 MAX_BOOTSTRAP_CHARS = 20_000
+MAX_BOOTSTRAP_BYTES = 4 * MAX_BOOTSTRAP_CHARS
+"""Read of a bootstrap file: enough for MAX_BOOTSTRAP_CHARS characters of any UTF-8."""
 
 MAX_PATH_CHARS = 1_000
 """Longer workspace paths are refused before the file system sees them (its own limit, and
@@ -97,8 +103,8 @@ class Workspace:
         self.root = root.resolve()
         self.clock: Clock = clock or SystemClock()
         self._checked: dict[tuple[str, ...], float] = {}
-        self._cache: dict[Path, tuple[int, str]] = {}
-        self._folder_cache: dict[str | None, tuple[str, ...]] = {}
+        self._cache: dict[str, tuple[int, str]] = {}
+        self._refused: set[str] = set()
         self._bootstrap_cache: dict[
             tuple[str, ...], tuple[list[tuple[int, int, int]], tuple[BootstrapFile, ...]]
         ] = {}
@@ -155,7 +161,8 @@ class Workspace:
 
         Runs every turn, so it is cheap. The files found are trusted for ``RECHECK_SECONDS``
         (a person's edit in an editor is noticed within a second; the agent's own writes at
-        once, through :meth:`changed`). Then each file is looked up (a ``stat``), and the
+        once, through :meth:`changed`). Then each file is opened beneath the root (as the file
+        tools open paths: a link that leads out is not followed) and ``fstat``-ed, and the
         same tuple comes back until a file appears, vanishes or changes.
         """
         folders = self._folders(agent_id if overlay else None)
@@ -165,27 +172,31 @@ class Workspace:
         if cached is not None and checked is not None and now - checked < RECHECK_SECONDS:
             return cached[1]
         self._checked[folders] = now
-        stamp: list[tuple[int, int, int]] = []
-        for name in BOOTSTRAP_FILES:
-            for index, folder in enumerate(folders):
-                try:
-                    found = os.stat(os.path.join(folder, name))
-                except OSError:
+        found: list[tuple[int, int, os.stat_result] | None] = []
+        try:
+            with Beneath.open(self.root) as root:
+                for name in BOOTSTRAP_FILES:
+                    found.append(self._open_first(root, folders, name))
+            stamp = [
+                (hit[0], hit[2].st_mtime_ns, hit[2].st_size) if hit else (-1, 0, 0) for hit in found
+            ]
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            files = []
+            for name, hit in zip(BOOTSTRAP_FILES, found, strict=True):
+                if hit is None:
                     continue
-                stamp.append((index, found.st_mtime_ns, found.st_size))
-                break
-            else:
-                stamp.append((-1, 0, 0))
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        files = []
-        for name, (index, mtime, _size) in zip(BOOTSTRAP_FILES, stamp, strict=True):
-            if index < 0:
-                continue
-            path = Path(folders[index], name)
-            text = self._read_cached(path, mtime)
-            if text.strip():
-                files.append(BootstrapFile(name=name, path=path, text=text))
+                index, fd, info = hit
+                relative = f"{folders[index]}/{name}"
+                text = self._read_cached(relative, info.st_mtime_ns, fd)
+                if text.strip():
+                    files.append(BootstrapFile(name=name, path=self.root / relative, text=text))
+        except OSError:  # the workspace itself is gone
+            return ()
+        finally:
+            for hit in found:
+                if hit is not None:
+                    os.close(hit[1])
         result = tuple(files)
         self._bootstrap_cache[folders] = (stamp, result)
         return result
@@ -195,21 +206,47 @@ class Workspace:
         self._checked.clear()
 
     def _folders(self, agent_id: str | None) -> tuple[str, ...]:
-        """Where bootstrap files are looked for, the agent's overlay first."""
-        folders = self._folder_cache.get(agent_id)
-        if folders is None:
-            root = str(self.root)
-            folders = (os.path.join(root, agent_folder(agent_id)), root) if agent_id else (root,)
-            self._folder_cache[agent_id] = folders
-        return folders
+        """Where bootstrap files are looked for (relative to the root), the agent's overlay
+        first."""
+        return (agent_folder(agent_id), ".") if agent_id else (".",)
 
-    def _read_cached(self, path: Path, mtime: int) -> str:
-        cached = self._cache.get(path)
+    def _open_first(
+        self, root: Beneath, folders: tuple[str, ...], name: str
+    ) -> tuple[int, int, os.stat_result] | None:
+        """The first regular file ``name`` of ``folders``: its folder's index, an open
+        descriptor, its ``fstat``. Opened beneath the root like the file tools' paths, so a
+        link (an agent may make one in its own folder) leads nowhere outside the workspace:
+        such a file is left out, said once in the log."""
+        for index, folder in enumerate(folders):
+            relative = f"{folder}/{name}"
+            try:
+                fd = root.open_file(relative, os.O_RDONLY)
+            except OSError as exc:
+                if exc.errno == errno.EXDEV and relative not in self._refused:
+                    self._refused.add(relative)
+                    log.warning(
+                        "bootstrap file %s left out: it leads outside the workspace (through a "
+                        "link); copy the file into the workspace instead",
+                        relative,
+                    )
+                continue
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode):
+                return index, fd, info
+            os.close(fd)  # a folder, a pipe: nothing to read
+        return None
+
+    def _read_cached(self, relative: str, mtime: int, fd: int) -> str:
+        cached = self._cache.get(relative)
         if cached and cached[0] == mtime:
             return cached[1]
+        data = b""
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")[:MAX_BOOTSTRAP_CHARS]
-        except IsADirectoryError:
-            text = ""
-        self._cache[path] = (mtime, text)
+            os.set_blocking(fd, True)
+            while len(data) < MAX_BOOTSTRAP_BYTES and (chunk := os.read(fd, MAX_BOOTSTRAP_BYTES)):
+                data += chunk
+        except OSError:  # unreadable (a disk error): left out, looked at again next time
+            return ""
+        text = data.decode("utf-8", errors="replace")[:MAX_BOOTSTRAP_CHARS]
+        self._cache[relative] = (mtime, text)
         return text

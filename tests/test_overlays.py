@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 from clawbot.workspace import RECHECK_SECONDS
 
 from .conftest import Chat
+from .test_file_tools import STALL_LIMIT, open_both_ends
 
 
 async def test_an_agents_overlay_file_replaces_the_root_file_and_the_rest_fall_back(
@@ -105,3 +112,65 @@ async def test_a_bootstrap_file_the_agent_writes_takes_effect_at_its_next_turn(
 
     assert "The user is called Ada." not in scripted.requests[0].system
     assert "The user is called Ada." in scripted.requests[-1].system
+
+
+async def test_an_overlay_linking_to_a_file_outside_the_workspace_is_left_out(
+    bot: Clawbot,
+    chat: Chat,
+    scripted: ScriptedModel,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An agent's shell may make a link in its own folder; its next system prompt must not
+    carry the host's file it names."""
+    (tmp_path / "host-secret.txt").write_text("the host's secret")
+    (bot.workspace.root / "SOUL.md").write_text("Root soul.")
+    overlay = bot.workspace.root / "agents" / "coder" / "SOUL.md"
+    overlay.unlink()  # the shipped one
+    os.symlink(tmp_path / "host-secret.txt", overlay)
+
+    await chat.say("/agent coder")
+    await chat.say("hi")
+    bot.workspace.changed()
+    await chat.say("again")
+
+    system = scripted.requests[0].system
+    assert "the host's secret" not in system
+    assert "Root soul." in system
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert said == [
+        "bootstrap file agents/coder/SOUL.md left out: it leads outside the workspace "
+        "(through a link); copy the file into the workspace instead"
+    ]
+
+
+async def test_an_overlay_linking_to_a_file_inside_the_workspace_is_read(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    (bot.workspace.root / "shared-soul.md").write_text("Shared soul.")
+    overlay = bot.workspace.root / "agents" / "coder" / "SOUL.md"
+    overlay.unlink()  # the shipped one
+    os.symlink("../../shared-soul.md", overlay)
+
+    await chat.say("/agent coder")
+    await chat.say("hi")
+
+    assert "Shared soul." in scripted.requests[0].system
+
+
+async def test_a_named_pipe_as_a_bootstrap_file_is_skipped_not_waited_on(bot: Clawbot) -> None:
+    pipe = bot.workspace.root / "USER.md"
+    pipe.unlink()  # the shipped one
+    os.mkfifo(pipe)
+    (bot.workspace.root / "SOUL.md").write_text("Root soul.")
+
+    reading = asyncio.create_task(asyncio.to_thread(bot.workspace.bootstrap))
+    done, _ = await asyncio.wait({reading}, timeout=STALL_LIMIT)
+    if not done:  # stuck opening the pipe: free it, then fail
+        os.close(open_both_ends(pipe))
+        await reading
+        pytest.fail(f"the bootstrap files waited {STALL_LIMIT:.0f} s for the pipe's writer")
+
+    names = [file.name for file in reading.result()]
+    assert "SOUL.md" in names
+    assert "USER.md" not in names
