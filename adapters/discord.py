@@ -35,7 +35,13 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import SecretStr
 
-from adapters.discord_buttons import edit_message, press_to_inbound, pressed_command, view_for
+from adapters.discord_buttons import (
+    PressReplies,
+    edit_message,
+    press_to_inbound,
+    pressed_command,
+    view_for,
+)
 from adapters.discord_catch_up import CatchUp
 from adapters.discord_downloads import CdnDownloads
 from clawbot.channels import (
@@ -353,6 +359,7 @@ class DiscordAdapter(Adapter):
         self._on_message: InboundHandler | None = None
         self._saved_endpoints: tuple[str, yarl.URL] | None = None
         self._downloads = CdnDownloads()
+        self._presses = PressReplies()
         self._history = CatchUp(
             catch_up_window,
             client=lambda: self._client,
@@ -543,7 +550,8 @@ class DiscordAdapter(Adapter):
         if inbound is None:
             return
         try:
-            await handler(inbound)
+            with self._presses.handling(inbound, interaction):
+                await handler(inbound)
         except Exception:
             log.exception("discord: the handler failed on button press %s", inbound.message_id)
             await tell_not_taken_in(self._client, inbound)
@@ -608,6 +616,8 @@ class DiscordAdapter(Adapter):
         return client
 
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
+        if await self._presses.answered_privately(message):
+            return [SentMessage(channel=CHANNEL, chat_id=message.chat_id)]
         client = self._running_client(message.chat_id)
         target_id = message.thread_id or message.chat_id
         if not target_id.isdigit():

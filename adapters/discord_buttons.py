@@ -12,20 +12,23 @@ command is in the message text anyway). The bot needs no extra permission or int
 Once answered, the message is edited through REST (``PATCH /channels/{id}/messages/{id}``,
 no components): a press was acknowledged at once as DEFERRED_UPDATE_MESSAGE (type 6, "the
 message will be edited"), since the answer is known only after the command ran, and a typed
-``/approve`` has no interaction to answer.
+``/approve`` has no interaction to answer. An answer for the presser alone (a refusal,
+``OutboundMessage.private_to``) is the interaction's ephemeral follow-up message (flags 64),
+which only they see.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import aiohttp
 import discord
 
 from clawbot.errors import DeliveryError
-from clawbot.messages import Action, ChatType, InboundMessage, OutboundEdit
+from clawbot.messages import Action, ChatType, InboundMessage, OutboundEdit, OutboundMessage
 
 log = logging.getLogger("adapters.discord")
 
@@ -94,6 +97,42 @@ def press_to_inbound(
         message_id=f"interaction:{interaction.id}",
         mentioned=True,  # a button under the bot's message is addressed to the bot
     )
+
+
+class PressReplies:
+    """The presses being handled, by the id of the message each became
+    (``interaction:<id>``), so an answer for the presser alone can follow their press."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, discord.Interaction] = {}
+
+    @contextlib.contextmanager
+    def handling(self, inbound: InboundMessage, interaction: discord.Interaction) -> Iterator[None]:
+        key = inbound.message_id or ""
+        self._open[key] = interaction
+        try:
+            yield
+        finally:
+            self._open.pop(key, None)
+
+    async def answered_privately(self, message: OutboundMessage) -> bool:
+        """Show ``message`` to the presser alone (an ephemeral follow-up of their press) when
+        it is private and answers a press being handled; False to post it in the chat."""
+        interaction = self._open.get(message.reply_to_message_id or "")
+        if message.private_to is None or interaction is None or len(message.text) > 2000:
+            return False
+        try:
+            await interaction.followup.send(
+                content=message.text,
+                ephemeral=True,
+                allowed_mentions=discord.AllowedMentions.none(),
+            )
+        except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            log.warning(
+                "discord: could not answer a button press privately (%s)", type(exc).__name__
+            )
+            return False
+        return True
 
 
 async def edit_message(

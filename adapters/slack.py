@@ -54,7 +54,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack_buttons import ACTION_IDS, blocks_for, update
 from adapters.slack_commands import DEFAULT_COMMAND, command_name_problem
-from adapters.slack_interactions import Interactions
+from adapters.slack_interactions import Interactions, post_privately
 from adapters.slack_users import UserDirectory
 from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
@@ -518,6 +518,12 @@ class SlackAdapter(Adapter):
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         sent: list[SentMessage] = []
         parts = render_parts(message.text, self.limits)
+        if message.private_to and await post_privately(
+            self._client,
+            message.private_to,
+            [part_to_post_args(message.chat_id, message.thread_id, part) for part in parts],
+        ):
+            return [SentMessage(channel=CHANNEL, chat_id=message.chat_id)]
         for index, part in enumerate(parts):
             actions = message.actions if index == len(parts) - 1 else ()
             ts = await self._post_part(message.chat_id, message.thread_id, part, actions)

@@ -4,7 +4,9 @@ Slack never retries either and shows the person an error unless it is acked with
 both are acked at once and then run as the person's command in a tracked task; the answer goes
 through the outbox into the conversation. What cannot run — clawbot is stopping, or the
 request could not be taken in — is told to that person alone, through the request's
-``response_url`` (an ephemeral message), rather than only in a log they never see.
+``response_url`` (an ephemeral message), rather than only in a log they never see. An answer
+for its asker alone (a refusal, ``OutboundMessage.private_to``), typed or pressed, is posted
+with ``chat.postEphemeral``: only that person sees it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 import aiohttp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
-from slack_sdk.errors import SlackClientError
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack_buttons import press_to_inbound
 from adapters.slack_commands import command_to_inbound
@@ -96,6 +99,19 @@ class Interactions:
                 inbound.chat_id,
             )
             await tell(respond, NOT_TAKEN_IN)
+
+
+async def post_privately(client: AsyncWebClient, user: str, posts: list[dict[str, Any]]) -> bool:
+    """``chat.postEphemeral`` each of ``posts`` (``chat.postMessage`` arguments) to ``user``
+    alone; False when Slack refuses (the person is not in the channel, say), to post them in
+    the chat instead."""
+    try:
+        for args in posts:
+            await client.chat_postEphemeral(**args, user=user)
+    except (SlackApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        log.warning("slack: could not answer %s privately (%s)", user, type(exc).__name__)
+        return False
+    return True
 
 
 async def tell(respond: AsyncRespond | None, text: str) -> None:

@@ -19,7 +19,7 @@ from telegram import Bot, CallbackQuery, Message, MessageEntity, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 
-from adapters.telegram_buttons import edit_text, keyboard, press_to_inbound
+from adapters.telegram_buttons import PressAnswers, edit_text, keyboard, press_to_inbound
 from adapters.telegram_intake import (
     BotApiRequest,
     NotTheBotApi,
@@ -384,6 +384,7 @@ class TelegramAdapter(Adapter):
             secrets.append(settings.telegram_webhook_secret.get_secret_value())
         self._redactor = _RedactToken(secrets)
         self._filtered: list[logging.Logger] = []
+        self._presses = PressAnswers(self._scrub)
 
     def __repr__(self) -> str:
         return f"TelegramAdapter(mode={self._settings.telegram_mode!r}, running={self.running})"
@@ -619,15 +620,13 @@ class TelegramAdapter(Adapter):
     async def _handle_press(
         self, query: CallbackQuery, identity: BotIdentity, handler: InboundHandler
     ) -> None:
-        """A button press: answered at once (Telegram keeps the button spinning until it is),
-        then handed over as the presser's command; its reply goes to the chat."""
-        try:
-            await self._bot().answer_callback_query(query.id)
-        except (TelegramError, DeliveryError) as exc:  # a redelivered press was answered already
-            log.info("telegram: answering a button press failed: %s", self._scrub(str(exc)))
+        """A button press, handed over as the presser's command, then answered (Telegram keeps
+        the button spinning until it is): privately with the command's answer when that is
+        for the presser alone, else plainly and the answer goes to the chat."""
         inbound = press_to_inbound(query, bot_id=identity.id)
-        if inbound is not None:
-            await handler(inbound)
+        async with self._presses.handling(self._bot(), query):
+            if inbound is not None:
+                await handler(inbound)
 
     # outbound
 
@@ -638,6 +637,8 @@ class TelegramAdapter(Adapter):
 
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         bot = self._bot()
+        if await self._presses.answered_privately(bot, message):
+            return [SentMessage(CHANNEL, message.chat_id)]
         parts = render_parts(message.text, self.limits)
         sent: list[SentMessage] = []
         for index, part in enumerate(parts):

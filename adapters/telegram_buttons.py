@@ -6,25 +6,33 @@ checked by the router like any command. Telegram caps ``callback_data`` at 64 by
 whose command is longer gets no button (its command is in the message text anyway). Once
 answered, the message is rewritten with ``editMessageText``, which drops the keyboard when it
 is given no ``reply_markup``.
+
+A press is answered (``answerCallbackQuery``: the button stops spinning) once its command was
+handled, and only once: with an alert shown to the presser alone when the command's answer is
+for them only (a refusal, ``OutboundMessage.private_to``), else plainly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, TelegramError
 
 from clawbot.errors import DeliveryError
-from clawbot.messages import Action, ChatType, InboundMessage, OutboundEdit
+from clawbot.messages import Action, ChatType, InboundMessage, OutboundEdit, OutboundMessage
 from clawbot.rendering import RenderedPart
 
 log = logging.getLogger("adapters.telegram")
 
 CHANNEL = "telegram"
 MAX_CALLBACK_DATA_BYTES = 64
+MAX_ALERT_CHARS = 200
+"""Telegram's limit on the text of a callback query's answer; a longer private answer is
+posted in the chat instead."""
 _CHAT_TYPES: dict[str, ChatType] = {"private": "dm", "channel": "channel"}
 
 
@@ -72,6 +80,44 @@ def press_to_inbound(query: CallbackQuery, *, bot_id: int) -> InboundMessage | N
         message_id=f"callback:{query.id}",
         mentioned=True,  # a button under the bot's message is addressed to the bot
     )
+
+
+class PressAnswers:
+    """The presses being handled, by the id of the message each became (``callback:<id>``),
+    so the command's answer can be the press's own."""
+
+    def __init__(self, scrub: Callable[[str], str]) -> None:
+        self._open: dict[str, str] = {}
+        self._scrub = scrub
+
+    @contextlib.asynccontextmanager
+    async def handling(self, bot: Bot, query: CallbackQuery) -> AsyncIterator[None]:
+        """While the press's command is handled; then the press is answered plainly, unless
+        a private answer did it."""
+        key = f"callback:{query.id}"
+        self._open[key] = query.id
+        try:
+            yield
+        finally:
+            if self._open.pop(key, None) is not None:
+                await self._answer(bot, query.id)
+
+    async def answered_privately(self, bot: Bot, message: OutboundMessage) -> bool:
+        """Show ``message`` to the presser alone, as the answer to their press, when it is
+        private and answers a press being handled; False to post it in the chat instead."""
+        key = message.reply_to_message_id
+        if message.private_to is None or key is None or len(message.text) > MAX_ALERT_CHARS:
+            return False
+        query_id = self._open.pop(key, None)
+        return query_id is not None and await self._answer(bot, query_id, message.text)
+
+    async def _answer(self, bot: Bot, query_id: str, text: str | None = None) -> bool:
+        try:
+            await bot.answer_callback_query(query_id, text=text, show_alert=text is not None)
+        except TelegramError as exc:  # a redelivered press was answered already
+            log.info("telegram: answering a button press failed: %s", self._scrub(str(exc)))
+            return False
+        return True
 
 
 async def edit_text(

@@ -14,9 +14,11 @@ log = logging.getLogger("clawbot.approvals")
 USAGE_APPROVE = "Usage: /approve <id> [once|session] (the id is in the request)."
 
 
-def _log_refused(approvals: Approvals, ctx: CommandContext, request_id: str) -> None:
-    """A person who may not answer tried to: the operator sees who and where."""
+def _refused(approvals: Approvals, ctx: CommandContext, request_id: str) -> None:
+    """A person who may not answer tried to: they alone are told why (where the platform
+    can: the group need not read every refusal), and the operator sees who and where."""
     if not approvals.may_answer(ctx.session, ctx.message.sender_id):
+        ctx.private = True
         log.info(
             "refused an answer to approval %s from %s in %s: not an approver (CLAWBOT_APPROVERS)",
             request_id,
@@ -40,7 +42,7 @@ def register_approval_commands(registry: CommandRegistry, approvals: Approvals) 
             scope = "session"
         else:
             return USAGE_APPROVE
-        _log_refused(approvals, ctx, words[0])
+        _refused(approvals, ctx, words[0])
         return await approvals.answer(
             words[0],
             approve=True,
@@ -55,7 +57,7 @@ def register_approval_commands(registry: CommandRegistry, approvals: Approvals) 
         words = ctx.args.split()
         if len(words) != 1:
             return "Usage: /deny <id> (the id is in the request)."
-        _log_refused(approvals, ctx, words[0])
+        _refused(approvals, ctx, words[0])
         return await approvals.answer(
             words[0],
             approve=False,

@@ -32,6 +32,9 @@ class CommandContext:
     session: Session
     message: InboundMessage
     args: str
+    private: bool = False
+    """Set by a handler whose answer only the sender needs (a refusal): in a group it goes
+    to them alone where the platform can."""
 
     async def update_session(self, **changes: Any) -> Session:
         self.session = await self.sessions.update_session(self.session, **changes)

@@ -83,6 +83,10 @@ class OutboundMessage(Frozen):
     deliver: bool = True
     kind: Literal["reply", "notice", "error"] = "reply"
     actions: tuple[Action, ...] = ()
+    private_to: str | None = None
+    """A sender to show this to alone, where the channel can (a Slack ephemeral message, the
+    answer to the Telegram button press or the Discord interaction ``reply_to_message_id``
+    names); elsewhere it is sent like any reply. For answers only their asker needs."""
 
 
 class OutboundEdit(Frozen):

@@ -178,7 +178,9 @@ class Router:
             context = CommandContext(sessions=self, session=session, message=message, args=args)
             text = await self.commands.dispatch(name, context)
             return Receipt(
-                await self._reply(message, text, kind="command", session=context.session)
+                await self._reply(
+                    message, text, kind="command", session=context.session, private=context.private
+                )
             )
         session = await self.session_for(message)
         if not decision.start_turn:
@@ -277,9 +279,10 @@ class Router:
         *,
         kind: Literal["command", "rejected", "error"],
         session: Session | None = None,
+        private: bool = False,
     ) -> Handled:
         delivery = await self._send(
-            message, text, session, kind="error" if kind == "error" else "notice"
+            message, text, session, kind="error" if kind == "error" else "notice", private=private
         )
         return Handled(kind=kind, reply=text, delivery=delivery)
 
@@ -290,6 +293,7 @@ class Router:
         session: Session | None,
         *,
         kind: Literal["reply", "notice", "error"],
+        private: bool = False,
     ) -> Delivery:
         return await self.outbox.deliver(
             OutboundMessage(
@@ -301,6 +305,7 @@ class Router:
                 session_key=session.key if session else session_key_for(message),
                 deliver=session.deliver if session else True,
                 kind=kind,
+                private_to=message.sender_id if private and message.chat_type != "dm" else None,
             )
         )
 

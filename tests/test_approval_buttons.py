@@ -158,21 +158,45 @@ async def test_a_press_by_the_dm_owner_approves_and_the_turn_runs_the_tool(world
     assert (world.bot.workspace.root / "notes.md").read_text() == "hello"
 
 
-async def test_a_press_by_a_non_approver_in_a_group_is_refused(world: World) -> None:
+REFUSAL = (
+    "Only this chat's approvers can answer approval requests (CLAWBOT_APPROVERS); ask one of them."
+)
+
+
+async def test_a_press_by_a_non_approver_in_a_group_is_refused_to_them_alone(
+    world: World,
+) -> None:
+    """Slack: an ephemeral message; Telegram: the press's answer, as an alert; Discord: an
+    ephemeral follow-up of the interaction. The group never reads it."""
     world.model.add(writes("notes.md"), "Written.")
     record = await world.request("write notes.md", chat_type="group")
 
     await world.harness.press(record, "Approve for this session", sender_id=MALLORY)
-    (refusal,) = await world.sent_where(lambda r: r.text.startswith("Only this chat's"))
+    refusals = await world.harness.wait_private(1)
     await world.harness.press(record, "Approve once", sender_id=BOSS)
     await world.sent_where(lambda r: r.text == "Written.")
 
-    assert refusal.text == (
-        "Only this chat's approvers can answer approval requests (CLAWBOT_APPROVERS); "
-        "ask one of them."
-    )
-    assert refusal.chat_id == world.platform.group_id
+    assert refusals == [(MALLORY, REFUSAL)]
+    assert not any(r.text.startswith("Only this chat's") for r in world.harness.sent())
     assert (world.bot.workspace.root / "notes.md").read_text() == "hello"
+
+
+@pytest.mark.parametrize("platform", [p for p in PLATFORMS if p.name.startswith("slack")], ids=str)
+async def test_on_slack_a_typed_answer_by_a_non_approver_is_refused_to_them_alone(
+    platform: Platform, settings: Settings, scripted: ScriptedModel
+) -> None:
+    async with running(platform, settings, scripted) as world:
+        world.model.add(writes("notes.md"), "Written.")
+        record = await world.request("write notes.md", chat_type="group")
+        rid = record.text.split("Approval needed (", 1)[1].split(")", 1)[0]
+
+        await world.harness.inject_message(
+            f"/approve {rid} once", sender_id=MALLORY, sender_name="Mallory", chat_type="group"
+        )
+        refusals = await world.harness.wait_private(1)
+
+    assert refusals == [(MALLORY, REFUSAL)]
+    assert not any(r.text.startswith("Only this chat's") for r in world.harness.sent())
 
 
 async def test_an_approver_who_is_not_an_allowed_sender_answers_by_typing_in_a_group(

@@ -7,7 +7,10 @@ points at it (``Route.BASE`` for REST, the gateway URL this server returns from
 Message components (buttons) are checked as Discord checks them and kept on the message. A
 press is an INTERACTION_CREATE (type 3, component) over the gateway; Discord wants the
 interaction answered (``POST /interactions/{id}/{token}/callback``) within 3 seconds, once:
-later, the token is unknown (10062); twice, "already acknowledged" (40060). ``PATCH
+later, the token is unknown (10062); twice, "already acknowledged" (40060). Once answered,
+its token takes follow-up messages (``POST /webhooks/{application id}/{token}``, 15 minutes);
+one with flags 64 (EPHEMERAL) is shown to the presser alone and kept apart from the channel's
+messages (``ephemeral``). ``PATCH
 /channels/{id}/messages/{id}`` edits a message the bot posted (``components: []`` removes its
 buttons); a deleted message is unknown (10008), another's cannot be edited (50005).
 """
@@ -147,6 +150,10 @@ class DiscordStandIn:
         """Interactions sent and not answered yet: id -> (token, monotonic deadline)."""
         self.interaction_answers: list[tuple[str, int]] = []
         """(interaction id, callback type) of each answer, in order."""
+        self.interaction_tokens: dict[str, tuple[str, str, str]] = {}
+        """Token -> (interaction id, channel id, the presser's id) of each interaction sent."""
+        self.ephemeral: list[tuple[str, str]] = []
+        """(the presser's id, content) of each ephemeral follow-up message, in order."""
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -168,6 +175,7 @@ class DiscordStandIn:
         app.router.add_post(
             api + "/interactions/{interaction_id}/{token}/callback", self._interaction_callback
         )
+        app.router.add_post(api + "/webhooks/{application_id}/{token}", self._follow_up)
         app.router.add_get("/attachments/{channel_id}/{file_id}/{filename}", self._get_file)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -725,6 +733,39 @@ class DiscordStandIn:
         }
         return _json(answer)
 
+    async def _follow_up(self, request: web.Request) -> web.Response:
+        """A follow-up message of an answered interaction (no bot token: the interaction's
+        token is the credential). Ephemeral (flags 64): only the presser sees it."""
+        body = await request.json()
+        self.requests.append(("POST", request.path, body))
+        known = self.interaction_tokens.get(request.match_info["token"])
+        if request.match_info["application_id"] != APPLICATION_ID or known is None:
+            return self._error(404, "Unknown Webhook", 10015)
+        interaction_id, channel_id, presser = known
+        if not any(i == interaction_id for i, _ in self.interaction_answers):
+            return self._error(404, "Unknown Webhook", 10015)  # not acknowledged yet
+        content = body.get("content") or ""
+        if not content.strip() or len(content) > 2000:
+            return self._error(400, "Invalid Form Body", 50035)
+        channel = self._channel(channel_id)
+        channel_type = channel["type"] if channel else 0
+        message = self.message_payload(
+            channel_id=channel_id,
+            author=self.bot_user,
+            content=content,
+            guild=channel_type != 1,
+            channel_type=channel_type,
+        )
+        message.update(webhook_id=APPLICATION_ID, application_id=APPLICATION_ID)
+        if int(body.get("flags") or 0) & 64:
+            message["flags"] = 64
+            self.ephemeral.append((presser, content))
+        else:
+            self.messages[message["id"]] = message
+            self.posted.append(message["id"])
+        self.sent_changed.set()
+        return _json(message)
+
     async def _get_file(self, request: web.Request) -> web.StreamResponse:
         stored = self.files.get(request.match_info["file_id"])
         if stored is None:
@@ -1088,6 +1129,7 @@ class DiscordHarness:
             )
         deadline = time.monotonic() + INTERACTION_ANSWER_SECONDS
         server.interactions[interaction_id] = (token, deadline)
+        server.interaction_tokens[token] = (interaction_id, channel_id, sender_id)
         await server.dispatch("INTERACTION_CREATE", payload)
 
         async def answered() -> None:
@@ -1101,6 +1143,19 @@ class DiscordHarness:
             await asyncio.wait_for(answered(), INTERACTION_ANSWER_SECONDS)
         except TimeoutError:
             raise AssertionError(f"the bot never answered interaction {interaction_id}") from None
+
+    def private_answers(self) -> list[tuple[str, str]]:
+        return list(self.server.ephemeral)
+
+    async def wait_private(self, count: int, timeout: float = 5.0) -> list[tuple[str, str]]:
+        async def reached() -> None:
+            while len(self.server.ephemeral) < count:
+                self.server.sent_changed.clear()
+                if len(self.server.ephemeral) < count:
+                    await self.server.sent_changed.wait()
+
+        await asyncio.wait_for(reached(), timeout)
+        return self.private_answers()
 
     async def wait_sent(self, count: int, timeout: float = 5.0) -> list[SentRecord]:
         async def reached() -> None:

@@ -77,6 +77,14 @@ class PlatformHarness(Protocol):
     def delete(self, record: SentRecord) -> None:
         """Delete a message the bot sent, as a person with the right to would."""
 
+    def private_answers(self) -> list[tuple[str, str]]:
+        """(user id, text) of each answer the bot showed one person alone, in order: a Slack
+        ephemeral message, a Telegram callback query's answer, a Discord ephemeral
+        interaction message."""
+
+    async def wait_private(self, count: int, timeout: float = 5.0) -> list[tuple[str, str]]:
+        """Wait until the bot showed at least ``count`` private answers; return them all."""
+
     async def press(
         self, record: SentRecord, label: str, *, sender_id: str = "1001", sender_name: str = "Ann"
     ) -> object:

@@ -23,6 +23,8 @@ Acknowledgement is modelled as strictly as Slack applies it (:class:`EventSender
   replaces a message's text and blocks (``message_not_found`` once it is deleted).
 * Both carry a ``response_url`` served here: what the app posts to it (an ephemeral answer to
   that one person, by default) is kept in ``responses``.
+* ``chat.postEphemeral`` shows a message to one ``user`` in a channel, and keeps nothing: it is
+  kept in ``ephemeral``, apart from the channel's messages (``posted``).
 
 Messages carry no ``user_profile`` (Slack's documented message events do not): the app learns
 names from ``users.info``, which serves the people the harness has seen.
@@ -151,6 +153,8 @@ class SlackStandIn:
         self.deleted: set[tuple[str, str]] = set()
         self.responses: list[dict[str, Any]] = []
         """What the app posted to a slash command's or button press's ``response_url``."""
+        self.ephemeral: list[SentRecord] = []
+        """Messages ``chat.postEphemeral`` showed one person (``raw["user"]``)."""
         self.api_calls: list[tuple[str, dict[str, Any]]] = []
         self.typing: list[str] = []
         self.files: dict[str, StandInFile] = {}
@@ -302,6 +306,7 @@ class SlackStandIn:
             "auth.test": self._auth_test,
             "apps.connections.open": self._connections_open,
             "chat.postMessage": self._post_message,
+            "chat.postEphemeral": self._post_ephemeral,
             "chat.update": self._update_message,
             "files.info": self._files_info,
             "users.info": self._users_info,
@@ -370,6 +375,30 @@ class SlackStandIn:
         if thread_ts:
             message["thread_ts"] = thread_ts
         return web.json_response({"ok": True, "channel": channel, "ts": ts, "message": message})
+
+    def _post_ephemeral(self, args: dict[str, Any]) -> web.Response:
+        """As Slack: a channel, a user and a text (or blocks) are required; the answer names
+        the ``message_ts`` of a message nobody else sees and that is not stored."""
+        channel, user = str(args.get("channel") or ""), str(args.get("user") or "")
+        text = str(args.get("text") or "")
+        if not channel:
+            return _ok_false("channel_not_found")
+        if not user:
+            return _ok_false("user_not_found")
+        if not text and not args.get("blocks"):
+            return _ok_false("no_text")
+        thread_ts = args.get("thread_ts") or None
+        self.ephemeral.append(
+            SentRecord(
+                chat_id=channel,
+                text=text,
+                thread_id=str(thread_ts) if thread_ts else None,
+                formatted=_truthy(args.get("mrkdwn", True)),
+                raw=dict(args),
+            )
+        )
+        self._posted_changed.set()
+        return web.json_response({"ok": True, "message_ts": self.next_ts()})
 
     def _update_message(self, args: dict[str, Any]) -> web.Response:
         """As Slack: the bot's own message that still exists; ``blocks`` replace the old ones
@@ -874,6 +903,16 @@ class SlackHarness:
 
     async def wait_sent(self, count: int, timeout: float = 5.0) -> list[SentRecord]:
         return await self.standin.wait_posted(count, timeout)
+
+    def private_answers(self) -> list[tuple[str, str]]:
+        return [(str(r.raw["user"]), r.text) for r in self.standin.ephemeral]
+
+    async def wait_private(self, count: int, timeout: float = 5.0) -> list[tuple[str, str]]:
+        async with asyncio.timeout(timeout):
+            while len(self.standin.ephemeral) < count:
+                self.standin._posted_changed.clear()
+                await self.standin._posted_changed.wait()
+        return self.private_answers()
 
     def sent(self) -> list[SentRecord]:
         return list(self.standin.posted)

@@ -14,10 +14,11 @@ when the bot answers 2xx; a non-2xx answer or a failed connection is retried.
 Inline keyboards: ``reply_markup`` is checked as Telegram checks it (``callback_data`` of 1-64
 bytes) and kept on the message; a press is a ``callback_query`` update, and the pressed button
 spins in the user's app until the bot calls ``answerCallbackQuery`` for that query (once: a
-second answer, or an unknown id, is refused as Telegram refuses it). ``editMessageText``
-rewrites a message the bot sent (dropping its keyboard unless given one) and refuses, as
-Telegram does, a message that is gone and an edit that changes nothing ("message is not
-modified").
+second answer, or an unknown id, is refused as Telegram refuses it); an answer's ``text`` (at
+most 200 characters) is shown to the presser alone, as an alert with ``show_alert``.
+``editMessageText`` rewrites a message the bot sent (dropping its keyboard unless given one)
+and refuses, as Telegram does, a message that is gone and an edit that changes nothing
+("message is not modified").
 """
 
 from __future__ import annotations
@@ -223,6 +224,10 @@ class TelegramStandIn:
         self.callback_queries: set[str] = set()
         """Callback queries pressed and not answered yet (their buttons spin)."""
         self.answered_callbacks: list[str] = []
+        self.callback_from: dict[str, str] = {}
+        """The id of the person who pressed each callback query."""
+        self.callback_texts: list[tuple[str, str, bool]] = []
+        """(query id, text, show_alert) of each answer that showed the presser a text."""
         self.edits: list[tuple[int, int]] = []
         """(chat id, message id) of each message the bot edited, in order."""
         self.port = 0
@@ -611,8 +616,14 @@ class TelegramStandIn:
                 400,
                 "Bad Request: query is too old and response timeout expired or query ID is invalid",
             )
+        text = str(params.get("text") or "")
+        if len(text) > 200:
+            raise ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
         self.callback_queries.discard(query_id)
         self.answered_callbacks.append(query_id)
+        if text:
+            alert = str(params.get("show_alert", "")).lower() in ("true", "1")
+            self.callback_texts.append((query_id, text, alert))
         await self._notify()
         return True
 
@@ -856,6 +867,7 @@ class TelegramHarness:
         (data,) = [d for text, d in inline_buttons(record) if text == label]
         message = self.server.messages[(int(record.chat_id), int(record.message_id))]
         query_id = self.server.new_callback_query()
+        self.server.callback_from[query_id] = sender_id
         user = self._user(sender_id, sender_name, from_bot=False, from_self=False)
         await self.server.push_update(
             {
@@ -875,6 +887,14 @@ class TelegramHarness:
 
     def buttons(self, record: SentRecord) -> list[tuple[str, str]]:
         return inline_buttons(record)
+
+    def private_answers(self) -> list[tuple[str, str]]:
+        server = self.server
+        return [(server.callback_from[query], text) for query, text, _ in server.callback_texts]
+
+    async def wait_private(self, count: int, timeout: float = 5.0) -> list[tuple[str, str]]:
+        await self.server.wait_for(lambda: len(self.server.callback_texts) >= count, timeout)
+        return self.private_answers()
 
     def shown(self, record: SentRecord) -> SentRecord:
         message = self.server.messages[(int(record.chat_id), int(record.message_id))]
