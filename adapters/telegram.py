@@ -279,8 +279,9 @@ def part_to_send_kwargs(
 ) -> dict[str, Any]:
     """Arguments for ``Bot.send_message`` for one rendered part.
 
-    Only the first part replies to the user's message; the rest follow it in order, and the
-    last carries the message's buttons (under the text they belong to).
+    Only the first part replies to the user's message (in a group; a DM shows no quote); the
+    rest follow it in order, and the last carries the message's buttons (under the text they
+    belong to).
     ``plain`` selects the part's plain-text fallback (after Telegram rejected the HTML).
     """
     formatted = part.markup == "telegram_html" and not plain
@@ -292,9 +293,11 @@ def part_to_send_kwargs(
         kwargs["parse_mode"] = ParseMode.HTML
     if message.thread_id:
         kwargs["message_thread_id"] = int(message.thread_id)
-    if first and message.reply_to_message_id and message.reply_to_message_id.isdigit():
+    reply_to = message.reply_to_message_id
+    in_a_group = not message.chat_id.isdigit()  # a person's own chat has a positive id
+    if first and in_a_group and reply_to and reply_to.isdigit():
         kwargs["reply_parameters"] = ReplyParameters(
-            message_id=int(message.reply_to_message_id), allow_sending_without_reply=True
+            message_id=int(reply_to), allow_sending_without_reply=True
         )
     markup = keyboard(message.actions) if last and message.actions else None
     if markup is not None:

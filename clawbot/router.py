@@ -301,7 +301,7 @@ class Router:
                 chat_id=message.chat_id,
                 thread_id=message.thread_id,
                 text=text,
-                reply_to_message_id=message.message_id if message.chat_type != "dm" else None,
+                reply_to_message_id=message.message_id,
                 session_key=session.key if session else session_key_for(message),
                 deliver=session.deliver if session else True,
                 kind=kind,

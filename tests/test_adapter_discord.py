@@ -16,11 +16,14 @@ from pydantic import SecretStr
 
 from adapters.discord import DiscordAdapter, inbound_from_message, outbound_arguments
 from adapters.discord_catch_up import TRACKED_CHATS, CatchUp
+from clawbot.app import Clawbot
 from clawbot.channels import NOT_TAKEN_IN, Adapter, ChatCursor
 from clawbot.errors import ConfigError, DeliveryError, InputError
 from clawbot.messages import Action, InboundMessage, OutboundMessage
 from clawbot.rendering import RenderedPart
+from clawbot.service import Service
 from clawbot.settings import Settings
+from clawbot.testing import ModelRequest, ScriptedModel
 from tests.standins.discord import (
     BOT_TOKEN,
     BOT_USER_ID,
@@ -698,3 +701,31 @@ async def test_a_lost_gateway_session_is_followed_by_reading_what_was_missed(
 
     assert missed.text == "while the session was lost"
     assert len(harness.server.identify_payloads) == 2
+
+
+async def test_after_a_catch_up_each_dm_answer_replies_to_the_question_it_answers(
+    harness: DiscordHarness, settings: Settings, scripted: ScriptedModel
+) -> None:
+    """Two DMs posted while clawbot was down come in one after the other: each answer is a
+    reply to its question (as in guilds), so the person can tell which is for which."""
+
+    def answer(request: ModelRequest) -> str:
+        return "Paris." if "capital" in request.last_user_text else "Four."
+
+    scripted.function = answer
+    taken = await harness.user_posts("hello", sender_id="1001")
+    dm_channel = str(harness.server.messages[taken]["channel_id"])
+    first = await harness.user_posts("what is 2 + 2?", sender_id="1001")
+    second = await harness.user_posts("and the capital of France?", sender_id="1001")
+    async with await Clawbot.open(settings) as bot:
+        adapter = harness.make_adapter()
+        service = Service(bot, [adapter], shutdown_timeout=5)
+        await service.start()
+        try:
+            await adapter.catch_up([cursor(dm_channel, taken)])
+            await service.idle()
+        finally:
+            await service.stop()
+
+    answers = {r.text: r.raw.get("message_reference", {}).get("message_id") for r in harness.sent()}
+    assert answers == {"Four.": first, "Paris.": second}

@@ -286,6 +286,15 @@ def test_part_becomes_html_send_into_thread_replying_to_the_message() -> None:
     assert kwargs["reply_parameters"].message_id == 9
 
 
+def test_an_answer_in_a_persons_own_chat_quotes_no_message() -> None:
+    """In a DM the answers follow the questions in order: no quote (in a group, one)."""
+    part = RenderedPart(text="hi", plain="hi", markup="telegram_html")
+    kwargs = part_to_send_kwargs(
+        part, outbound("hi", chat_id="1001", reply_to_message_id="9"), first=True
+    )
+    assert "reply_parameters" not in kwargs
+
+
 def test_later_parts_and_plain_fallback_carry_no_reply_and_no_parse_mode() -> None:
     part = RenderedPart(text="<b>hi</b>", plain="hi", markup="telegram_html")
     kwargs = part_to_send_kwargs(

@@ -37,7 +37,7 @@ class Replies:
                 chat_id=session.chat_id,
                 thread_id=session.thread_id,
                 text=text,
-                reply_to_message_id=reply_to if session.chat_type != "dm" else None,
+                reply_to_message_id=reply_to,  # DMs too: the adapter decides how to show it
                 session_key=session.key,
                 deliver=session.deliver,
                 kind=kind,
