@@ -285,6 +285,16 @@ class ModelClient:
         self.retries = retries
         self.backoff = backoff
 
+    def loaded(self) -> bool:
+        """Whether a call made now goes to the provider at once: litellm is imported."""
+        return _litellm is not None
+
+    async def load(self) -> None:
+        """Import litellm, or wait for the import in progress, off the event loop: a turn
+        waits here, before its job counts as started (see the scheduler's turns)."""
+        if _litellm is None:
+            await asyncio.to_thread(litellm_module)
+
     async def complete(
         self,
         model: str,

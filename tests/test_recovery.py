@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clawbot.app import Clawbot
 from clawbot.channels import ChannelLimits, SentMessage
 from clawbot.clock import ManualClock
+from clawbot.llm import ModelClient, ModelReply
 from clawbot.messages import OutboundMessage
 from clawbot.rendering import MARKUPS, Markup, render_parts
 from clawbot.scheduling import notices
@@ -301,6 +304,91 @@ def test_a_notice_shows_each_quoted_message_as_typed_on_every_platform(markup: M
     assert ("word " * 20).strip() in part.plain and ("word " * 21) not in part.plain
 
 
+class LoadingClient(ModelClient):
+    """The model client of a process in its first seconds, litellm still importing: every
+    call waits for the import, which ends when ``ready`` is set (never, for a process that
+    is killed meanwhile). ``waiting`` is set once a turn waits for it."""
+
+    def __init__(self) -> None:
+        super().__init__(retries=0, backoff=0)
+        self.ready = asyncio.Event()
+        self.waiting = asyncio.Event()
+
+    def loaded(self) -> bool:
+        return self.ready.is_set()
+
+    async def load(self) -> None:
+        self.waiting.set()
+        await self.ready.wait()
+
+    async def complete(self, *args: Any, **kwargs: Any) -> ModelReply:
+        await self.load()
+        return await super().complete(*args, **kwargs)
+
+
+async def test_a_message_taken_while_the_model_client_loads_counts_no_attempt_yet(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    settings = settings.model_copy(update={"job_max_attempts": 1})
+    clock = ManualClock()
+    scripted.add("Hello!")
+    loading = LoadingClient()
+    killed = await Clawbot.open(settings, clock=clock, client=loading)
+    try:
+        lost = MemoryChannel()
+        killed.connect(lost)
+        await killed.router.receive(lost.message("hello"))
+        await loading.waiting.wait()  # killed here, before litellm was in
+        [stored] = await killed.store.jobs.open()
+        clock.advance(settings.job_lease + 1)
+        async with await Clawbot.open(settings, clock=clock) as restarted:
+            channel = MemoryChannel()
+            restarted.connect(channel)
+            await restarted.start()
+            await restarted.scheduler.wait_idle()
+    finally:
+        await killed.scheduler.shutdown(timeout=0)
+        await killed.close()
+
+    assert (stored.status, stored.attempts) == ("queued", 0)
+    assert channel.texts == ["Hello!"]
+
+
+async def test_a_crashed_turn_is_taken_over_only_once_the_model_client_is_loaded(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    """Killed at the model, then killed again while loading, then started: the second kill
+    does not count, so the third start runs the turn instead of giving it up."""
+    settings = settings.model_copy(update={"job_max_attempts": 2})
+    clock = ManualClock()
+    model = HeldModel(scripted, first="stale answer", later="Here is the report.")
+    async with await Clawbot.open(settings, clock=clock) as crashed:
+        crashed.connect(MemoryChannel())
+        await crashed.router.receive(MemoryChannel().message("write the report"))
+        await model.entered.wait()
+        await crashed.scheduler.tick()  # its housekeeping runs long before the lease lapses
+        clock.advance(settings.job_lease + 1)
+        loading = LoadingClient()
+        killed = await Clawbot.open(settings, clock=clock, client=loading)
+        try:
+            killed.connect(MemoryChannel())
+            await killed.start()
+            await loading.waiting.wait()  # killed here, before litellm was in
+            [job] = await killed.store.jobs.open()
+            async with await Clawbot.open(settings, clock=clock) as restarted:
+                channel = MemoryChannel()
+                restarted.connect(channel)
+                await restarted.start()
+                await restarted.scheduler.wait_idle()
+        finally:
+            await killed.scheduler.shutdown(timeout=0)
+            await killed.close()
+        model.release.set()
+
+    assert (job.owner, job.attempts) == (crashed.store.owner, 1)
+    assert channel.texts == ["Here is the report."]
+
+
 async def test_a_long_turn_renews_its_lease_so_no_other_process_takes_it_over(
     settings: Settings, scripted: ScriptedModel
 ) -> None:
@@ -536,7 +624,8 @@ def test_a_process_killed_mid_turn_resumes_the_turn_after_a_restart(
     assert restarted.stdout.decode() == "echo: now write the report\n"
     users = [m["content"] for m in standin.requests[-1]["messages"] if m["role"] == "user"]
     assert users == ["remember the milk", "now write the report"]
-    # Both turns were in the intake journal only (the first with its answer, the second
-    # still at the model): the restart stored them from there.
-    assert "recovered 2 accepted message(s), 1 answered" in restarted.stderr.decode()
+    # The second turn was in the intake journal only (still at the model): the restart
+    # stored it from there. So was the first, with its answer, unless it came before litellm
+    # was loaded: then it waited queued, and its start committed it.
+    assert re.search(r"recovered [12] accepted message\(s\)", restarted.stderr.decode())
     assert "resuming job" in restarted.stderr.decode()

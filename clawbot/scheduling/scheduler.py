@@ -216,7 +216,12 @@ class Scheduler:
         keys: _Keys,
     ) -> TurnHandle | None:
         queues = self._queues
-        start_now = queues.has_room(lane) and not queues.waiting(lane)
+        # Stored as started only once the model client is loaded: a process killed while it
+        # loads (the first seconds of a start) had no chance at the turn, and a started job
+        # counts an attempt. Until then the job waits queued, and its turn starts it.
+        start_now = (
+            queues.has_room(lane) and not queues.waiting(lane) and self.runtime.client.loaded()
+        )
         job = TurnJob(
             id=job_id,
             session_key=queue.key,

@@ -125,6 +125,10 @@ class TurnRunner:
             raise asyncio.CancelledError
         session = run.queue.session
         job = run.job
+        if run.mode != "started" and not self.runtime.client.loaded():
+            # A start or a take-over counts an attempt: not while the process cannot work
+            # on the turn yet (a kill then is no fault of the job's).
+            await self.runtime.client.load()
         if run.mode == "start":
             transcript = await self.runtime.transcripts.get(session)
             replied = self.marks.take()
