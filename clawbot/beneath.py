@@ -192,8 +192,6 @@ class Beneath:
 
         return self._resolve(relative, _DIRECTORY, use, check=check, make_parents=make)
 
-    # the walk ------------------------------------------------------------------------------
-
     def look(self, relative: str, *, check: Check) -> None:
         """Walk ``relative`` as far as it exists, so ``check`` sees where it leads (through
         every link on it) without opening or creating anything: FileNotFoundError where it
@@ -205,6 +203,8 @@ class Beneath:
                     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))  # follow it
 
         self._resolve(relative, None, use, check=check, make_parents=False)
+
+    # the walk ------------------------------------------------------------------------------
 
     def _resolve(
         self,
