@@ -13,11 +13,17 @@ from typing import NamedTuple
 
 from pydantic import TypeAdapter
 
-from clawbot.messages import ContentBlock, TranscriptEntry
+from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
 from clawbot.redaction import redactor
 
 blocks = TypeAdapter(tuple[ContentBlock, ...])
 """Reads and writes a transcript row's ``content_json``."""
+_dump_blocks = blocks.serializer.to_json
+"""``blocks.dump_json`` without its Python wrapper, which cost 2-3 times the serializing
+itself (about 5 µs a row): every transcript row passes it."""
+
+_PROVENANCE = Provenance.__pydantic_serializer__
+"""``model_dump_json``'s serializer, called without the wrapper (about 1 µs a row)."""
 
 LedgerKey = tuple[str, str, str]
 """(channel, chat id, platform message id): the dedup ledger's primary key."""
@@ -70,8 +76,8 @@ def message_row(key: str, epoch: int, entry: TranscriptEntry) -> MessageRow:
         key,
         epoch,
         entry.role,
-        redactor.redact(blocks.dump_json(entry.content).decode()),
-        entry.provenance.model_dump_json(exclude_defaults=True),
+        redactor.redact(_dump_blocks(entry.content).decode()),
+        _PROVENANCE.to_json(entry.provenance, exclude_defaults=True).decode(),
         redactor.redact(json.dumps(entry.meta)) if entry.meta else "{}",
         entry.turn_id,
         entry.created_at.isoformat(),
