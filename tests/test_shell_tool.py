@@ -335,6 +335,36 @@ async def test_a_writable_folder_inside_a_read_only_workspace_may_be_written(
 
 
 @needs_bwrap
+async def test_a_read_only_folder_inside_a_writable_workspace_is_written_as_file_write_may(
+    workspace: Path,
+) -> None:
+    """The reach writes wherever a writable folder holds the path: the sandbox mounts the
+    folder once, with the workspace, not again read-only over it."""
+    reach = Reach((Root(".", write=True), Root("sub", write=False)))
+
+    content, _ = await run(workspace, "echo a > sub/ok.txt", sandbox=SANDBOX, reach=reach)
+
+    assert content == "exit code 0\n(no output)"
+    assert (workspace / "sub" / "ok.txt").read_text() == "a\n"
+
+
+def test_a_bwrap_that_cannot_mount_a_folder_by_its_descriptor_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Folders are mounted by descriptor (``--ro-bind-fd``, bubblewrap 0.10 and later): a
+    bwrap without it fails the check at start, rather than every command."""
+    old = tmp_path / "bin" / "bwrap"
+    old.parent.mkdir()
+    old.write_text('#!/bin/sh\ncase " $* " in *" --ro-bind-fd "*) exit 1;; esac\nexit 0\n')
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", str(old.parent))
+
+    assert find_bubblewrap.__wrapped__() is None
+    old.write_text("#!/bin/sh\nexit 0\n")  # one that knows every option
+    assert find_bubblewrap.__wrapped__() == Bubblewrap(str(old))
+
+
+@needs_bwrap
 async def test_a_folder_outside_the_reach_is_not_in_the_sandbox(workspace: Path) -> None:
     reach = Reach((Root("sub", write=True),))
 

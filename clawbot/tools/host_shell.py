@@ -60,9 +60,11 @@ def guard_clawbot() -> None:
 
 
 async def run_on_host(
-    command: str, *, shell: str, cwd: Path, env: dict[str, str], timeout: float, limit: int
+    command: str, *, shell: str, folder: int, env: dict[str, str], timeout: float, limit: int
 ) -> Outcome:
-    """Run ``shell -c command`` under its keeper, and end every process it started."""
+    """Run ``shell -c command`` under its keeper, and end every process it started. It
+    starts in the folder open as ``folder`` (entered through the descriptor, never its name
+    looked up again: a folder swapped for a link after its check is not where it starts)."""
     guard_clawbot()
     before = set(await asyncio.to_thread(strays))
     control, keep = os.pipe()  # the keeper's end; clawbot closing ``keep`` (or dying) stops it
@@ -74,7 +76,7 @@ async def run_on_host(
     try:
         return await run_command(
             argv,
-            cwd=cwd,
+            cwd=f"/proc/self/fd/{folder}",
             env=env,
             timeout=timeout,
             limit=limit,

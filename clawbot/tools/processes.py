@@ -13,7 +13,6 @@ import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 READ_CHUNK = 64 * 1024
 DRAIN_SECONDS = 2.0
@@ -73,7 +72,7 @@ def clean_environment(home: str) -> dict[str, str]:
 async def run_command(
     argv: list[str],
     *,
-    cwd: Path | None,
+    cwd: str | None,
     env: dict[str, str],
     timeout: float,
     limit: int,

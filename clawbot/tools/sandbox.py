@@ -8,9 +8,14 @@ host's files, nor its processes, nor its network; it holds no capability, even w
 runs as root; ``--die-with-parent`` and the PID namespace take everything it started down
 with it, and ``run_in_sandbox`` returns only once all of that is gone.
 
-Whether bubblewrap works is found out once per process by running ``true`` in a sandbox: an
-installed ``bwrap`` may still be refused user namespaces (a container, a locked-down kernel),
-and then the shell is not offered, unless the operator allows commands on the host
+The workspace's folders come as descriptors, opened beneath its root and checked
+(``clawbot.tools.shell``), and bwrap mounts each by its descriptor (``--bind-fd``): never a
+name looked up again, which a folder swapped for a link meanwhile would lead out.
+
+Whether bubblewrap works is found out once per process by running ``true`` in a sandbox with
+a folder mounted by its descriptor: an installed ``bwrap`` may still be refused user
+namespaces (a container, a locked-down kernel), or be too old for ``--bind-fd`` (before
+0.10), and then the shell is not offered, unless the operator allows commands on the host
 (``clawbot.tools.host_shell``).
 """
 
@@ -53,9 +58,11 @@ INSTALL_HINT = (
 
 @dataclass(frozen=True)
 class Mount:
-    """A host folder shown inside the sandbox at ``target``, writable or read-only."""
+    """A host folder, open as ``fd``, shown inside the sandbox at ``target``, writable or
+    read-only. bubblewrap mounts the folder the descriptor holds (``--bind-fd``), never a
+    path looked up again, so what is mounted is what was opened and checked."""
 
-    source: Path
+    fd: int
     target: str
     write: bool
 
@@ -87,7 +94,7 @@ class Bubblewrap:
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", INSIDE_WORKSPACE]
         # Outer folders first, so a writable folder inside a read-only one is mounted over it.
         for mount in sorted(mounts, key=lambda m: m.target.count("/")):
-            args += ["--bind" if mount.write else "--ro-bind", str(mount.source), mount.target]
+            args += ["--bind-fd" if mount.write else "--ro-bind-fd", str(mount.fd), mount.target]
         args += ["--chdir", cwd, "--", *argv]
         return args
 
@@ -115,7 +122,11 @@ def find_bubblewrap() -> Bubblewrap | None:
     if executable is None:
         return None
     found = Bubblewrap(executable)
-    probe = found.wrap(["true"], mounts=(), cwd="/", network=False)
+    # A folder mounted by its descriptor, as every command's are: a bwrap too old to know
+    # --ro-bind-fd fails here, once, rather than at every command.
+    folder = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    mount = Mount(folder, INSIDE_WORKSPACE, write=False)
+    probe = found.wrap(["true"], mounts=(mount,), cwd="/", network=False)
     try:
         done = subprocess.run(
             probe,
@@ -124,10 +135,13 @@ def find_bubblewrap() -> Bubblewrap | None:
             stderr=subprocess.DEVNULL,
             timeout=PROBE_TIMEOUT,
             env={"PATH": "/usr/bin:/bin"},
+            pass_fds=(folder,),
             check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return None
+    finally:
+        os.close(folder)
     return found if done.returncode == 0 else None
 
 
@@ -147,7 +161,9 @@ async def run_in_sandbox(
     When the command ends, the sandbox's init (PID 1 of its namespace) exits and the kernel
     kills everything else in the namespace, but bwrap itself may exit before they are gone:
     so the init's host pid is read from bwrap's ``--info-fd`` and waited for (its exit
-    completes only once its namespace is empty)."""
+    completes only once its namespace is empty). The mounts' descriptors stay the caller's
+    to close."""
+    mounts = tuple(mounts)
     info, info_for_bwrap = os.pipe()
     os.set_blocking(info, False)
     wrapped = sandbox.wrap(argv, mounts=mounts, cwd=cwd, network=network, info_fd=info_for_bwrap)
@@ -166,7 +182,7 @@ async def run_in_sandbox(
             env=env,
             timeout=timeout,
             limit=limit,
-            pass_fds=(info_for_bwrap,),
+            pass_fds=(info_for_bwrap, *(mount.fd for mount in mounts)),
             after_exit=sandbox_gone,
         )
     finally:

@@ -7,7 +7,8 @@ is read as it comes (the event loop never waits on it) and capped: the start and
 are kept.
 
 Where bubblewrap works (``clawbot.tools.sandbox``) the command runs inside it with only the
-session's reach of the workspace mounted, and no network unless ``CLAWBOT_SHELL_NETWORK``
+session's reach of the workspace mounted (each folder opened beneath the workspace's root and
+checked, then mounted by that descriptor), and no network unless ``CLAWBOT_SHELL_NETWORK``
 grants it: the tool's risk is then ``guarded``. Without it the shell is not offered at all,
 unless the operator sets ``CLAWBOT_SHELL_UNSANDBOXED=allow-host-access``: commands then run
 on the host (``clawbot.tools.host_shell``), reaching every file of clawbot's user, and the
@@ -17,16 +18,20 @@ risk is ``unsafe``: every call needs a person's confirmation, told what the comm
 from __future__ import annotations
 
 import asyncio
+import errno
+import functools
 import logging
 import os
 import shutil
 import tempfile
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from pydantic import Field
 
-from clawbot.errors import ClawbotError, ToolError
-from clawbot.reach import WHOLE, Reach
+from clawbot.beneath import Beneath
+from clawbot.errors import ToolError
+from clawbot.reach import WHOLE, Reach, Root
 from clawbot.settings import Settings
 from clawbot.tools.host_shell import HOST_ACCESS, HOST_REACH, run_on_host
 from clawbot.tools.processes import Outcome, clean_environment
@@ -39,7 +44,7 @@ from clawbot.tools.sandbox import (
     run_in_sandbox,
 )
 from clawbot.tools.shell_paths import Place, check_command, working_folder
-from clawbot.workspace import Workspace
+from clawbot.workspace import Workspace, shown_path
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,8 @@ SANDBOXED_NOTE = (
 )
 ON_HOST_NOTE = f"Unsandboxed: {HOST_REACH}."
 """What a person asked to approve an unsandboxed command reads under it."""
+FOLDER_HINT = "give a folder relative to the workspace, or leave cwd out"
+T = TypeVar("T")
 ENABLE_HINT = (
     f"{INSTALL_HINT}, or set CLAWBOT_SHELL_UNSANDBOXED={HOST_ACCESS} to run commands on the host"
 )
@@ -64,22 +71,99 @@ def shell_tools(sandbox: Bubblewrap | None, settings: Settings | None) -> tuple[
     return (shell_tool(sandbox),)
 
 
-def _mounts(workspace: Workspace, reach: Reach) -> list[Mount]:
-    """The reach's folders as sandbox mounts; a folder missing or leading out is left out,
-    and so is one that is a link to a folder the reach does not hold so (an agent's folder
-    replaced by a link to the workspace's root must not bring the root in)."""
-    mounts = []
-    for root in reach.roots:
-        try:
-            source = workspace.resolve(root.path)
-        except ClawbotError:  # a root that leads out of the workspace
-            continue
-        if not reach.allows(workspace.relative(source), write=root.write):
-            continue
-        if source.is_dir():
-            target = INSIDE_WORKSPACE if root.path == WHOLE else f"{INSIDE_WORKSPACE}/{root.path}"
-            mounts.append(Mount(source, target, root.write))
+def _open_mounts(workspace: Workspace, reach: Reach) -> list[Mount]:
+    """The reach's folders as sandbox mounts, each opened beneath the workspace's root (as
+    the file tools open paths) with the reach checked on where that walk leads; bubblewrap
+    mounts each by this descriptor, so a folder swapped for a link after its check is not
+    what gets mounted. A folder missing, leading out, or leading to a folder the reach does
+    not hold so is left out (an agent's folder replaced by a link to the workspace's root
+    must not bring the root in). The caller closes the descriptors (``_close``)."""
+    mounts: list[Mount] = []
+    try:
+        with Beneath.open(workspace.root) as root:
+            for kept in _mounted_roots(reach):
+                fd = _open_root(root, kept, reach)
+                if fd is not None:
+                    where = f"{INSIDE_WORKSPACE}/{kept.path}"
+                    target = INSIDE_WORKSPACE if kept.path == WHOLE else where
+                    mounts.append(Mount(fd, target, kept.write))
+    except BaseException:
+        _close(mounts)
+        raise
     return mounts
+
+
+def _mounted_roots(reach: Reach) -> list[Root]:
+    """The roots to mount: each but those inside another root that allows as much (the
+    outer mount shows them already, as the file tools' reach does). What is left nests only
+    a writable folder in a read-only one."""
+    return [
+        root
+        for root in reach.roots
+        if not any(
+            other.path != root.path and other.holds(root.path) and (other.write or not root.write)
+            for other in reach.roots
+        )
+    ]
+
+
+def _open_root(root: Beneath, kept: Root, reach: Reach) -> int | None:
+    """The folder of ``kept`` opened beneath ``root``, None when it is missing or its walk
+    leads out of the reach (as ``kept`` allows: a writable root must lead where the reach
+    may write)."""
+
+    def check(relative: str) -> None:
+        reach.check(relative, shown_path(kept.path), write=kept.write)
+
+    try:
+        return root.open_folder(kept.path, check=check)
+    except (OSError, ToolError):
+        return None
+
+
+def _close(mounts: list[Mount]) -> None:
+    for mount in mounts:
+        os.close(mount.fd)
+
+
+def _open_working_folder(workspace: Workspace, relative: str, reach: Reach) -> int:
+    """The command's folder on the host, opened beneath the workspace's root (the reach
+    checked on where the walk leads): the command starts in this descriptor's folder, never
+    in the name looked up again."""
+    shown = shown_path(relative)
+
+    def check(path: str) -> None:
+        reach.check(path, shown, write=False)
+
+    try:
+        with Beneath.open(workspace.root) as root:
+            return root.open_folder(relative, check=check)
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:
+            reason = "leads outside the workspace (through a link)"
+        elif exc.errno == errno.ENOENT:
+            reason = "no longer exists"
+        elif exc.errno == errno.ENOTDIR:
+            reason = "is not a folder"
+        else:
+            reason = f"cannot be opened ({(exc.strerror or 'error').lower()})"
+        raise ToolError(f"the working folder {shown} {reason}", hint=FOLDER_HINT) from None
+
+
+async def _opened(open_: Callable[[], T], close: Callable[[T], None]) -> T:
+    """``open_()`` in a worker thread (a slow disk never stalls the loop); what it opens is
+    closed even when the call is stopped meanwhile (the thread runs on to its end)."""
+    opening = asyncio.ensure_future(asyncio.to_thread(open_))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+
+        def close_when_done(done: asyncio.Future[T]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                close(done.result())
+
+        opening.add_done_callback(close_when_done)
+        raise
 
 
 def _working_folder(workspace: Workspace, cwd: str | None, reach: Reach) -> str:
@@ -127,29 +211,39 @@ def shell_tool(sandbox: Bubblewrap | None) -> Tool:
         workspace, reach, relative = place.workspace, place.reach, place.cwd
         if sandbox is not None:
             inside = INSIDE_WORKSPACE if relative == WHOLE else f"{INSIDE_WORKSPACE}/{relative}"
-            outcome = await run_in_sandbox(
-                sandbox,
-                [SHELL, "-c", command],
-                mounts=await asyncio.to_thread(_mounts, workspace, reach),
-                cwd=inside,
-                network=settings.shell_network,
-                env=clean_environment("/tmp"),
-                timeout=limit,
-                limit=settings.shell_max_output,
-            )
-        else:
-            home = await asyncio.to_thread(tempfile.mkdtemp, prefix="clawbot-shell-")
+            mounts = await _opened(functools.partial(_open_mounts, workspace, reach), _close)
             try:
-                outcome = await run_on_host(
-                    command,
-                    shell=SHELL,
-                    cwd=workspace.root / relative,
-                    env=clean_environment(home),
+                outcome = await run_in_sandbox(
+                    sandbox,
+                    [SHELL, "-c", command],
+                    mounts=mounts,
+                    cwd=inside,
+                    network=settings.shell_network,
+                    env=clean_environment("/tmp"),
                     timeout=limit,
                     limit=settings.shell_max_output,
                 )
-            finally:  # whatever the command left in its home (off the loop: it may be big)
-                await asyncio.to_thread(shutil.rmtree, home, True)
+            finally:
+                _close(mounts)
+        else:
+            folder = await _opened(
+                functools.partial(_open_working_folder, workspace, relative, reach), os.close
+            )
+            try:
+                home = await asyncio.to_thread(tempfile.mkdtemp, prefix="clawbot-shell-")
+                try:
+                    outcome = await run_on_host(
+                        command,
+                        shell=SHELL,
+                        folder=folder,
+                        env=clean_environment(home),
+                        timeout=limit,
+                        limit=settings.shell_max_output,
+                    )
+                finally:  # whatever the command left in its home (off the loop: it may be big)
+                    await asyncio.to_thread(shutil.rmtree, home, True)
+            finally:
+                os.close(folder)
         return _report(outcome, limit)
 
     async def checked_place(ctx: ToolContext, command: str, cwd: str | None) -> Place:
