@@ -6,8 +6,11 @@ Three tools, ``scratchpad_write(name, content)``, ``scratchpad_read(name)`` and
 ``scratchpad_list()``, in ``group:scratchpad``: only a coordinator holds them. A name is one
 plain file name (no folders, no ``..``), and the file is used through the file tools, so the
 workspace confinement holds (regular, singly linked files only, links that lead out
-refused); a link that leads out of the session's folder is refused too. A file holds at most
-``MAX_NOTE_CHARS`` characters and a scratchpad at most ``MAX_NOTES`` files.
+refused); a link that leads out of the session's folder is refused too. Nothing is checked
+and then used again by name: the folder is listed (and its notes counted) through the
+descriptor its checked walk opened, and the file tools run with their reach narrowed to the
+folder, so their own walk keeps a note in it whatever is swapped in meanwhile. A file holds
+at most ``MAX_NOTE_CHARS`` characters and a scratchpad at most ``MAX_NOTES`` files.
 
 The task notifications a coordinator's turn answers are also kept there
 (``notification-<task id>-<run id>.xml``), so they can be read again later.
@@ -19,24 +22,27 @@ when the coordinator tells it the path, which each tool result names.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import logging
 import os
 import re
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import replace
 from typing import Annotated
 
 from pydantic import Field
 
 from clawbot.agents import SCRATCHPAD_GROUP
+from clawbot.beneath import Beneath, Check
 from clawbot.errors import ClawbotError, MalformedMetaError, ToolError, WorkspaceError
 from clawbot.messages import TranscriptEntry
+from clawbot.reach import Reach, Root
 from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.notifications import task_notification
 from clawbot.subagents.records import AnnouncePayload, headers_of, parse_meta, payloads_in
 from clawbot.tools import Tool, ToolContext, make_tool
-from clawbot.tools.files import file_read, file_write, list_dir
+from clawbot.tools.files import file_read, file_write
 from clawbot.workspace import Workspace, shown_path
 
 log = logging.getLogger("clawbot.subagents")
@@ -69,27 +75,78 @@ def _note_path(ctx: ToolContext, name: str) -> str:
     return f"{folder_of(ctx.session.key)}/{name}"
 
 
-def _confined(ctx: ToolContext, path: str) -> Path:
-    """The real path of ``path``, refused when a link takes it out of the session's folder
-    (the workspace itself refuses links that leave the workspace)."""
-    workspace = Workspace(ctx.workspace)
-    target = workspace.resolve(path)
-    folder = workspace.resolve(folder_of(ctx.session.key))
-    if target.parent != folder:
-        raise WorkspaceError(f"{shown_path(path)} leads out of your scratchpad (through a link)")
-    return target
+def _narrowed(ctx: ToolContext, folder: str) -> ToolContext:
+    """``ctx`` with its reach narrowed to the scratchpad folder (as far as the session's
+    own reach allows it): the file tools then check, on every path their walk follows,
+    that it stays in the folder, so a link swapped in after any look cannot lead a note out
+    of it."""
+
+    async def reach() -> Reach:
+        return Reach((Root(folder, write=True),)).within(await ctx.reach())
+
+    return replace(ctx, reach=reach)
 
 
-def _notes(folder: Path) -> list[str]:
+def _in_folder(folder: str, shown: str) -> Check:
+    """The walk's check: the path it follows stays in ``folder``."""
+
+    def check(relative: str) -> None:
+        if relative != folder and not relative.startswith(folder + "/"):
+            raise WorkspaceError(f"{shown} leads out of your scratchpad (through a link)")
+
+    return check
+
+
+def _open_folder(ctx: ToolContext, folder: str) -> int | None:
+    """The scratchpad folder opened beneath the workspace's root, its walk kept in the
+    folder (the folder itself is no link elsewhere); None while it does not exist."""
     try:
-        return sorted(entry.name for entry in os.scandir(folder) if entry.is_file())
+        with Beneath.open(Workspace(ctx.workspace).root) as root:
+            return root.open_folder(folder, check=_in_folder(folder, folder))
     except FileNotFoundError:
-        return []
+        return None
     except OSError as exc:
-        raise ToolError(
-            f"your scratchpad folder cannot be used ({(exc.strerror or 'error').lower()})",
-            hint="tell the user",
-        ) from None
+        raise _unusable(exc) from None
+
+
+def _notes(ctx: ToolContext, folder: str) -> list[str]:
+    """The files of the scratchpad, listed through the folder it opened and checked (so
+    what is counted is that folder, not a name looked up again)."""
+    fd = _open_folder(ctx, folder)
+    if fd is None:
+        return []
+    try:
+        with os.scandir(fd) as entries:
+            return sorted(e.name for e in entries if not e.is_dir(follow_symlinks=False))
+    except OSError as exc:
+        raise _unusable(exc) from None
+    finally:
+        os.close(fd)
+
+
+def _exists(ctx: ToolContext, path: str, name: str) -> bool:
+    """Whether the note ``path`` exists, looked up beneath the workspace's root as the
+    file tools do; a link that leads out of the scratchpad is refused with its reason."""
+    check = _in_folder(folder_of(ctx.session.key), shown_path(name))
+    try:
+        with Beneath.open(Workspace(ctx.workspace).root) as root:
+            root.look(path, check=check)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:
+            raise WorkspaceError(
+                f"{shown_path(name)} leads outside the workspace (through a link)"
+            ) from None
+        raise _unusable(exc) from None
+    return True
+
+
+def _unusable(exc: OSError) -> ToolError:
+    return ToolError(
+        f"your scratchpad folder cannot be used ({(exc.strerror or 'error').lower()})",
+        hint="tell the user",
+    )
 
 
 async def scratchpad_write(
@@ -105,14 +162,15 @@ async def scratchpad_write(
             f"{MAX_NOTE_CHARS:,} a file)",
             hint="split it into several files",
         )
-    target = await asyncio.to_thread(_confined, ctx, path)
-    existing = await asyncio.to_thread(_notes, target.parent)
+    folder = folder_of(ctx.session.key)
+    await asyncio.to_thread(_exists, ctx, path, name)  # a link out: refused, saying why
+    existing = await asyncio.to_thread(_notes, ctx, folder)
     if name not in existing and len(existing) >= MAX_NOTES:
         raise ToolError(
             f"the scratchpad is full ({MAX_NOTES} files)",
             hint="overwrite a file you no longer need",
         )
-    await file_write(path, content, ctx)
+    await file_write(path, content, _narrowed(ctx, folder))
     return (
         f"wrote {len(content)} characters to scratchpad file {name} (workspace path {path}; "
         "a worker with file tools can read it there)"
@@ -125,22 +183,21 @@ async def scratchpad_read(
 ) -> str:
     """Read a file of your scratchpad (long files: the first 40,000 characters)."""
     path = _note_path(ctx, name)
-    target = await asyncio.to_thread(_confined, ctx, path)
-    if not await asyncio.to_thread(os.path.lexists, target):
+    if not await asyncio.to_thread(_exists, ctx, path, name):
         raise ToolError(
             f"your scratchpad has no file {name}", hint="scratchpad_list shows what it holds"
         )
-    return await file_read(path, ctx)
+    return await file_read(path, _narrowed(ctx, folder_of(ctx.session.key)))
 
 
 async def scratchpad_list(ctx: ToolContext) -> str:
     """List the files in your scratchpad."""
     folder = folder_of(ctx.session.key)
-    resolved = await asyncio.to_thread(Workspace(ctx.workspace).resolve, folder)
-    if not await asyncio.to_thread(resolved.is_dir):
+    notes = await asyncio.to_thread(_notes, ctx, folder)
+    if not notes:
         return f"Your scratchpad ({folder}) is empty."
-    listing = await list_dir(ctx, folder)
-    return f"Your scratchpad ({folder}):\n{listing}"
+    more = [f"[{len(notes) - MAX_NOTES} more files]"] if len(notes) > MAX_NOTES else []
+    return f"Your scratchpad ({folder}):\n" + "\n".join(notes[:MAX_NOTES] + more)
 
 
 async def keep_notifications(ctx: ToolContext, inputs: Sequence[TranscriptEntry]) -> int:
