@@ -93,6 +93,7 @@ class Clawbot:
         store = await open_store(settings)  # the embedding model loads at its first use
         try:
             await store.check_writable()
+            await store.check_intact()  # a damaged file: one clear error, not one a message
         except BaseException:
             await store.close()
             raise

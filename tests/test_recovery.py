@@ -4,8 +4,11 @@ replies, the watchdog, and a real process killed with SIGKILL mid-turn."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
+import sqlite3
+import subprocess
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -629,3 +632,60 @@ def test_a_process_killed_mid_turn_resumes_the_turn_after_a_restart(
     # was loaded: then it waited queued, and its start committed it.
     assert re.search(r"recovered [12] accepted message\(s\)", restarted.stderr.decode())
     assert "resuming job" in restarted.stderr.decode()
+
+
+def damage(database: Path, table: str) -> None:
+    """Overwrite the first page of ``table`` in the database file with bytes no page holds,
+    as a disk or a stray write would (the WAL written back first, so the page is current)."""
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (page_size,) = db.execute("PRAGMA page_size").fetchone()
+        (root,) = db.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)
+        ).fetchone()
+    with database.open("r+b") as file:
+        file.seek((root - 1) * page_size)
+        file.write(b"\xff" * page_size)
+
+
+def assert_refused_as_damaged(result: subprocess.CompletedProcess[bytes], database: Path) -> None:
+    """Exit 1 with one line on stderr naming the damaged file and what to do, nothing else."""
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert err.splitlines() == [
+        f"clawbot: the database {database} is damaged or not a clawbot database "
+        "(database disk image is malformed) — move the file aside (or restore a backup) and "
+        "clawbot will create a fresh one"
+    ]
+    assert result.stdout == b""
+
+
+def test_chat_on_a_damaged_database_exits_1_with_one_line_saying_what_to_do(
+    standin: OpenAIStandin, tmp_path: Path
+) -> None:
+    env = environment(tmp_path / "home", standin)
+    assert run(["chat"], b"remember the milk\n", env, tmp_path).returncode == 0
+    database = tmp_path / "home" / "clawbot.db"
+    damage(database, "messages")
+
+    result = run(["chat"], b"hello\nare you there?\nanyone?\n", env, tmp_path)
+
+    assert_refused_as_damaged(result, database)
+    assert len(standin.requests) == 1  # only the first chat's message reached the model
+
+
+def test_run_on_a_damaged_database_exits_1_with_one_line_before_connecting(
+    standin: OpenAIStandin, tmp_path: Path
+) -> None:
+    env = environment(tmp_path / "home", standin)
+    assert run(["chat"], b"remember the milk\n", env, tmp_path).returncode == 0
+    database = tmp_path / "home" / "clawbot.db"
+    damage(database, "turn_jobs")
+    env.update(  # nothing listens on port 9: a bot that got as far as connecting would fail
+        CLAWBOT_TELEGRAM_TOKEN="123456789:AAHstandinTOKENxxxxxxxxxxxxxxxxxxxx_",
+        CLAWBOT_TELEGRAM_API_BASE="http://127.0.0.1:9/bot",
+    )
+
+    result = run(["run"], b"", env, tmp_path)
+
+    assert_refused_as_damaged(result, database)

@@ -180,6 +180,22 @@ class Database:
 
         await self.transaction(rewrite_version)
 
+    async def check_intact(self) -> None:
+        """Raise the clear StoreError now if the database file is damaged, so a serving
+        process refuses to start instead of answering each message with the error.
+        ``PRAGMA quick_check`` reads each page once (a quarter of a second for 300 MB), on
+        aiosqlite's thread."""
+        rows = await self.fetchall("PRAGMA quick_check", flush=False)
+        problems = [str(row[0]) for row in rows if row[0] != "ok"]
+        if problems:  # the first line SQLite found, without its "*** in database main ***"
+            lines = [
+                line.strip()
+                for problem in problems
+                for line in problem.splitlines()
+                if line.strip() and not line.startswith("***")
+            ]
+            raise damaged(self.path, lines[0] if lines else "quick_check failed")
+
     async def flush(self) -> None:
         """Write the pending rows to SQLite now (reads and every transaction do it anyway;
         this is for a process that wants them visible to others at once)."""
@@ -535,16 +551,21 @@ def describe(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
             hint="check that no other clawbot runs on the same CLAWBOT_HOME, then try again",
         )
     if "not a database" in text or "malformed" in text:
-        return StoreError(
-            f"the database {path} is damaged or not a clawbot database ({text})",
-            hint="move the file aside (or restore a backup) and clawbot will create a fresh one",
-        )
+        return damaged(path, text)
     if "readonly" in text or "read-only" in text:
         return StoreError(
             f"the database {path} is read-only ({text})",
             hint="make the file and its folder writable, or point CLAWBOT_HOME elsewhere",
         )
     return StoreError(f"database error on {path}: {text}")
+
+
+def damaged(path: Path, detail: str) -> StoreError:
+    """The StoreError for a database file SQLite cannot read as one: where, and what to do."""
+    return StoreError(
+        f"the database {path} is damaged or not a clawbot database ({detail})",
+        hint="move the file aside (or restore a backup) and clawbot will create a fresh one",
+    )
 
 
 def _group_work(

@@ -511,6 +511,11 @@ class Store(Protocol):
         process refuses to start instead of taking messages it cannot keep."""
         ...
 
+    async def check_intact(self) -> None:
+        """Raise the store's clear StoreError now if the database is damaged, so a serving
+        process refuses to start instead of answering every message with the error."""
+        ...
+
     async def schema_version(self) -> int: ...
 
     def note_replied(self, job_id: str) -> None:

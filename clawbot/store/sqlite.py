@@ -84,6 +84,10 @@ class SqliteStore:
         instead of taking messages it cannot keep. The write changes nothing."""
         await self.database.check_writable()
 
+    async def check_intact(self) -> None:
+        """Raise the store's clear StoreError now if the database file is damaged."""
+        await self.database.check_intact()
+
     async def schema_version(self) -> int:
         return await self.database.schema_version()
 
