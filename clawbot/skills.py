@@ -8,8 +8,10 @@ discovered once and re-read only when a SKILL.md file changes.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Annotated
 from pydantic import Field
 
 from clawbot.agents import AgentSpec
+from clawbot.beneath import Beneath
 from clawbot.clock import Clock, SystemClock
 from clawbot.errors import ClawbotError, ToolError
 from clawbot.tools import Tool, ToolContext, make_tool
@@ -111,9 +114,21 @@ def _scalar(value: str) -> str:
     return value
 
 
+_Found = tuple[str, int, os.stat_result]
+"""A SKILL.md opened: its path in the workspace (``skills/<name>/SKILL.md``), an open
+descriptor, its ``fstat``."""
+
+
 class SkillLibrary:
     """The skills of one workspace, cached until a SKILL.md is added, removed or edited
-    (looked for at most once per ``RECHECK_SECONDS``, and at once after :meth:`changed`)."""
+    (looked for at most once per ``RECHECK_SECONDS``, and at once after :meth:`changed`).
+
+    ``root`` is the skills folder of a workspace (its parent). Each SKILL.md is opened
+    beneath the workspace's root, as the file tools open paths: a link to a skill elsewhere
+    in the workspace is followed, one that leads outside it is left out (said once in the
+    log: an agent's shell may make links), and so is anything but a regular file (a named
+    pipe is never waited on). What is read comes from the descriptor whose ``fstat`` gave
+    the fingerprint."""
 
     def __init__(self, root: Path, *, clock: Clock | None = None) -> None:
         self.root = root
@@ -121,6 +136,7 @@ class SkillLibrary:
         self._checked: float | None = None
         self._fingerprint: tuple[tuple[str, int, int], ...] | None = None
         self._skills: tuple[Skill, ...] = ()
+        self._refused: set[str] = set()
         self.problems: tuple[str, ...] = ()
         self.generation = 0
         """Counts reloads, so callers can memoize on the current set of skills."""
@@ -130,9 +146,14 @@ class SkillLibrary:
         if self._checked is not None and now - self._checked < RECHECK_SECONDS:
             return self._skills
         self._checked = now
-        fingerprint = self._scan()
-        if fingerprint != self._fingerprint:
-            self._load(fingerprint)
+        found = self._open_all()
+        try:
+            fingerprint = tuple((where, info.st_mtime_ns, info.st_size) for where, _, info in found)
+            if fingerprint != self._fingerprint:
+                self._load(fingerprint, found)
+        finally:
+            for _, fd, _ in found:
+                os.close(fd)
         return self._skills
 
     def changed(self) -> None:
@@ -151,30 +172,52 @@ class SkillLibrary:
             and all(tool in tool_names for tool in skill.requires_tools)
         )
 
-    def _scan(self) -> tuple[tuple[str, int, int], ...]:
-        """(path, mtime, size) of each SKILL.md, in name order."""
-        found = []
+    def _open_all(self) -> list[_Found]:
+        """Each skill folder's SKILL.md that is a regular file, opened beneath the
+        workspace's root, in name order (none when the folder cannot be opened)."""
+        found: list[_Found] = []
         try:
-            entries = list(os.scandir(self.root))
-        except OSError:
-            return ()
-        for entry in entries:
-            path = os.path.join(entry.path, SKILL_FILE)
-            try:
-                stat = os.stat(path)
-            except OSError:
-                continue
-            found.append((path, stat.st_mtime_ns, stat.st_size))
-        return tuple(sorted(found))
+            with Beneath.open(self.root.parent.resolve()) as workspace:
+                folder = workspace.open_folder(self.root.name)
+                try:
+                    names = sorted(os.listdir(folder))
+                finally:
+                    os.close(folder)
+                for name in names:
+                    opened = self._open(workspace, f"{self.root.name}/{name}/{SKILL_FILE}")
+                    if opened is not None:
+                        found.append(opened)
+        except OSError:  # no skills folder (or it leads out)
+            for _, fd, _ in found:
+                os.close(fd)
+            return []
+        return found
 
-    def _load(self, fingerprint: tuple[tuple[str, int, int], ...]) -> None:
+    def _open(self, workspace: Beneath, where: str) -> _Found | None:
+        try:
+            fd = workspace.open_file(where, os.O_RDONLY)
+        except OSError as exc:
+            if exc.errno == errno.EXDEV and where not in self._refused:
+                self._refused.add(where)
+                log.warning(
+                    "skill %s left out: it leads outside the workspace (through a link); copy "
+                    "the skill into the workspace instead",
+                    where,
+                )
+            return None
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode):
+            return where, fd, info
+        os.close(fd)  # a folder, a pipe: nothing to read
+        return None
+
+    def _load(self, fingerprint: tuple[tuple[str, int, int], ...], found: list[_Found]) -> None:
         skills: dict[str, Skill] = {}
         problems = []
-        for path_text, _, _ in fingerprint:
-            path = Path(path_text)
-            where = f"skills/{path.parent.name}/{SKILL_FILE}"
+        for where, fd, _ in found:
+            path = self.root.parent / where
             try:
-                skill = parse_skill(path.read_text(encoding="utf-8"), path)
+                skill = parse_skill(_read(fd).decode("utf-8"), path)
             except (OSError, UnicodeDecodeError, SkillError) as exc:
                 problems.append(f"{where}: {exc}")
                 continue
@@ -188,6 +231,16 @@ class SkillLibrary:
         self.problems = tuple(problems)
         self._fingerprint = fingerprint
         self.generation += 1
+
+
+def _read(fd: int) -> bytes:
+    """All of an open regular file, from its start."""
+    os.set_blocking(fd, True)
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 64 * 1024):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def skills_prompt(skills: Collection[Skill]) -> str:

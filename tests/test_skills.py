@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from clawbot.testing import MemoryChannel, ScriptedModel, call
 from clawbot.workspace import RECHECK_SECONDS
 
 from .conftest import Chat
+from .test_file_tools import STALL_LIMIT, open_both_ends
 
 ALL_TOOLS = {"file_read", "file_write", "skill_read"}
 
@@ -188,3 +190,60 @@ async def test_an_agent_without_skill_read_gets_no_skills_listed(
     await bot.router.handle(channel.message("hello"))
 
     assert "## Skills" not in scripted.requests[0].system
+
+
+# skills opened beneath the workspace's root ---------------------------------------------------
+
+
+def test_a_skill_linking_outside_the_workspace_is_left_out_and_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent's shell may make links in the workspace; the skills listed to the model (and
+    read by ``skill_read``) must not carry the host's files they name."""
+    workspace = tmp_path / "ws"
+    skill_file(workspace, "good", "description: works")
+    host = skill_file(tmp_path / "host", "leak", "description: the host's secret")
+    (workspace / "skills" / "leak").symlink_to(host.parent)
+    (workspace / "skills" / "file").mkdir()
+    (workspace / "skills" / "file" / "SKILL.md").symlink_to(host)
+    library = SkillLibrary(workspace / "skills", clock=ManualClock())
+
+    first = library.all()
+    library.changed()
+    again = library.all()
+
+    assert [s.name for s in first] == [s.name for s in again] == ["good"]
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert said == [
+        f"skill skills/{name}/SKILL.md left out: it leads outside the workspace (through a "
+        "link); copy the skill into the workspace instead"
+        for name in ("file", "leak")
+    ]
+
+
+def test_a_skill_linking_to_another_folder_of_the_workspace_is_read(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    skill_file(workspace / "shared", "review", "description: Review code")
+    (workspace / "skills").mkdir(parents=True)
+    (workspace / "skills" / "review").symlink_to("../shared/skills/review")
+
+    library = SkillLibrary(workspace / "skills")
+
+    assert [(s.name, s.description) for s in library.all()] == [("review", "Review code")]
+
+
+async def test_a_named_pipe_as_a_skill_is_skipped_not_waited_on(tmp_path: Path) -> None:
+    skill_file(tmp_path, "good", "description: works")
+    pipe = tmp_path / "skills" / "pipe" / "SKILL.md"
+    pipe.parent.mkdir()
+    os.mkfifo(pipe)
+    library = SkillLibrary(tmp_path / "skills")
+
+    reading = asyncio.create_task(asyncio.to_thread(library.all))
+    done, _ = await asyncio.wait({reading}, timeout=STALL_LIMIT)
+    if not done:  # stuck opening the pipe: free it, then fail
+        os.close(open_both_ends(pipe))
+        await reading
+        pytest.fail(f"the skills waited {STALL_LIMIT:.0f} s for the pipe's writer")
+
+    assert [s.name for s in reading.result()] == ["good"]
