@@ -3,7 +3,8 @@
 A skill's front matter gives its ``name``, ``description`` and optional ``requires.tools``.
 Only the active agent's allowed skills are listed in its system prompt (name and
 description); the body is read on demand with the ``skill_read`` tool. Skills are
-discovered once and re-read only when a SKILL.md file changes.
+discovered once and re-read only when a SKILL.md file changes, each opened beneath the
+workspace's root (``clawbot.beneath``): no link leads a skill out of the workspace.
 """
 
 from __future__ import annotations
