@@ -21,7 +21,7 @@ from clawbot.clock import ManualClock
 from clawbot.llm import ModelClient, ModelReply
 from clawbot.messages import OutboundMessage
 from clawbot.rendering import MARKUPS, Markup, render_parts
-from clawbot.scheduling import notices
+from clawbot.scheduling.notices import gave_up_notice
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
@@ -298,7 +298,7 @@ async def test_a_resumed_turn_out_of_attempts_quotes_each_message_it_answers_onc
 def test_a_notice_shows_each_quoted_message_as_typed_on_every_platform(markup: Markup) -> None:
     typed = ["[notes]: https://example.com", "*not bold* and `code`", "word " * 40]
 
-    [part] = render_parts(notices.gave_up(typed, 3), ChannelLimits(markup=markup))
+    [part] = render_parts(gave_up_notice(typed, 3), ChannelLimits(markup=markup))
 
     assert (
         "[notes]: https://example.com" in part.text and "[notes]: https://example.com" in part.plain

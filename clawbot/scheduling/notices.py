@@ -37,7 +37,7 @@ def quote(text: str) -> str:
     return f"{fence}{excerpt}{fence}"
 
 
-def gave_up(asked: Sequence[str], attempts: int) -> str:
+def gave_up_notice(asked: Sequence[str], attempts: int) -> str:
     """Interrupted (a crash, a kill) each of ``attempts`` times it was worked on."""
     what, it, end = _about(asked)
     times = "" if attempts == 1 else f" {attempts} times"
@@ -47,7 +47,7 @@ def gave_up(asked: Sequence[str], attempts: int) -> str:
     )
 
 
-def over_deadline(asked: Sequence[str], limit: str) -> str:
+def deadline_notice(asked: Sequence[str], limit: str) -> str:
     what, _, end = _about(asked)
     return (
         f"Sorry, answering {what} took longer than {limit} (the turn deadline), so I stopped. "
@@ -55,7 +55,7 @@ def over_deadline(asked: Sequence[str], limit: str) -> str:
     )
 
 
-def failed(asked: Sequence[str], reason: str | None = None) -> str:
+def failure_notice(asked: Sequence[str], reason: str | None = None) -> str:
     """Anything else: ``reason`` says what went wrong, if it is the person's to know."""
     what, it, end = _about(asked)
     why = f": {reason}" if reason else " because something went wrong on my side"

@@ -14,8 +14,8 @@ from datetime import datetime
 from clawbot.clock import Clock
 from clawbot.jobs import TurnJob
 from clawbot.runtime import EMPTY_REPLY
-from clawbot.scheduling import notices
 from clawbot.scheduling.delivery import Replies, ReplyKind, ReplyMarks
+from clawbot.scheduling.notices import GAVE_UP_ERROR, asked_of, failure_notice, gave_up_notice
 from clawbot.scheduling.queues import SessionQueues
 from clawbot.scheduling.session_state import SessionQueue
 from clawbot.settings import Settings
@@ -112,10 +112,10 @@ class Recovery:
     async def _failure_notice(self, job: TurnJob) -> str:
         """The notice of a failed job a crash may have kept from going out, quoting what
         it answers as the notice it stands for did."""
-        asked = await notices.asked_of(self.store, job.session_key, job.id)
-        if job.error is not None and job.error.startswith(notices.GAVE_UP_ERROR):
-            return notices.gave_up(asked, job.attempts)
-        return notices.failed(asked, job.error)
+        asked = await asked_of(self.store, job.session_key, job.id)
+        if job.error is not None and job.error.startswith(GAVE_UP_ERROR):
+            return gave_up_notice(asked, job.attempts)
+        return failure_notice(asked, job.error)
 
     async def _queue_for_key(self, key: str) -> SessionQueue | None:
         queue = self.queues.get(key)
@@ -129,16 +129,16 @@ class Recovery:
         job stays unreplied until the notice is sent: a crash in between sends it at the
         next start."""
         log.error("job %s failed: %d attempts, each interrupted", job.id, job.attempts)
-        asked = await notices.asked_of(self.store, job.session_key, job.id)
+        asked = await asked_of(self.store, job.session_key, job.id)
         await self.store.jobs.close(
             [job.id],
             "failed",
-            f"{notices.GAVE_UP_ERROR}{job.attempts} interrupted attempts",
+            f"{GAVE_UP_ERROR}{job.attempts} interrupted attempts",
             notice_of=job.id,
         )
         session = await self.store.sessions.get(job.session_key)
         if session is not None:
-            text = notices.gave_up(asked, job.attempts)
+            text = gave_up_notice(asked, job.attempts)
             await self.replies.send(session, text, job.reply_to, kind="error")
         self.marks.mark(job.id)
 

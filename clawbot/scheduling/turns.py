@@ -15,9 +15,9 @@ from clawbot.clock import human_duration
 from clawbot.errors import LeaseLostError, MalformedMetaError, ShuttingDownError, StoreError
 from clawbot.messages import TranscriptEntry
 from clawbot.runtime import Runtime, TurnResult
-from clawbot.scheduling import notices
 from clawbot.scheduling.delivery import Replies, ReplyMarks
 from clawbot.scheduling.hooks import TurnEnds
+from clawbot.scheduling.notices import asked_of, deadline_notice, failure_notice
 from clawbot.scheduling.records import TurnOutcome
 from clawbot.scheduling.session_state import Run, SessionQueue
 from clawbot.sessions import Session
@@ -271,7 +271,7 @@ class TurnRunner:
         self.runtime.transcripts.forget(run.queue.key)
         limit = human_duration(self._deadline(run.queue.session))
         log.warning("session %s: turn %s passed its %s deadline", run.queue.key, run.job.id, limit)
-        text = notices.over_deadline(await self._asked(run), limit)
+        text = deadline_notice(await self._asked(run), limit)
         await self.store.jobs.close(
             [run.job.id, *run.carried],
             "failed",
@@ -284,7 +284,7 @@ class TurnRunner:
 
     async def _failed(self, run: Run, reason: str | None = None) -> TurnOutcome:
         self.runtime.transcripts.forget(run.queue.key)
-        text = notices.failed(await self._asked(run), reason)
+        text = failure_notice(await self._asked(run), reason)
         jobs = [run.job.id, *run.carried]
         try:
             await self.store.jobs.close(jobs, "failed", "internal error", notice_of=run.job.id)
@@ -305,7 +305,7 @@ class TurnRunner:
         if run.entries:
             return asked_in(run.entries)
         try:
-            return await notices.asked_of(self.store, run.queue.key, run.job.id)
+            return await asked_of(self.store, run.queue.key, run.job.id)
         except Exception as exc:
             log.error(
                 "session %s: could not read what turn %s answers: %s",

@@ -180,22 +180,6 @@ class Database:
 
         await self.transaction(rewrite_version)
 
-    async def check_intact(self) -> None:
-        """Raise the clear StoreError now if the database file is damaged, so a serving
-        process refuses to start instead of answering each message with the error.
-        ``PRAGMA quick_check`` reads each page once (a quarter of a second for 300 MB), on
-        aiosqlite's thread."""
-        rows = await self.fetchall("PRAGMA quick_check", flush=False)
-        problems = [str(row[0]) for row in rows if row[0] != "ok"]
-        if problems:  # the first line SQLite found, without its "*** in database main ***"
-            lines = [
-                line.strip()
-                for problem in problems
-                for line in problem.splitlines()
-                if line.strip() and not line.startswith("***")
-            ]
-            raise damaged(self.path, lines[0] if lines else "quick_check failed")
-
     async def flush(self) -> None:
         """Write the pending rows to SQLite now (reads and every transaction do it anyway;
         this is for a process that wants them visible to others at once)."""

@@ -16,7 +16,7 @@ from clawbot.store.agents import SqliteAgents
 from clawbot.store.approvals import SqliteApprovals
 from clawbot.store.audit import SqliteAuditLog
 from clawbot.store.backlog import SqliteBacklog
-from clawbot.store.database import Database, describe
+from clawbot.store.database import Database, damaged, describe
 from clawbot.store.injections import SqliteInjections
 from clawbot.store.intake import PendingIntakes
 from clawbot.store.jobs import SqliteJobs
@@ -85,8 +85,19 @@ class SqliteStore:
         await self.database.check_writable()
 
     async def check_intact(self) -> None:
-        """Raise the store's clear StoreError now if the database file is damaged."""
-        await self.database.check_intact()
+        """Raise the store's clear StoreError now if the database file is damaged, so a
+        serving process refuses to start instead of answering each message with the error.
+        ``PRAGMA quick_check`` reads each page once (a quarter of a second for 300 MB), on
+        aiosqlite's thread; its first finding (without SQLite's banner) names the damage."""
+        rows = await self.database.fetchall("PRAGMA quick_check", flush=False)
+        found = [
+            line.strip()
+            for (report,) in rows
+            for line in str(report).splitlines()
+            if line.strip() and line != "ok" and not line.startswith("***")
+        ]
+        if found:
+            raise damaged(self.database.path, found[0])
 
     async def schema_version(self) -> int:
         return await self.database.schema_version()
