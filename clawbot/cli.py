@@ -91,6 +91,9 @@ def chat(
     ] = None,
 ) -> None:
     """Talk to the agent in the terminal (piped stdin: one message per line)."""
+    from clawbot.llm import check_credentials, preload_in_background, wait_for_preload
+
+    preload_in_background()  # first: the first reply waits for litellm's import alone
     settings = load(model, home, console_session=session)
     if "log_level" not in settings.model_fields_set and sys.stdin.isatty() and sys.stderr.isatty():
         # A person typing reads the conversation, not INFO lines between its messages.
@@ -100,9 +103,7 @@ def chat(
     import asyncio
 
     from clawbot.errors import ClawbotError
-    from clawbot.llm import check_credentials, preload_in_background, wait_for_preload
 
-    preload_in_background()
     try:
         check_credentials(settings.model)
     except ClawbotError as exc:
@@ -289,14 +290,15 @@ def run(
     home: HomeOption = None,
 ) -> None:
     """Serve the agent on Telegram, Discord and Slack until SIGINT/SIGTERM."""
+    from clawbot.llm import check_credentials, preload_in_background, wait_for_preload
+
+    preload_in_background()  # first: the adapters and the database start beside it
     settings = load(model, home)
     import asyncio
 
     from clawbot.errors import ClawbotError
-    from clawbot.llm import check_credentials, preload_in_background, wait_for_preload
 
     names = channels_to_run(settings, channel or [])
-    preload_in_background()
     try:
         check_credentials(settings.model)
     except ClawbotError as exc:

@@ -34,11 +34,13 @@ log = logging.getLogger("clawbot.llm")
 _litellm: ModuleType | None = None
 _import_lock = threading.Lock()
 _preload: threading.Thread | None = None
+_ready = False
+"""litellm is in and no preload still runs (see ``ModelClient.loaded``)."""
 
 
 def litellm_module() -> ModuleType:
     """Import litellm once, offline: no price list is fetched from the internet."""
-    global _litellm
+    global _litellm, _ready
     if _litellm is None:
         with _import_lock:
             if _litellm is None:
@@ -49,18 +51,23 @@ def litellm_module() -> ModuleType:
                 litellm.telemetry = False
                 logging.getLogger("LiteLLM").setLevel(logging.WARNING)
                 _litellm = litellm
+                _ready = _preload is None  # else the preload says so when it ends
     return _litellm
 
 
 def preload_in_background() -> None:
-    """Start importing litellm on a thread so the first turn does not wait for it.
+    """Start importing litellm on a thread (with the openai SDK modules its first call
+    loads), so the first turn waits for that import and for nothing else.
 
-    Meant for the long-running commands: once litellm is in, everything made so far (it
-    alone leaves about 300,000 objects, all alive until exit) is frozen out of the garbage
-    collector's reach. Its full passes then take milliseconds, where each stalled every
-    chat for about 150 ms."""
+    Meant for the long-running commands, as the first thing they do: their own start-up
+    (settings, adapters, the database) runs beside it. The garbage collector stays off
+    until the import ends: a start makes some 340,000 objects that live until exit, and
+    collecting while they pile up walked them again and again (a fifth of the import's
+    time). Then everything made so far is frozen out of the collector's reach, so its full
+    passes take milliseconds, where each stalled every chat for about 150 ms."""
     global _preload
     if _litellm is None and _preload is None:
+        gc.disable()
         _preload = threading.Thread(target=_import_and_freeze, name="litellm-import", daemon=True)
         _preload.start()
 
@@ -74,14 +81,26 @@ def wait_for_preload(timeout: float = 30.0) -> None:
 
 
 def _import_and_freeze() -> None:
-    litellm_module()
-    # litellm's first call to an OpenAI-style API imports the openai SDK's resources (about
-    # 460 modules, half a second): done here, the first reply does not wait for them.
-    import openai.lib.streaming.chat
-    import openai.resources  # noqa: F401
+    global _ready
+    try:
+        litellm_module()
+        # litellm's first call to an OpenAI-style API imports the openai SDK's resources
+        # (about 460 modules, half a second): done here, the first reply does not wait.
+        import openai.lib.streaming.chat
+        import openai.resources  # noqa: F401
+    finally:
+        # Frozen without collecting first: a full collection walking the 340,000 objects
+        # took 0.3 s of the first reply's time, to free about 2,000 the imports left.
+        gc.freeze()
+        gc.enable()
+        _ready = _litellm is not None
 
-    gc.collect()  # what the import left as garbage goes first, or it would stay forever
-    gc.freeze()
+
+def _load() -> ModuleType:
+    """litellm, once any preload in progress has ended (on a worker thread)."""
+    if _preload is not None:
+        _preload.join()
+    return litellm_module()
 
 
 def provider_of(model: str) -> str:
@@ -286,14 +305,16 @@ class ModelClient:
         self.backoff = backoff
 
     def loaded(self) -> bool:
-        """Whether a call made now goes to the provider at once: litellm is imported."""
-        return _litellm is not None
+        """Whether a call made now goes to the provider at once: litellm is imported, with
+        what its first call needs, and no preload is still importing (a call would block
+        the event loop on that import's locks)."""
+        return _ready
 
     async def load(self) -> None:
         """Import litellm, or wait for the import in progress, off the event loop: a turn
         waits here, before its job counts as started (see the scheduler's turns)."""
-        if _litellm is None:
-            await asyncio.to_thread(litellm_module)
+        if not _ready:
+            await asyncio.to_thread(_load)
 
     async def complete(
         self,
@@ -303,6 +324,8 @@ class ModelClient:
         *,
         temperature: float | None = None,
     ) -> ModelReply:
+        if not _ready:  # a call in the first seconds awaits the preload, off the loop
+            await self.load()
         litellm = litellm_module()
         kwargs: dict[str, Any] = {"timeout": self.timeout}
         if tools:
