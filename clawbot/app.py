@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
 from clawbot.agent_commands import register_agent_commands
 from clawbot.agent_registry import AgentRegistry
 from clawbot.approval_commands import register_approval_commands
+from clawbot.approval_turns import ApprovalTurns
 from clawbot.approvals import Approvals
 from clawbot.channels import Adapter
 from clawbot.clock import Clock, SystemClock
@@ -17,6 +19,7 @@ from clawbot.errors import ConfigError
 from clawbot.home import prepare_home
 from clawbot.llm import ModelClient
 from clawbot.memory.commands import register_memory_commands
+from clawbot.memory.recall import MemoryRecall
 from clawbot.model_catalog import ModelCatalog
 from clawbot.outbox import Outbox
 from clawbot.queue_commands import register_queue_commands
@@ -28,19 +31,23 @@ from clawbot.settings import Settings
 from clawbot.skills import skill_tools
 from clawbot.store import Store, open_store
 from clawbot.subagent_commands import register_subagent_commands
+from clawbot.subagents.ceiling import session_reach
+from clawbot.subagents.context import AnnounceContext
 from clawbot.subagents.control import SubagentControl
 from clawbot.subagents.delegate_tools import AgentTools, delegate_tool
 from clawbot.subagents.messaging import SubagentMessenger, message_tool
-from clawbot.subagents.scratchpad import scratchpad_tools
+from clawbot.subagents.scratchpad import CoordinatorNotes, scratchpad_tools
 from clawbot.subagents.session_tools import session_tools
 from clawbot.switchboard import Switchboard
 from clawbot.tools import ToolRegistry
 from clawbot.tools.agents import agent_tools
 from clawbot.tools.files import file_tools
+from clawbot.tools.gate import ToolGate
 from clawbot.tools.memory import memory_tools
 from clawbot.tools.sandbox import find_bubblewrap
 from clawbot.tools.shell import shell_tools
 from clawbot.tools.web import web_fetch_tool
+from clawbot.turn_plugins import TurnPlugin
 from clawbot.workspace import Workspace
 
 
@@ -83,6 +90,7 @@ class Clawbot:
         commands: CommandRegistry | None = None,
         access: AccessCheck = allow_everyone,
         clock: Clock | None = None,
+        plugins: Sequence[TurnPlugin] = (),
     ) -> Clawbot:
         """Prepare the home folder, open and migrate the database, load the agents, wire
         the pipeline. A ``commands`` or ``tools`` registry passed in is used as given (the
@@ -130,7 +138,18 @@ class Clawbot:
             ),
             agents=agents or agent_registry.get,
             switchboard=switchboard,
-            approvals=approvals,
+            gate=ToolGate(store.audit, approvals),
+            # features take part in a turn as plugins; the runtime names none of them
+            plugins=(
+                AnnounceContext(),
+                MemoryRecall(store.memories),
+                CoordinatorNotes(),
+                ApprovalTurns(approvals),
+                *plugins,
+            ),
+            reach=lambda runtime, session: session_reach(
+                session, runtime=runtime, sessions=store.sessions
+            ),
         )
         scheduler = Scheduler(
             settings=settings, store=store, runtime=runtime, outbox=outbox, clock=clock
@@ -168,6 +187,11 @@ class Clawbot:
                 *memory_tools(store.memories, agent_registry.get),
             ]:
                 registry.add(tool)
+        for plugin in plugins:
+            for tool in plugin.tools():
+                registry.add(tool)
+        if plugins:
+            runtime.tools_changed()
         if commands is None:
             commands = builtin_commands()
             register_agent_commands(commands, switchboard, runtime)

@@ -10,18 +10,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from clawbot.agents import AgentSpec, effective_model
-from clawbot.approvals import Approvals
 from clawbot.compaction import Compactor
 from clawbot.errors import ClawbotError, ProviderError
 from clawbot.jobs import TurnJob
 from clawbot.llm import UNTRUSTED_NOTE, ModelClient, ModelReply
 from clawbot.logs import agent_scope
-from clawbot.memory.recall import memory_context
 from clawbot.messages import (
     Provenance,
     TextBlock,
@@ -37,14 +35,12 @@ from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.skills import Skill, SkillLibrary, skills_prompt
 from clawbot.store import Store, new_id
-from clawbot.subagents.ceiling import session_reach
 from clawbot.subagents.chains import AgentChains
-from clawbot.subagents.context import announce_context
-from clawbot.subagents.scratchpad import SCRATCHPAD_WRITE, keep_notifications
 from clawbot.tool_offer import ToolOffer
 from clawbot.tools import Tool, ToolContext, ToolRegistry
 from clawbot.tools.gate import ToolGate
 from clawbot.transcripts import TranscriptCache
+from clawbot.turn_plugins import TurnPlugin, TurnPlugins, TurnStart
 from clawbot.workspace import BootstrapFile, Workspace
 
 if TYPE_CHECKING:
@@ -96,6 +92,9 @@ class TurnResult:
 
 
 AgentResolver = Callable[[str], AgentSpec]
+ReachOf = Callable[["Runtime", Session], Awaitable[Reach]]
+"""A session's workspace reach, given the runtime's policies (bound where the bot is
+assembled: a subagent's reach is within its owners', ``clawbot.subagents.ceiling``)."""
 # tools, their specs, the system prompt, the files it came from and the skills it lists
 _AgentParts = tuple[
     tuple[Tool, ...], tuple[dict[str, Any], ...], str, tuple[str, ...], tuple[Skill, ...]
@@ -113,13 +112,16 @@ class Runtime:
         client: ModelClient,
         agents: AgentResolver,
         switchboard: Switchboard | None = None,
-        approvals: Approvals | None = None,
+        gate: ToolGate | None = None,
+        plugins: Sequence[TurnPlugin] = (),
+        reach: ReachOf | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.tools = tools
-        self.approvals = approvals
-        self.gate = ToolGate(store.audit, approvals)
+        self.gate = gate or ToolGate(store.audit)
+        self.plugins = TurnPlugins(plugins)
+        self._reach_of = reach or _own_reach
         self.profiles = AgentProfiles(settings.risk_profile, agents)
         self.offer = ToolOffer(tools, self.profiles)
         self.workspace = workspace
@@ -192,15 +194,15 @@ class Runtime:
     async def reach(self, session: Session) -> Reach:
         """The session's workspace reach as its chain's policies stand now (asked at each
         file tool call)."""
-        return await session_reach(session, runtime=self, sessions=self.store.sessions)
+        return await self._reach_of(self, session)
 
     def agent_tools(self, agent: AgentSpec) -> frozenset[str]:
         """The tools an agent's own policy and its risk profile allow."""
         return self.offer.agent_tools(agent)
 
     def parked(self) -> set[asyncio.Task[Any]]:
-        """The turns waiting for a person's approval (see ``Approvals.parked``)."""
-        return self.approvals.parked() if self.approvals is not None else set()
+        """The turns waiting for a person (an approval): a shutdown stops them at once."""
+        return self.plugins.parked()
 
     def _build_parts(self, agent: AgentSpec, files: tuple[BootstrapFile, ...]) -> _AgentParts:
         tools = self.offer.offered(agent)
@@ -255,47 +257,61 @@ class Runtime:
         blocks, and tools read the hop and trace of injected ones.
         """
         resolved = within_ceiling(session, self.resolve(session))
-        announces = announce_context(inputs, notifications=resolved.agent.coordinator)
-        if announces:
-            ephemeral = (*ephemeral, *announces)
-        if resolved.agent.context.memory_recall:
-            message = (await self.transcripts.get(session)).user_text(turn_id)
-            recalled = await memory_context(self.store.memories, resolved.agent, session, message)
-            ephemeral = (*ephemeral, *recalled)
+        transcript = await self.transcripts.get(session)
+        turn = TurnStart(
+            session=session,
+            agent=resolved.agent,
+            turn_id=turn_id,
+            inputs=tuple(inputs),
+            tool_names=resolved.tool_names,
+            transcript=transcript,
+            tool_context=_memo(lambda: self._tool_context(session, resolved, turn_id, inputs)),
+        )
+        ephemeral = (*ephemeral, *await self.plugins.context(turn))
         ancestors = await self.chains.ancestors(session)
         with agent_scope(*ancestors, resolved.agent.agent_id):
-            if announces and resolved.agent.coordinator and SCRATCHPAD_WRITE in resolved.tool_names:
-                # a coordinator keeps its task notifications in its scratchpad
-                scratch = ToolContext(
-                    session=session, workspace=self.workspace.root, settings=self.settings
-                )
-                await keep_notifications(scratch, inputs)
             try:
-                return await self._loop(session, resolved, turn_id, ephemeral, control, inputs)
+                await self.plugins.turn_started(turn)
+                return await self._loop(turn, resolved, ephemeral, control)
             finally:
-                if self.approvals is not None:
-                    await self.approvals.run_ended(turn_id)
+                await self.plugins.turn_ended(turn)
 
-    async def _loop(
+    def _tool_context(
         self,
         session: Session,
         resolved: ResolvedTurn,
         turn_id: str,
+        inputs: Sequence[TranscriptEntry],
+    ) -> ToolContext:
+        return ToolContext(
+            session=session,
+            workspace=self.workspace.root,
+            settings=self.settings,
+            agent_id=resolved.agent.agent_id,
+            skills=resolved.skills,
+            switchboard=self.switchboard,
+            turn_id=turn_id,
+            inputs=tuple(inputs),
+            reach=lambda: self.reach(session),
+            withheld_skills=resolved.withheld_skills,
+        )
+
+    async def _loop(
+        self,
+        turn: TurnStart,
+        resolved: ResolvedTurn,
         ephemeral: Sequence[str],
         control: TurnControl,
-        inputs: Sequence[TranscriptEntry] = (),
     ) -> TurnResult:
-        transcript = await self.transcripts.get(session)
+        session, turn_id, transcript = turn.session, turn.turn_id, turn.transcript
         specs = resolved.tool_specs
-        context: ToolContext | None = None  # made for the first tool round
         seen: Counter[str] = Counter()
         rounds = 0
         final_note: str | None = None
         pending: list[TranscriptEntry] = []
         made: list[TranscriptEntry] = []
-        # A turn stopped while a call waited for approval resumes at that call's round.
-        approvals = self.approvals
-        paused = await approvals.paused_round(session, turn_id) if approvals else None
+        # A turn stopped while a call waited (for an approval) resumes at that call's round.
+        paused = await self.plugins.resume_round(turn)
         while True:
             offer_tools = final_note is None
             resumed, paused = paused, None
@@ -330,19 +346,6 @@ class Runtime:
                     rounds=rounds,
                     entries=tuple(pending),
                 )
-            if context is None:
-                context = ToolContext(
-                    session=session,
-                    workspace=self.workspace.root,
-                    settings=self.settings,
-                    agent_id=resolved.agent.agent_id,
-                    skills=resolved.skills,
-                    switchboard=self.switchboard,
-                    turn_id=turn_id,
-                    inputs=tuple(inputs),
-                    reach=lambda: self.reach(session),
-                    withheld_skills=resolved.withheld_skills,
-                )
             rounds += 1
             results: list[ToolResultBlock] = list(resumed.results) if resumed else []
             tool_round = ToolRound(reply, results, resumed)  # saved if a call waits
@@ -362,9 +365,7 @@ class Runtime:
                     results.append(_repeated(tool_call))
                     continue
                 log.info("tool %s", tool_call.name)
-                results.append(
-                    await self._run_tool(tool_call, context, resolved, rounds, tool_round)
-                )
+                results.append(await self._run_tool(tool_call, turn, resolved, rounds, tool_round))
             tool_entry = TranscriptEntry(
                 role="tool",
                 content=tuple(results),
@@ -377,8 +378,7 @@ class Runtime:
             self.skills.changed()
             # Each finished round is durable, so a crash loses at most the round in flight.
             await self.store.transcripts.append(session, pending)
-            if approvals is not None:
-                await approvals.round_ended(turn_id)
+            await self.plugins.round_ended(turn)
             transcript.append(pending)
             made.extend(pending)
             pending = []
@@ -412,12 +412,14 @@ class Runtime:
     async def _run_tool(
         self,
         call: ToolCallBlock,
-        context: ToolContext,
+        turn: TurnStart,
         resolved: ResolvedTurn,
         step: int,
         tool_round: ToolRound | None = None,
     ) -> ToolResultBlock:
-        """One tool call through the gate: approvals, and its audit record."""
+        """One tool call through the gate (approvals, and its audit record), the plugins'
+        wrappers around its execution: no plugin gets past the policy or the audit."""
+        context = turn.tool_context()
         assert context.turn_id is not None
         ancestors = await self.chains.ancestors(context.session)
         chain = (*ancestors, resolved.agent.agent_id)
@@ -433,7 +435,11 @@ class Runtime:
             allowed=resolved.tool_names,
             chain=chain,
             profiles=profiles,
-            execute=lambda: self.tools.execute(call, context, resolved.tool_names),
+            execute=lambda: self.plugins.run_tool(
+                call,
+                turn,
+                lambda: self.tools.execute(call, context, resolved.tool_names),
+            ),
             check=lambda: self.tools.refusal(call, context, resolved.tool_names),
             tool_round=tool_round,
         )
@@ -494,3 +500,20 @@ def _repeated(tool_call: ToolCallBlock) -> ToolResultBlock:
         "instead of repeating it",
         is_error=True,
     )
+
+
+async def _own_reach(runtime: Runtime, session: Session) -> Reach:
+    """Without subagents bound in: a session reaches what its own agent's policy gives."""
+    return Reach.of_agent(runtime.agents(session.agent_id), runtime.effective_tools(session))
+
+
+def _memo(make: Callable[[], ToolContext]) -> Callable[[], ToolContext]:
+    """Made at the first ask (the first tool call, or a plugin), then the same one."""
+    made: list[ToolContext] = []
+
+    def get() -> ToolContext:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get

@@ -14,6 +14,7 @@ from clawbot.errors import ClawbotError
 from clawbot.memory import MemoryQuery, readable_namespaces
 from clawbot.sessions import Session
 from clawbot.store.interface import Memories
+from clawbot.turn_plugins import TurnPlugin, TurnStart
 
 log = logging.getLogger("clawbot.memory")
 
@@ -59,3 +60,17 @@ async def memory_context(
         "What you remember that may bear on this message (recalled for this turn; "
         "memory_get reads one in full):\n" + "\n".join(lines) + "\n[/Context]"
     ]
+
+
+class MemoryRecall(TurnPlugin):
+    """Recall as a turn's ephemeral context, for agents whose context policy asks for it."""
+
+    name = "memory_recall"
+
+    def __init__(self, memories: Memories) -> None:
+        self.memories = memories
+
+    async def context(self, turn: TurnStart) -> list[str]:
+        if not turn.agent.context.memory_recall:
+            return []
+        return await memory_context(self.memories, turn.agent, turn.session, turn.message())

@@ -11,6 +11,7 @@ from clawbot.errors import MalformedMetaError
 from clawbot.messages import TranscriptEntry
 from clawbot.subagents.notifications import task_notification, unreadable_notification
 from clawbot.subagents.records import AnnouncePayload, headers_of, parse_meta, payloads_in
+from clawbot.turn_plugins import TurnPlugin, TurnStart
 
 log = logging.getLogger("clawbot.subagents")
 
@@ -39,3 +40,12 @@ def announce_context(
             continue
         blocks.append(task_notification(payload) if notifications else payload.render())
     return blocks
+
+
+class AnnounceContext(TurnPlugin):
+    """The announces a turn answers, shown to its model as ephemeral context blocks."""
+
+    name = "subagent_announces"
+
+    async def context(self, turn: TurnStart) -> list[str]:
+        return announce_context(turn.inputs, notifications=turn.agent.coordinator)

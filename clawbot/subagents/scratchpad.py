@@ -43,6 +43,7 @@ from clawbot.subagents.notifications import task_notification
 from clawbot.subagents.records import AnnouncePayload, headers_of, parse_meta, payloads_in
 from clawbot.tools import Tool, ToolContext, make_tool
 from clawbot.tools.files import file_read, file_write
+from clawbot.turn_plugins import TurnPlugin, TurnStart
 from clawbot.workspace import Workspace, shown_path
 
 log = logging.getLogger("clawbot.subagents")
@@ -229,3 +230,16 @@ def scratchpad_tools() -> list[Tool]:
         make_tool(scratchpad_read, risk="safe", groups=GROUPS, refusal=REFUSAL),
         make_tool(scratchpad_list, risk="safe", groups=GROUPS, refusal=REFUSAL),
     ]
+
+
+class CoordinatorNotes(TurnPlugin):
+    """A coordinator that holds the scratchpad keeps the task notifications its turn
+    answers there (``keep_notifications``), before the turn's first model call."""
+
+    name = "coordinator_notes"
+
+    async def turn_started(self, turn: TurnStart) -> None:
+        if not turn.agent.coordinator or SCRATCHPAD_WRITE not in turn.tool_names:
+            return
+        if any(payloads_in(meta) for meta in headers_of(turn.inputs)):
+            await keep_notifications(turn.tool_context(), turn.inputs)

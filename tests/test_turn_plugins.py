@@ -1,0 +1,182 @@
+"""Features take part in a turn as plugins (``clawbot.turn_plugins``): they add tools,
+ephemeral context and hooks around a turn or a tool call, and the runtime names none of them."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+import clawbot.runtime
+from clawbot.app import Clawbot
+from clawbot.messages import ToolCallBlock, ToolResultBlock
+from clawbot.settings import Settings
+from clawbot.testing import MemoryChannel, ScriptedFailure, ScriptedModel, call
+from clawbot.tools import Tool, make_tool
+from clawbot.turn_plugins import ToolCallNext, TurnPlugin, TurnPlugins, TurnStart
+
+from .conftest import Chat
+
+
+async def weather(city: str) -> str:
+    """Today's weather in a city."""
+    return f"sunny in {city}"
+
+
+class Recorder(TurnPlugin):
+    """Adds a tool and a context block, and writes down every hook it hears."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+
+    def tools(self) -> Sequence[Tool]:
+        return [make_tool(weather)]
+
+    async def context(self, turn: TurnStart) -> list[str]:
+        return [f"[Context: recorder]\nthe person wrote {turn.message()!r}\n[/Context]"]
+
+    async def turn_started(self, turn: TurnStart) -> None:
+        self.heard.append("started")
+
+    async def round_ended(self, turn: TurnStart) -> None:
+        self.heard.append("round")
+
+    async def turn_ended(self, turn: TurnStart) -> None:
+        self.heard.append("ended")
+
+    async def around_tool(
+        self, call: ToolCallBlock, turn: TurnStart, proceed: ToolCallNext
+    ) -> ToolResultBlock:
+        self.heard.append(f"before {call.name}")
+        result = await proceed()
+        self.heard.append(f"after {call.name}")
+        return result
+
+
+class Refuser(TurnPlugin):
+    """Answers every ``weather`` call itself instead of running it."""
+
+    name = "refuser"
+
+    async def around_tool(
+        self, call: ToolCallBlock, turn: TurnStart, proceed: ToolCallNext
+    ) -> ToolResultBlock:
+        if call.name != "weather":
+            return await proceed()
+        return ToolResultBlock(
+            tool_call_id=call.id, name=call.name, content="no forecasts today", is_error=True
+        )
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+async def bot(settings: Settings, recorder: Recorder) -> AsyncIterator[Clawbot]:
+    async with await Clawbot.open(settings, plugins=[recorder]) as opened:
+        opened.connect(MemoryChannel())
+        yield opened
+
+
+async def test_a_plugins_tool_is_offered_to_the_model_and_runs(
+    chat: Chat, scripted: ScriptedModel, channel: MemoryChannel
+) -> None:
+    scripted.add(call("weather", city="Oslo"), "It is sunny.")
+
+    await chat.say("weather?")
+
+    assert "weather" in scripted.requests[0].tool_names
+    assert scripted.requests[1].tool_results == ["sunny in Oslo"]
+    assert channel.texts == ["It is sunny."]
+
+
+async def test_a_plugins_context_block_reaches_the_model_but_never_the_transcript(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    scripted.add("ok")
+
+    await chat.say("remember the milk")
+
+    assert "the person wrote 'remember the milk'" in scripted.requests[0].system
+    session = await bot.router.session_for(chat.channel.message("x", chat_id=chat.chat_id))
+    stored = await bot.store.transcripts.load(session.key, session.epoch)
+    assert [entry.role for entry in stored] == ["user", "assistant"]
+    assert all("[Context: recorder]" not in str(entry.content) for entry in stored)
+
+
+async def test_a_plugin_hears_the_turn_start_each_round_and_the_end_in_order(
+    chat: Chat, scripted: ScriptedModel, recorder: Recorder
+) -> None:
+    scripted.add(call("weather", city="Oslo"), call("weather", city="Rome"), "done")
+
+    await chat.say("two cities")
+
+    assert recorder.heard == [
+        "started",
+        "before weather",
+        "after weather",
+        "round",
+        "before weather",
+        "after weather",
+        "round",
+        "ended",
+    ]
+
+
+async def test_a_plugin_hears_the_end_of_a_turn_that_failed(
+    chat: Chat, scripted: ScriptedModel, recorder: Recorder, channel: MemoryChannel
+) -> None:
+    scripted.function = lambda request: ScriptedFailure("server_error")
+
+    await chat.say("hi")
+
+    assert recorder.heard == ["started", "ended"]
+    assert "unavailable" in channel.texts[-1]
+
+
+async def test_a_plugin_wrapping_a_tool_call_may_answer_it_itself_and_the_call_is_still_audited(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    async with await Clawbot.open(settings, plugins=[Recorder(), Refuser()]) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        scripted.add(call("weather", city="Oslo"), "No forecast.")
+
+        await Chat(bot, channel).say("weather?")
+
+        assert scripted.requests[1].tool_results == ["no forecasts today"]
+        records = await bot.store.audit.all()
+        assert [(r.tool, r.status) for r in records if r.tool == "weather"] == [
+            ("weather", "error")
+        ]
+
+
+def test_two_plugins_of_one_name_are_refused() -> None:
+    with pytest.raises(ValueError, match="recorder"):
+        TurnPlugins([Recorder(), Recorder()])
+
+
+def test_the_runtime_imports_no_feature_by_name() -> None:
+    """Memory, subagents and approvals reach the turn as plugins bound in ``clawbot.app``."""
+    source = Path(inspect.getfile(clawbot.runtime)).read_text()
+    imported = {
+        node.module
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    features = (
+        "clawbot.memory",
+        "clawbot.subagents.context",
+        "clawbot.subagents.scratchpad",
+        "clawbot.subagents.ceiling",
+        "clawbot.approvals",
+        "clawbot.approval_turns",
+    )
+    assert not {name for name in imported if name.startswith(features)}
