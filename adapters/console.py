@@ -35,8 +35,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from adapters.console_input import LineReader, OpenRequest, answer_command
-from clawbot.channels import Adapter, ChannelLimits, InboundHandler, SentMessage, StagedHandler
-from clawbot.commands import parse_command
+from clawbot.channels.interface import (
+    Adapter,
+    ChannelLimits,
+    InboundHandler,
+    SentMessage,
+    StagedHandler,
+)
+from clawbot.commands.registry import parse_command
 from clawbot.messages import InboundMessage, OutboundEdit, OutboundMessage
 from clawbot.settings import Settings
 

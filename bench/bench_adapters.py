@@ -30,13 +30,13 @@ if TYPE_CHECKING:
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapters.discord import inbound_from_message
-from adapters.slack import BotIdentity as SlackBot
-from adapters.slack import event_to_inbound
-from adapters.telegram import BotIdentity as TelegramBot
-from adapters.telegram import update_to_inbound
-from clawbot.channels import ChannelLimits
-from clawbot.rendering import render_parts
+from adapters.discord.adapter import inbound_from_message
+from adapters.slack.adapter import BotIdentity as SlackBot
+from adapters.slack.adapter import event_to_inbound
+from adapters.telegram.adapter import BotIdentity as TelegramBot
+from adapters.telegram.adapter import update_to_inbound
+from clawbot.channels.interface import ChannelLimits
+from clawbot.channels.rendering import render_parts
 from tests.standins.discord import BOT_USER_ID, DiscordHarness
 from tests.standins.slack import BOT_ID
 from tests.standins.slack import BOT_USER_ID as SLACK_BOT_USER
@@ -173,7 +173,7 @@ def discord_messages(texts: Sequence[str], seed: int) -> list[Any]:
     from discord.guild import Guild
     from discord.user import ClientUser
 
-    from adapters.discord import intents
+    from adapters.discord.adapter import intents
 
     rng = random.Random(seed)
     harness = DiscordHarness()

@@ -26,7 +26,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from clawbot.app import Clawbot
-from clawbot.compaction import ContextMeter
+from clawbot.runtime.compaction import ContextMeter
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel
 

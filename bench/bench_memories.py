@@ -37,12 +37,12 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from clawbot.agents import ContextPolicy
+from clawbot.agents.profiles import ContextPolicy
 from clawbot.app import Clawbot
-from clawbot.llm import ModelClient, ModelReply
-from clawbot.memory import MemoryQuery
 from clawbot.memory.embeddings import embedder_for
 from clawbot.memory.recall import MEMORY_BLOCK, memory_context
+from clawbot.memory.records import MemoryQuery
+from clawbot.runtime.llm import ModelClient, ModelReply
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel

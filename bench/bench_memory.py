@@ -31,12 +31,12 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from clawbot.access import AccessGateway
 from clawbot.app import Clawbot
-from clawbot.channels import SentMessage
-from clawbot.llm import ModelClient, ModelReply, litellm_module
+from clawbot.channels.interface import SentMessage
 from clawbot.messages import OutboundMessage
-from clawbot.router import Receipt
+from clawbot.routing.access import AccessGateway
+from clawbot.routing.router import Receipt
+from clawbot.runtime.llm import ModelClient, ModelReply, litellm_module
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel
 

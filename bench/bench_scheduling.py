@@ -34,12 +34,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from clawbot.app import Clawbot
 from clawbot.messages import OutboundMessage, TextBlock, TranscriptEntry
-from clawbot.router import _user_entry
-from clawbot.runtime import TurnResult
-from clawbot.sessions import Session
+from clawbot.routing.router import _user_entry
+from clawbot.routing.sessions import Session
+from clawbot.runtime.turn import TurnResult
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedCall, ScriptedModel, call
-from clawbot.tools import ToolRegistry, make_tool
+from clawbot.tools.registry import ToolRegistry, make_tool
 
 SESSION = re.compile(r"s(\d+) m\d+")
 

@@ -33,7 +33,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from clawbot.agents import AgentSpec
+from clawbot.agents.profiles import AgentSpec
 from clawbot.app import Clawbot
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore

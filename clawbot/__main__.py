@@ -1,3 +1,3 @@
-from clawbot.cli import main
+from clawbot.cli.main import main
 
 main()

@@ -6,31 +6,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
-from clawbot.agent_commands import register_agent_commands
-from clawbot.agent_registry import AgentRegistry
-from clawbot.approval_commands import register_approval_commands
-from clawbot.approval_turns import ApprovalTurns
-from clawbot.approvals import Approvals
-from clawbot.channels import Adapter
+from clawbot.agents.model_catalog import ModelCatalog
+from clawbot.agents.registry import AgentRegistry
+from clawbot.agents.skills import skill_tools
+from clawbot.agents.switchboard import Switchboard
+from clawbot.agents.workspace import Workspace
+from clawbot.channels.interface import Adapter
+from clawbot.channels.outbox import Outbox
 from clawbot.clock import Clock, SystemClock
-from clawbot.commands import CommandRegistry, builtin_commands
-from clawbot.compaction_commands import register_compaction_commands
+from clawbot.commands.agents import register_agent_commands
+from clawbot.commands.approvals import register_approval_commands
+from clawbot.commands.compaction import register_compaction_commands
+from clawbot.commands.memory import register_memory_commands
+from clawbot.commands.queue import register_queue_commands
+from clawbot.commands.registry import CommandRegistry, builtin_commands
+from clawbot.commands.subagents import register_subagent_commands
 from clawbot.errors import ConfigError
 from clawbot.home import prepare_home
-from clawbot.llm import ModelClient
-from clawbot.memory.commands import register_memory_commands
 from clawbot.memory.recall import MemoryRecall
-from clawbot.model_catalog import ModelCatalog
-from clawbot.outbox import Outbox
-from clawbot.queue_commands import register_queue_commands
-from clawbot.redaction import redactor
-from clawbot.router import AccessCheck, Router, allow_everyone
-from clawbot.runtime import AgentResolver, Runtime
-from clawbot.scheduling import Scheduler
+from clawbot.routing.router import AccessCheck, Router, allow_everyone
+from clawbot.runtime.llm import ModelClient
+from clawbot.runtime.plugins import TurnPlugin
+from clawbot.runtime.turn import AgentResolver, Runtime
+from clawbot.scheduling.scheduler import Scheduler
+from clawbot.security.approval_turns import ApprovalTurns
+from clawbot.security.approvals import Approvals
+from clawbot.security.gate import ToolGate
+from clawbot.security.redaction import redactor
 from clawbot.settings import Settings
-from clawbot.skills import skill_tools
 from clawbot.store import Store, open_store
-from clawbot.subagent_commands import register_subagent_commands
 from clawbot.subagents.ceiling import session_reach
 from clawbot.subagents.context import AnnounceContext
 from clawbot.subagents.control import SubagentControl
@@ -38,17 +42,13 @@ from clawbot.subagents.delegate_tools import AgentTools, delegate_tool
 from clawbot.subagents.messaging import SubagentMessenger, message_tool
 from clawbot.subagents.scratchpad import CoordinatorNotes, scratchpad_tools
 from clawbot.subagents.session_tools import session_tools
-from clawbot.switchboard import Switchboard
-from clawbot.tools import ToolRegistry
 from clawbot.tools.agents import agent_tools
 from clawbot.tools.files import file_tools
-from clawbot.tools.gate import ToolGate
 from clawbot.tools.memory import memory_tools
+from clawbot.tools.registry import ToolRegistry
 from clawbot.tools.sandbox import find_bubblewrap
 from clawbot.tools.shell import shell_tools
 from clawbot.tools.web import web_fetch_tool
-from clawbot.turn_plugins import TurnPlugin
-from clawbot.workspace import Workspace
 
 
 def default_tools(settings: Settings | None = None) -> ToolRegistry:

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator,
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from clawbot.channels import Adapter, InboundHandler, SentMessage
-from clawbot.llm import litellm_module, trusted_text
+from clawbot.channels.interface import Adapter, InboundHandler, SentMessage
 from clawbot.messages import InboundMessage, OutboundMessage
+from clawbot.runtime.llm import litellm_module, trusted_text
 from clawbot.settings import Settings
 
 PROVIDER = "scripted"

@@ -12,11 +12,11 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from clawbot.agents import AgentSpec
+from clawbot.agents.profiles import AgentSpec
 from clawbot.app import Clawbot
 from clawbot.messages import InboundMessage
-from clawbot.router import Handled
-from clawbot.sessions import Session
+from clawbot.routing.router import Handled
+from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel, ScriptedModel

@@ -7,10 +7,10 @@ import base64
 from pathlib import Path
 
 from clawbot.messages import ToolCallBlock
-from clawbot.reach import Reach
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.security.reach import Reach
 from clawbot.settings import Settings
-from clawbot.tools import ToolContext, ToolRegistry
+from clawbot.tools.registry import ToolContext, ToolRegistry
 from clawbot.tools.sandbox import Bubblewrap
 from clawbot.tools.shell import shell_tool
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from clawbot.access import AccessGateway, Pairing
 from clawbot.app import Clawbot
 from clawbot.errors import ClawbotError, ConfigError
 from clawbot.messages import InboundMessage
-from clawbot.router import Handled
+from clawbot.routing.access import AccessGateway, Pairing
+from clawbot.routing.router import Handled
 from clawbot.settings import Settings, load_settings
 from clawbot.testing import MemoryChannel, ScriptedModel
 

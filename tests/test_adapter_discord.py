@@ -14,14 +14,14 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import SecretStr
 
-from adapters.discord import DiscordAdapter, inbound_from_message, outbound_arguments
-from adapters.discord_catch_up import TRACKED_CHATS, CatchUp
+from adapters.discord.adapter import DiscordAdapter, inbound_from_message, outbound_arguments
+from adapters.discord.catch_up import TRACKED_CHATS, CatchUp
 from clawbot.app import Clawbot
-from clawbot.channels import NOT_TAKEN_IN, Adapter, ChatCursor
+from clawbot.channels.interface import NOT_TAKEN_IN, Adapter, ChatCursor
+from clawbot.channels.rendering import RenderedPart
+from clawbot.cli.service import Service
 from clawbot.errors import ConfigError, DeliveryError, InputError
 from clawbot.messages import Action, InboundMessage, OutboundMessage
-from clawbot.rendering import RenderedPart
-from clawbot.service import Service
 from clawbot.settings import Settings
 from clawbot.testing import ModelRequest, ScriptedModel
 from tests.standins.discord import (

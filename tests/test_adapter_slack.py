@@ -12,19 +12,19 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import (
+from adapters.slack.adapter import (
     BotIdentity,
     SlackAdapter,
     event_to_inbound,
     part_to_post_args,
 )
-from adapters.slack_commands import command_to_inbound
-from adapters.slack_interactions import RESTARTING, Interactions
-from adapters.slack_users import UserDirectory
-from clawbot.channels import NOT_TAKEN_IN
+from adapters.slack.commands import command_to_inbound
+from adapters.slack.interactions import RESTARTING, Interactions
+from adapters.slack.users import UserDirectory
+from clawbot.channels.interface import NOT_TAKEN_IN
+from clawbot.channels.rendering import RenderedPart
 from clawbot.errors import ConfigError, DeliveryError, InputError
 from clawbot.messages import Action, InboundMessage, OutboundMessage
-from clawbot.rendering import RenderedPart
 from clawbot.settings import Settings
 from tests.standins.slack import (
     APP_TOKEN,

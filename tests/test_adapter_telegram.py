@@ -14,15 +14,15 @@ import pytest
 from pydantic import SecretStr
 from telegram import Update
 
-from adapters.telegram import (
+from adapters.telegram.adapter import (
     BotIdentity,
     TelegramAdapter,
     part_to_send_kwargs,
     update_to_inbound,
 )
+from clawbot.channels.rendering import RenderedPart
 from clawbot.errors import ConfigError, DeliveryError, InputError
 from clawbot.messages import Attachment, InboundMessage, OutboundMessage
-from clawbot.rendering import RenderedPart
 from clawbot.settings import Settings
 from tests.standins.telegram import (
     DEFAULT_BOT_ID,

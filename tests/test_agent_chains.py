@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clawbot.messages import INTERNAL_CHANNEL
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.store import SqliteStore
 from clawbot.subagents.chains import AgentChains
 from clawbot.subagents.keys import child_key

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from clawbot.agents.model_catalog import MAX_LINES, PER_PROVIDER
 from clawbot.app import Clawbot
-from clawbot.model_catalog import MAX_LINES, PER_PROVIDER
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel
 

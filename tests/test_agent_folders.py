@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agent_files import agent_toml, read_agent_file
-from clawbot.agents import AgentSpec, SiblingAccess, SubagentPolicy, ToolPolicy
+from clawbot.agents.files import agent_toml, read_agent_file
+from clawbot.agents.profiles import AgentSpec, SiblingAccess, SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
-from clawbot.reach import Reach, Root
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.security.reach import Reach, Root
 from clawbot.subagents.scratchpad import folder_of
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 

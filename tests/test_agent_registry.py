@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agent_files import agent_toml, read_agent_file
-from clawbot.agent_registry import AgentRegistry
-from clawbot.agents import AgentSpec, ContextPolicy, ToolPolicy
+from clawbot.agents.files import agent_toml, read_agent_file
+from clawbot.agents.profiles import AgentSpec, ContextPolicy, ToolPolicy
+from clawbot.agents.registry import AgentRegistry
 from clawbot.app import Clawbot
 from clawbot.errors import ConfigError
 from clawbot.settings import Settings

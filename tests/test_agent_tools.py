@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agent_files import read_agent_file
+from clawbot.agents.files import read_agent_file
 from clawbot.app import Clawbot, default_tools
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
-from clawbot.tools import ToolContext, make_tool
+from clawbot.tools.registry import ToolContext, make_tool
 
 from .conftest import Chat
 

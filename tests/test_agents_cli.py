@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clawbot.agent_files import read_agent_file
-from clawbot.agent_registry import AgentRegistry
-from clawbot.agents import AgentSpec
+from clawbot.agents.files import read_agent_file
+from clawbot.agents.profiles import AgentSpec
+from clawbot.agents.registry import AgentRegistry
 from clawbot.home import prepare_home
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore

@@ -20,14 +20,14 @@ from typing import Any, Literal
 import discord
 import pytest
 
-from adapters.discord_buttons import view_for
-from adapters.slack_buttons import blocks_for
-from adapters.telegram import TelegramAdapter, part_to_send_kwargs
-from clawbot.access import AccessGateway
+from adapters.discord.buttons import view_for
+from adapters.slack.buttons import blocks_for
+from adapters.telegram.adapter import TelegramAdapter, part_to_send_kwargs
 from clawbot.app import Clawbot
+from clawbot.channels.rendering import render_parts
+from clawbot.cli.service import Service
 from clawbot.messages import Action, InboundMessage, OutboundEdit, OutboundMessage
-from clawbot.rendering import render_parts
-from clawbot.service import Service
+from clawbot.routing.access import AccessGateway
 from clawbot.settings import Settings
 from clawbot.testing import ScriptedModel, call
 from tests.standins.discord import GENERAL_CHANNEL_ID, DiscordHarness

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agents import ToolPolicy
+from clawbot.agents.profiles import ToolPolicy
 from clawbot.app import Clawbot
-from clawbot.risk import RiskProfile
+from clawbot.security.risk import RiskProfile
 from clawbot.settings import PeerGroup
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 

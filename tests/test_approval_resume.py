@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agents import ToolPolicy
+from clawbot.agents.profiles import ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.clock import Clock, ManualClock
 from clawbot.messages import OutboundMessage

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from clawbot.agents import ToolPolicy
+from clawbot.agents.profiles import ToolPolicy
 from clawbot.app import Clawbot
-from clawbot.audit import audit_line
 from clawbot.messages import OutboundMessage
-from clawbot.router import Receipt
+from clawbot.routing.router import Receipt
+from clawbot.security.audit import audit_line
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
@@ -409,7 +409,7 @@ async def test_a_request_whose_drawn_id_is_taken_draws_another(
     bot: Clawbot, channel: MemoryChannel, scripted: ScriptedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     letters = iter("aaaaaa" + "aaaaaa" + "bbbbbb")  # the second request first draws the first's
-    monkeypatch.setattr("clawbot.approvals.secrets.choice", lambda alphabet: next(letters))
+    monkeypatch.setattr("clawbot.security.approvals.secrets.choice", lambda alphabet: next(letters))
     scripted.add(
         [
             call("file_write", path="a.md", content="hello"),

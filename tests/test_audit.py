@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from clawbot.app import Clawbot
-from clawbot.cli import app
+from clawbot.cli.main import app
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
-from clawbot.tools import ToolRegistry
+from clawbot.tools.registry import ToolRegistry
 
 from .conftest import Chat, parent_key
 

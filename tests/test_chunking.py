@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from clawbot.chunking import split_markdown
+from clawbot.channels.chunking import split_markdown
 
 FENCE_LINE = re.compile(r"^\s*(?:>\s*)*(`{3,}|~{3,})")
 

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from clawbot.app import Clawbot
-from clawbot.cli import app
-from clawbot.compaction import SUMMARY_PROMPT, ContextMeter, request_chars
+from clawbot.cli.main import app
+from clawbot.runtime.compaction import SUMMARY_PROMPT, ContextMeter, request_chars
 from clawbot.settings import Settings
 from clawbot.store.records import COMPACTED_META
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedFailure, ScriptedModel, Step, call

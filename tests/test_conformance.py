@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from clawbot.access import AccessGateway, Pairing
 from clawbot.app import Clawbot
-from clawbot.channels import Adapter
+from clawbot.channels.interface import Adapter
+from clawbot.cli.service import Service
 from clawbot.messages import InboundMessage
-from clawbot.router import AccessDecision
-from clawbot.service import Service
+from clawbot.routing.access import AccessGateway, Pairing
+from clawbot.routing.router import AccessDecision
 from clawbot.settings import Settings
 from clawbot.testing import ModelRequest, ScriptedModel
 from tests.standins.discord import GENERAL_CHANNEL_ID, DiscordHarness

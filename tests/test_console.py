@@ -8,7 +8,7 @@ from pathlib import Path
 
 from adapters.console import ConsoleAdapter, decode_line, to_inbound
 from clawbot.app import Clawbot
-from clawbot.chat_intake import ChatIntake
+from clawbot.cli.chat_intake import ChatIntake
 from clawbot.messages import InboundMessage, OutboundMessage
 from clawbot.settings import Settings
 from clawbot.testing import ModelRequest, ScriptedModel

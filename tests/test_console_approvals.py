@@ -11,7 +11,7 @@ from pathlib import Path
 
 from adapters.console import ConsoleAdapter, answer_command
 from clawbot.app import Clawbot
-from clawbot.chat_intake import ChatIntake
+from clawbot.cli.chat_intake import ChatIntake
 from clawbot.messages import Action, InboundMessage, OutboundMessage
 from clawbot.settings import Settings
 from clawbot.testing import ScriptedModel, call

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from clawbot.agents import SCRATCHPAD_GROUP, AgentSpec
+from clawbot.agents.profiles import SCRATCHPAD_GROUP, AgentSpec
 from clawbot.app import Clawbot
 from clawbot.messages import Provenance, TranscriptEntry
 from clawbot.subagents.context import announce_context

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
-from clawbot.jobs import TurnJob
-from clawbot.scheduling import SEEN_FORGET_EVERY, SEEN_RETENTION
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.scheduling.housekeeping import SEEN_FORGET_EVERY, SEEN_RETENTION
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agent_files import agent_toml, read_agent_file
-from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.agents.files import agent_toml, read_agent_file
+from clawbot.agents.profiles import AgentSpec, SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, ToolCallBlock
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
 from clawbot.subagents.injection import TurnOrigin
 from clawbot.subagents.records import ANNOUNCE_META, ChildInfo
@@ -28,7 +28,7 @@ from clawbot.testing import (
     Step,
     call,
 )
-from clawbot.tools import ToolContext
+from clawbot.tools.registry import ToolContext
 
 from .conftest import Chat, add_agent, parent_key
 

@@ -22,10 +22,10 @@ from typing import Literal
 import pytest
 from aiohttp import web
 
-from clawbot.access import AccessGateway
 from clawbot.app import Clawbot
+from clawbot.cli.service import Service
 from clawbot.messages import InboundMessage
-from clawbot.service import Service
+from clawbot.routing.access import AccessGateway
 from clawbot.settings import Settings
 from tests.spawned import KillSeed, spawn
 from tests.standins.harness import SentRecord

@@ -25,8 +25,8 @@ import pytest
 from telegram import Bot, Update
 from telegram.error import TimedOut
 
-from adapters.telegram_intake import BotApiRequest, PollingIntake
-from clawbot.channels import NOT_TAKEN_IN
+from adapters.telegram.intake import BotApiRequest, PollingIntake
+from clawbot.channels.interface import NOT_TAKEN_IN
 from tests.spawned import KillSeed, spawn
 from tests.standins.openai_api import OpenAIStandin
 from tests.standins.telegram import (

@@ -26,15 +26,15 @@ from typing import Any
 
 import pytest
 
-from clawbot import beneath
+from clawbot.agents import beneath
 from clawbot.app import Clawbot
 from clawbot.messages import ToolCallBlock
-from clawbot.reach import Reach, Root
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.security.reach import Reach, Root
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedCall, ScriptedModel, Step, call
-from clawbot.tools import ToolContext, ToolRegistry
 from clawbot.tools.files import file_tools
+from clawbot.tools.registry import ToolContext, ToolRegistry
 
 from .spawned import spawn
 from .test_approvals import command, is_request, request_id

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from clawbot import beneath
+from clawbot.agents import beneath
+from clawbot.agents.workspace import Workspace
 from clawbot.errors import WorkspaceError
 from clawbot.messages import ToolCallBlock
-from clawbot.reach import Reach, Root
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.security.reach import Reach, Root
 from clawbot.settings import Settings
-from clawbot.tools import ToolContext, ToolRegistry, files
+from clawbot.tools import files
 from clawbot.tools.files import MAX_READ_CHARS, file_tools
-from clawbot.workspace import Workspace
+from clawbot.tools.registry import ToolContext, ToolRegistry
 
 
 @pytest.fixture

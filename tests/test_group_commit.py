@@ -7,10 +7,10 @@ import asyncio
 import sqlite3
 from collections.abc import Awaitable
 
-from clawbot.backlog import BacklogItem
 from clawbot.errors import StoreError
-from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.scheduling.backlog import BacklogItem
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.store import SqliteStore
 
 

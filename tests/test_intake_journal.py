@@ -23,8 +23,8 @@ import clawbot.store.intake
 import clawbot.store.journal
 from clawbot.app import Clawbot
 from clawbot.errors import LeaseLostError, StoreError
-from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel

@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapters.telegram import TelegramAdapter
-from clawbot.channels import ChannelLimits
-from clawbot.chunking import split_markdown, utf16_length
+from adapters.telegram.adapter import TelegramAdapter
+from clawbot.channels.chunking import split_markdown, utf16_length
+from clawbot.channels.interface import ChannelLimits
+from clawbot.channels.rendering import render_parts
 from clawbot.messages import InboundMessage, OutboundMessage
-from clawbot.rendering import render_parts
 from tests.standins.telegram import TelegramHarness
 
 TELEGRAM = ChannelLimits(max_message_chars=4096, markup="telegram_html", length_unit="utf16")

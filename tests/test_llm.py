@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from clawbot.app import Clawbot
-from clawbot.llm import (
+from clawbot.runtime.llm import (
     KNOWN_PROVIDER_KEYS,
     litellm_module,
     missing_credentials,
@@ -62,7 +62,10 @@ def test_importing_clawbot_llm_does_not_import_litellm() -> None:
     import subprocess
     import sys
 
-    code = "import sys, clawbot.llm, clawbot.cli, clawbot.router; print('litellm' in sys.modules)"
+    code = (
+        "import sys, clawbot.runtime.llm, clawbot.cli.main, clawbot.routing.router; "
+        "print('litellm' in sys.modules)"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
@@ -75,7 +78,7 @@ def test_the_command_lines_preload_takes_import_time_objects_out_of_full_collect
     the collector's full passes no longer walk litellm's import-time objects."""
     script = (
         "import gc, threading\n"
-        "from clawbot.llm import preload_in_background\n"
+        "from clawbot.runtime.llm import preload_in_background\n"
         "preload_in_background()\n"
         "for thread in threading.enumerate():\n"
         "    if thread.name == 'litellm-import':\n"

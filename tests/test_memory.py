@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from clawbot.agents import ContextPolicy, ToolPolicy
+from clawbot.agents.profiles import ContextPolicy, ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.errors import StoreError
 from clawbot.memory.recall import MEMORY_BLOCK

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clawbot.cli import app
+from clawbot.cli.main import app
 from clawbot.store import SqliteStore
 
 runner = CliRunner()

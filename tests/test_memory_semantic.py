@@ -17,14 +17,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clawbot.agents import ContextPolicy
+from clawbot.agents.profiles import ContextPolicy
 from clawbot.app import Clawbot
-from clawbot.cli import app
-from clawbot.doctor import semantic_check
-from clawbot.memory import Memory, MemoryQuery, embeddings
+from clawbot.cli.checks import semantic_check
+from clawbot.cli.main import app
+from clawbot.memory import embeddings
 from clawbot.memory.chunks import chunks
 from clawbot.memory.embeddings import LitellmEmbedder, LocalEmbedder
 from clawbot.memory.recall import MEMORY_BLOCK
+from clawbot.memory.records import Memory, MemoryQuery
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.store.memory_vectors import WORN_ROWS
@@ -470,7 +471,7 @@ async def test_a_local_model_that_fails_to_load_costs_no_turn(
 _TURN_WITH_RECALL = """
 import asyncio, sys, tempfile
 from pathlib import Path
-from clawbot.agents import ContextPolicy
+from clawbot.agents.profiles import ContextPolicy
 from clawbot.app import Clawbot
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel

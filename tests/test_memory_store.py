@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from clawbot.memory import MemoryQuery
+from clawbot.memory.records import MemoryQuery
 from clawbot.store import SqliteStore
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clawbot.access import AccessGateway
-from clawbot.cli import app
+from clawbot.cli.main import app
 from clawbot.messages import InboundMessage
+from clawbot.routing.access import AccessGateway
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 

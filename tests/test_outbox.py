@@ -8,8 +8,8 @@ from typing import Literal
 import pytest
 
 from clawbot.app import Clawbot
+from clawbot.channels.outbox import Outbox
 from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
-from clawbot.outbox import Outbox
 from clawbot.testing import MemoryChannel, ScriptedModel
 
 
@@ -103,8 +103,8 @@ def test_only_the_outbox_calls_adapter_send() -> None:
 
     core = pathlib.Path(__file__).resolve().parent.parent / "clawbot"
     callers = [
-        path.name
-        for path in core.glob("*.py")
+        path.relative_to(core).as_posix()
+        for path in core.rglob("*.py")
         if re.search(r"adapter\.send\(|\.send\(message\)", path.read_text())
     ]
-    assert callers == ["outbox.py"]
+    assert callers == ["channels/outbox.py"]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from clawbot.agents.workspace import RECHECK_SECONDS
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
 from clawbot.testing import MemoryChannel, ScriptedModel, call
-from clawbot.workspace import RECHECK_SECONDS
 
 from .conftest import Chat
 from .test_file_tools import STALL_LIMIT, open_both_ends

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from adapters.slack_commands import DEFAULT_COMMAND
+from adapters.slack.commands import DEFAULT_COMMAND
 
 PLATFORMS = Path(__file__).resolve().parent.parent / "docs" / "platforms.md"
 

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from clawbot.app import Clawbot
-from clawbot.channels import ChannelLimits, SentMessage
+from clawbot.channels.interface import ChannelLimits, SentMessage
+from clawbot.channels.rendering import MARKUPS, Markup, render_parts
 from clawbot.clock import ManualClock
-from clawbot.llm import ModelClient, ModelReply
 from clawbot.messages import OutboundMessage
-from clawbot.rendering import MARKUPS, Markup, render_parts
+from clawbot.runtime.llm import ModelClient, ModelReply
 from clawbot.scheduling.notices import gave_up_notice
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call

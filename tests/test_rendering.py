@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from clawbot.channels import ChannelLimits
-from clawbot.rendering import MARKUPS, Markup, RenderedPart, render, render_parts
+from clawbot.channels.interface import ChannelLimits
+from clawbot.channels.rendering import MARKUPS, Markup, RenderedPart, render, render_parts
 
 TELEGRAM_TAG = re.compile(r"</?([a-z-]+)(?: [^>]*)?>")
 TELEGRAM_ALLOWED_TAGS = {"b", "i", "u", "s", "code", "pre", "a", "blockquote", "tg-spoiler"}
@@ -307,7 +307,7 @@ def test_render_parts_of_random_replies_fit_and_are_never_empty(markup: Markup) 
 
 
 def test_discord_long_reply_fills_its_first_message_before_cutting_a_long_paragraph() -> None:
-    from adapters.discord import DiscordAdapter
+    from adapters.discord.adapter import DiscordAdapter
 
     part_two = " ".join(f"Sentence {n} of part two goes on a while." for n in range(60))
     parts = render_parts(f"Part one.\n\n{part_two}", DiscordAdapter.limits)

@@ -11,12 +11,12 @@ import pytest
 
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
-from clawbot.llm import trusted_text
 from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.runtime.llm import trusted_text
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, call
-from clawbot.tools import ToolRegistry, make_tool
 from clawbot.tools.files import file_tools
+from clawbot.tools.registry import ToolRegistry, make_tool
 
 
 class Steps:

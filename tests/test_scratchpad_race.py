@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from clawbot.messages import ToolCallBlock
-from clawbot.reach import Reach
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.security.reach import Reach
 from clawbot.settings import Settings
 from clawbot.subagents.scratchpad import MAX_NOTES, folder_of, scratchpad_tools
-from clawbot.tools import ToolContext, ToolRegistry
+from clawbot.tools.registry import ToolContext, ToolRegistry
 
 from .spawned import spawn
 from .test_file_race import SWAPPER, resolution

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from clawbot.app import Clawbot
-from clawbot.channels import ChatCursor, InboundHandler
+from clawbot.channels.interface import ChatCursor, InboundHandler
+from clawbot.cli.service import Service, serve
 from clawbot.errors import ShuttingDownError
-from clawbot.service import Service, serve
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel
 

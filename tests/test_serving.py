@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.serving import SUFFIX
+from clawbot.cli.serving import SUFFIX
 
 from .standins.openai_api import OpenAIStandin
 from .test_cli import CLAWBOT, environment, run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clawbot.app import Clawbot
 from clawbot.messages import InboundMessage
-from clawbot.sessions import session_key, session_key_for
+from clawbot.routing.sessions import session_key, session_key_for
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel
 

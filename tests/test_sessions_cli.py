@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from clawbot.cli import app
-from clawbot.jobs import TurnJob
+from clawbot.cli.main import app
 from clawbot.messages import INTERNAL_CHANNEL, TextBlock, TranscriptEntry
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.store import SqliteStore, new_id
 from clawbot.subagents.keys import child_key
 

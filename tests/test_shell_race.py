@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.reach import Reach, Root
+from clawbot.security.reach import Reach, Root
 from clawbot.tools.sandbox import Bubblewrap
 
 from .shell_calls import run

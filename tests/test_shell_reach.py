@@ -18,7 +18,7 @@ import pytest
 
 import clawbot.app
 from clawbot.app import Clawbot
-from clawbot.doctor import shell_check
+from clawbot.cli.checks import shell_check
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 from clawbot.tools.sandbox import Bubblewrap

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.messages import ToolCallBlock
-from clawbot.reach import Reach, Root
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.security.reach import Reach, Root
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel, call
-from clawbot.tools import ToolContext, ToolRegistry
 from clawbot.tools.files import file_tools
+from clawbot.tools.registry import ToolContext, ToolRegistry
 from clawbot.tools.sandbox import Bubblewrap, find_bubblewrap
 from clawbot.tools.shell import shell_tool
 

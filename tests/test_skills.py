@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agents import AgentSpec, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, ToolPolicy
+from clawbot.agents.skills import SkillError, SkillLibrary, parse_skill
+from clawbot.agents.workspace import RECHECK_SECONDS
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
-from clawbot.skills import SkillError, SkillLibrary, parse_skill
 from clawbot.testing import MemoryChannel, ScriptedModel, call
-from clawbot.workspace import RECHECK_SECONDS
 
 from .conftest import Chat
 from .test_file_tools import STALL_LIMIT, open_both_ends

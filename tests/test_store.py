@@ -13,12 +13,12 @@ from typing import TypeVar
 import pytest
 
 from clawbot.app import Clawbot
-from clawbot.backlog import BacklogItem
 from clawbot.clock import ManualClock
 from clawbot.errors import StoreError
-from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.scheduling.backlog import BacklogItem
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.settings import Settings
 from clawbot.store import JobSummary, SqliteStore, new_id
 from clawbot.store.database import Database

@@ -13,8 +13,8 @@ import pytest
 import clawbot.store.database
 from clawbot.app import Clawbot
 from clawbot.errors import StoreError
-from clawbot.jobs import TurnJob
 from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel, ScriptedModel

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from clawbot.app import Clawbot
+from clawbot.commands.subagents import LOG_MESSAGES, NO_CHILDREN, USAGE
 from clawbot.messages import (
     INTERNAL_CHANNEL,
     TextBlock,
@@ -16,9 +17,8 @@ from clawbot.messages import (
     ToolResultBlock,
     TranscriptEntry,
 )
-from clawbot.scheduling import TurnHandle
-from clawbot.sessions import Session
-from clawbot.subagent_commands import LOG_MESSAGES, NO_CHILDREN, USAGE
+from clawbot.routing.sessions import Session
+from clawbot.scheduling.records import TurnHandle
 from clawbot.subagents.keys import child_key
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, ScriptedUsage
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agent_files import agent_toml
-from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.agents.files import agent_toml
+from clawbot.agents.profiles import AgentSpec, SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
-from clawbot.channels import ChannelLimits, SentMessage
+from clawbot.channels.interface import ChannelLimits, SentMessage
+from clawbot.channels.outbox import Outbox
+from clawbot.channels.rendering import render_parts
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
-from clawbot.outbox import Outbox
-from clawbot.rendering import render_parts
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.settings import PeerGroup, Settings, load_settings
 from clawbot.subagents.messaging import REFUSAL, SubagentMessenger
 from clawbot.subagents.peers import PeerGroups

@@ -11,12 +11,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from clawbot.agents import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.errors import MalformedMetaError, SubagentError
-from clawbot.jobs import TurnJob
 from clawbot.messages import INTERNAL_CHANNEL, Provenance, TranscriptEntry
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.settings import Settings
 from clawbot.subagents.context import announce_context
 from clawbot.subagents.injection import TurnOrigin

@@ -12,7 +12,7 @@ import pytest
 
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
 from clawbot.subagents.records import ANNOUNCE_META
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call

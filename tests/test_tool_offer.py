@@ -3,10 +3,10 @@ of it is offered: the memoized shortcut (ToolOffer) never drifts from the resolv
 
 from __future__ import annotations
 
-from clawbot.agents import SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import SubagentPolicy, ToolPolicy
 from clawbot.app import Clawbot
-from clawbot.resolved_turn import within_ceiling
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.runtime.resolved_turn import within_ceiling
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 
 from .conftest import Chat, add_agent, parent_key

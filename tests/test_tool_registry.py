@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from clawbot.messages import ToolCallBlock
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
-from clawbot.tools import MAX_ERROR_CHARS, ToolContext, ToolRegistry, make_tool
+from clawbot.tools.registry import MAX_ERROR_CHARS, ToolContext, ToolRegistry, make_tool
 
 
 async def test_a_huge_unexpected_error_is_clipped_in_the_result_and_in_the_log(

@@ -10,9 +10,9 @@ import pytest
 
 from clawbot.app import Clawbot
 from clawbot.messages import TextBlock, ToolCallBlock, ToolResultBlock, TranscriptEntry
+from clawbot.runtime.transcripts import Transcript
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel, call
-from clawbot.transcripts import Transcript
 
 from .conftest import Chat
 

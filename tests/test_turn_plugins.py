@@ -1,4 +1,4 @@
-"""Features take part in a turn as plugins (``clawbot.turn_plugins``): they add tools,
+"""Features take part in a turn as plugins (``clawbot.runtime.plugins``): they add tools,
 ephemeral context and hooks around a turn or a tool call, and the runtime names none of them."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-import clawbot.runtime
+import clawbot.runtime.turn
 from clawbot.app import Clawbot
 from clawbot.messages import ToolCallBlock, ToolResultBlock
+from clawbot.runtime.plugins import ToolCallNext, TurnPlugin, TurnPlugins, TurnStart
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedFailure, ScriptedModel, call
-from clawbot.tools import Tool, make_tool
-from clawbot.turn_plugins import ToolCallNext, TurnPlugin, TurnPlugins, TurnStart
+from clawbot.tools.registry import Tool, make_tool
 
 from .conftest import Chat
 
@@ -165,7 +165,7 @@ def test_two_plugins_of_one_name_are_refused() -> None:
 
 def test_the_runtime_imports_no_feature_by_name() -> None:
     """Memory, subagents and approvals reach the turn as plugins bound in ``clawbot.app``."""
-    source = Path(inspect.getfile(clawbot.runtime)).read_text()
+    source = Path(inspect.getfile(clawbot.runtime.turn)).read_text()
     imported = {
         node.module
         for node in ast.walk(ast.parse(source))
@@ -176,7 +176,7 @@ def test_the_runtime_imports_no_feature_by_name() -> None:
         "clawbot.subagents.context",
         "clawbot.subagents.scratchpad",
         "clawbot.subagents.ceiling",
-        "clawbot.approvals",
-        "clawbot.approval_turns",
+        "clawbot.security.approvals",
+        "clawbot.security.approval_turns",
     )
     assert not {name for name in imported if name.startswith(features)}

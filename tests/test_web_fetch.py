@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from clawbot.agents import AgentSpec, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, ToolPolicy
 from clawbot.app import default_tools
 from clawbot.messages import ToolCallBlock
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
-from clawbot.tools import ToolContext, ToolRegistry
 from clawbot.tools.html_text import html_to_text
+from clawbot.tools.registry import ToolContext, ToolRegistry
 from clawbot.tools.web import web_fetch_tool
 
 PAGE = """<!doctype html><html><head><title>Notes</title><style>p {color: red}</style>

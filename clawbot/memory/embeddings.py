@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from clawbot.errors import EmbeddingError
-from clawbot.redaction import redactor
+from clawbot.security.redaction import redactor
 
 if TYPE_CHECKING:
     import numpy as np
@@ -150,7 +150,7 @@ class LitellmEmbedder:
         return unit_rows(np.asarray(rows, dtype=np.float32))
 
     async def _request(self, batch: list[str]) -> list[list[float]]:
-        from clawbot.llm import litellm_module  # offline, and without litellm's banners
+        from clawbot.runtime.llm import litellm_module  # offline, and without litellm's banners
 
         try:
             response: Any = await litellm_module().aembedding(

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from clawbot.errors import MemoryInputError
-from clawbot.memory import Memory, check_key, check_tags, check_text
+from clawbot.memory.records import Memory, check_key, check_tags, check_text
 
 
 @dataclass(frozen=True)

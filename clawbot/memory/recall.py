@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 
-from clawbot.agents import AgentSpec
-from clawbot.backlog import shorten
+from clawbot.agents.profiles import AgentSpec
 from clawbot.errors import ClawbotError
-from clawbot.memory import MemoryQuery, readable_namespaces
-from clawbot.sessions import Session
+from clawbot.memory.records import MemoryQuery, readable_namespaces
+from clawbot.routing.sessions import Session
+from clawbot.runtime.plugins import TurnPlugin, TurnStart
+from clawbot.scheduling.backlog import shorten
 from clawbot.store.interface import Memories
-from clawbot.turn_plugins import TurnPlugin, TurnStart
 
 log = logging.getLogger("clawbot.memory")
 

@@ -5,11 +5,11 @@ until the running turn ends."""
 from __future__ import annotations
 
 from clawbot.messages import TranscriptEntry
+from clawbot.routing.sessions import Session
+from clawbot.runtime.transcripts import TranscriptCache
 from clawbot.scheduling.queues import SessionQueues
 from clawbot.scheduling.session_state import SessionQueue
-from clawbot.sessions import Session
 from clawbot.store import Store
-from clawbot.transcripts import TranscriptCache
 
 
 class ContextMessages:

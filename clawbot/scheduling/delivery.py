@@ -9,9 +9,9 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Literal
 
+from clawbot.channels.outbox import Delivery, Outbox
 from clawbot.messages import OutboundMessage
-from clawbot.outbox import Delivery, Outbox
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.store import Store
 
 log = logging.getLogger("clawbot.scheduler")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 
 
 class TurnEnds(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clawbot.backlog import asked_in, shorten
+from clawbot.scheduling.backlog import asked_in, shorten
 from clawbot.store import Store
 
 QUOTE_CHARS = 100

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from clawbot.jobs import TurnJob
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.scheduling.records import TurnHandle, TurnOutcome
 
 

@@ -9,13 +9,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from clawbot.backlog import ResumeStep, merge_backlog, task_of
 from clawbot.clock import Clock
-from clawbot.jobs import LANES, Lane, TurnJob
 from clawbot.messages import TranscriptEntry
+from clawbot.routing.sessions import Session
+from clawbot.scheduling.backlog import ResumeStep, merge_backlog, task_of
+from clawbot.scheduling.jobs import LANES, Lane, TurnJob
 from clawbot.scheduling.records import ActiveTurn, QueueState, RunKind
 from clawbot.scheduling.session_state import Run, RunMode, SessionQueue, runner_item
-from clawbot.sessions import Session
 from clawbot.settings import Settings
 
 

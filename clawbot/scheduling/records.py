@@ -7,10 +7,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clawbot.backlog import BacklogItem
-from clawbot.jobs import Lane
-from clawbot.outbox import Delivery
-from clawbot.runtime import TurnResult
+from clawbot.channels.outbox import Delivery
+from clawbot.runtime.turn import TurnResult
+from clawbot.scheduling.backlog import BacklogItem
+from clawbot.scheduling.jobs import Lane
 
 RunKind = Literal["message", "steered", "backlog", "recovered"]
 OutcomeStatus = Literal["done", "failed", "cancelled", "deferred"]

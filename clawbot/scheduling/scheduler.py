@@ -31,17 +31,18 @@ import asyncio
 import functools
 import logging
 
-from clawbot.backlog import BacklogItem
+from clawbot.channels.outbox import Outbox
 from clawbot.clock import Clock, SystemClock
 from clawbot.errors import ShuttingDownError
-from clawbot.jobs import Lane, TurnJob
 from clawbot.messages import INTERNAL_CHANNEL, TranscriptEntry
-from clawbot.outbox import Outbox
-from clawbot.runtime import Runtime
+from clawbot.routing.sessions import Session
+from clawbot.runtime.turn import Runtime
+from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.context import ContextMessages
 from clawbot.scheduling.delivery import Replies, ReplyMarks
 from clawbot.scheduling.hooks import TurnEnds
 from clawbot.scheduling.housekeeping import Housekeeping
+from clawbot.scheduling.jobs import Lane, TurnJob
 from clawbot.scheduling.outcomes import Outcomes
 from clawbot.scheduling.queues import SessionQueues
 from clawbot.scheduling.records import (
@@ -53,7 +54,6 @@ from clawbot.scheduling.records import (
 from clawbot.scheduling.recovery import Recovery
 from clawbot.scheduling.session_state import Run, SessionQueue
 from clawbot.scheduling.turns import STOPPED_WITH_PARENT, TurnRunner
-from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
 from clawbot.subagents.records import InjectionWrite

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from clawbot.backlog import BacklogItem, ResumeStep
-from clawbot.jobs import Lane, TurnJob
 from clawbot.messages import TranscriptEntry
-from clawbot.runtime import TurnControl
+from clawbot.routing.sessions import Session
+from clawbot.runtime.turn import TurnControl
+from clawbot.scheduling.backlog import BacklogItem, ResumeStep
+from clawbot.scheduling.jobs import Lane, TurnJob
 from clawbot.scheduling.records import RunKind
-from clawbot.sessions import Session
 
 NOT_RUN_SHUTDOWN = "not run: clawbot is restarting; resumes from the backlog"
 

@@ -10,17 +10,17 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from clawbot.backlog import BacklogItem, asked_in, resume_token
 from clawbot.clock import human_duration
 from clawbot.errors import LeaseLostError, MalformedMetaError, ShuttingDownError, StoreError
 from clawbot.messages import TranscriptEntry
-from clawbot.runtime import Runtime, TurnResult
+from clawbot.routing.sessions import Session
+from clawbot.runtime.turn import Runtime, TurnResult
+from clawbot.scheduling.backlog import BacklogItem, asked_in, resume_token
 from clawbot.scheduling.delivery import Replies, ReplyMarks
 from clawbot.scheduling.hooks import TurnEnds
 from clawbot.scheduling.notices import asked_of, deadline_notice, failure_notice
 from clawbot.scheduling.records import TurnOutcome
 from clawbot.scheduling.session_state import Run, SessionQueue
-from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.subagents.records import ChildInfo

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from datetime import datetime
 
-from clawbot.pairing import PairingRequest, stamp
+from clawbot.routing.pairing import PairingRequest, stamp
 from clawbot.store.database import Database
 
 _PAIRING_COLUMNS = "channel, code, sender_id, sender_name, chat_id, status, created_at, expires_at"

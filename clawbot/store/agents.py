@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import builtins
 
-from clawbot.agents import AgentRecord, AgentSpec
+from clawbot.agents.profiles import AgentRecord, AgentSpec
 from clawbot.store.database import Database
 from clawbot.store.rows import now
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from clawbot.approval_records import (
+from clawbot.security.approval_records import (
     ApprovalRequest,
     ApprovalScope,
     ApprovalStatus,
@@ -15,9 +15,9 @@ from clawbot.approval_records import (
     GrantScope,
     OpenedRequest,
 )
-from clawbot.paused_rounds import PausedRound
-from clawbot.redaction import redactor
-from clawbot.risk import Risk
+from clawbot.security.paused_rounds import PausedRound
+from clawbot.security.redaction import redactor
+from clawbot.security.risk import Risk
 from clawbot.store.database import Database
 
 _REQUEST_COLUMNS = (

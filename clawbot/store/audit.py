@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from clawbot.audit import AuditKind, AuditRecord, AuditStatus
+from clawbot.security.audit import AuditKind, AuditRecord, AuditStatus
 from clawbot.store.database import Database
 
 _COLUMNS = (

@@ -8,9 +8,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from clawbot.backlog import BacklogItem
 from clawbot.messages import TranscriptEntry
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.scheduling.backlog import BacklogItem
 from clawbot.store.database import Database
 from clawbot.store.ledger import first_delivery, ledger_row
 from clawbot.store.records import DeferredContext, StoredBacklogItem

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from clawbot.backlog import BacklogItem
-from clawbot.jobs import TurnJob
 from clawbot.messages import Provenance, TranscriptEntry
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.scheduling.backlog import BacklogItem
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.store.backlog import insert_backlog
 from clawbot.store.database import Database
 from clawbot.store.rows import (

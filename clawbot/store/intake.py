@@ -18,7 +18,7 @@ import sqlite3
 from dataclasses import replace
 
 from clawbot.errors import StoreError
-from clawbot.jobs import JobStatus
+from clawbot.scheduling.jobs import JobStatus
 from clawbot.store.database import Database, no_work
 from clawbot.store.journal import Finish, Intake, IntakeJournal, orphans, replied_line
 from clawbot.store.journal import supported as journal_supported

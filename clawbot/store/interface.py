@@ -10,23 +10,23 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from clawbot.agents import AgentRecord
-from clawbot.approval_records import (
+from clawbot.agents.profiles import AgentRecord
+from clawbot.channels.interface import ChatCursor
+from clawbot.memory.records import Memory, MemoryHit, MemoryQuery
+from clawbot.messages import TranscriptEntry
+from clawbot.routing.pairing import PairingRequest
+from clawbot.routing.sessions import Session
+from clawbot.scheduling.backlog import BacklogItem
+from clawbot.scheduling.jobs import JobStatus, TurnJob
+from clawbot.security.approval_records import (
     ApprovalRequest,
     ApprovalScope,
     ApprovalStatus,
     Grant,
     OpenedRequest,
 )
-from clawbot.audit import AuditRecord, AuditStatus
-from clawbot.backlog import BacklogItem
-from clawbot.channels import ChatCursor
-from clawbot.jobs import JobStatus, TurnJob
-from clawbot.memory import Memory, MemoryHit, MemoryQuery
-from clawbot.messages import TranscriptEntry
-from clawbot.pairing import PairingRequest
-from clawbot.paused_rounds import PausedRound
-from clawbot.sessions import Session
+from clawbot.security.audit import AuditRecord, AuditStatus
+from clawbot.security.paused_rounds import PausedRound
 from clawbot.store.records import (
     DeferredContext,
     JobSummary,
@@ -376,7 +376,7 @@ class Memories(Protocol):
 
 
 class Approvals(Protocol):
-    """Approval requests and capability grants (see ``clawbot.approvals``)."""
+    """Approval requests and capability grants (see ``clawbot.security.approvals``)."""
 
     async def open_request(
         self, request: ApprovalRequest, paused: PausedRound | None = None
@@ -434,7 +434,7 @@ class Approvals(Protocol):
 
 
 class AuditLog(Protocol):
-    """Audit records of tool calls and approvals (see ``clawbot.audit``)."""
+    """Audit records of tool calls and approvals (see ``clawbot.security.audit``)."""
 
     async def started(self, record: AuditRecord) -> int:
         """Write the record of a call that starts now; its id, to complete it."""

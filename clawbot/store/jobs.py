@@ -15,11 +15,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from clawbot.backlog import BacklogItem
 from clawbot.errors import LeaseLostError
-from clawbot.jobs import JobStatus, TurnJob
 from clawbot.messages import TranscriptEntry
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.runtime.usage import cost_usd_of, tokens_of
+from clawbot.scheduling.backlog import BacklogItem
+from clawbot.scheduling.jobs import JobStatus, TurnJob
 from clawbot.store.backlog import drain_backlog, insert_backlog
 from clawbot.store.database import Database
 from clawbot.store.intake import PendingIntakes
@@ -37,7 +38,6 @@ from clawbot.store.rows import (
     message_row,
     now,
 )
-from clawbot.usage import cost_usd_of, tokens_of
 
 _JOB_COLUMNS = (
     "id, session_key, lane, status, attempts, owner, lease_until, merged_into, reply_to,"

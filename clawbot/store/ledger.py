@@ -9,8 +9,8 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from clawbot.channels import ChatCursor
-from clawbot.sessions import Session
+from clawbot.channels.interface import ChatCursor
+from clawbot.routing.sessions import Session
 from clawbot.store.database import Database
 from clawbot.store.journal import Intake
 from clawbot.store.rows import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from clawbot.backlog import BacklogItem
-from clawbot.jobs import JobStatus, Lane
 from clawbot.messages import TranscriptEntry
+from clawbot.scheduling.backlog import BacklogItem
+from clawbot.scheduling.jobs import JobStatus, Lane
 
 
 @dataclass(frozen=True)

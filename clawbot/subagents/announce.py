@@ -22,11 +22,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from clawbot.agent_registry import AgentRegistry
+from clawbot.agents.registry import AgentRegistry
 from clawbot.errors import MalformedMetaError, SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance, ToolResultBlock, TranscriptEntry
+from clawbot.routing.sessions import Session
+from clawbot.runtime.usage import cost_usd_of, tokens_of
 from clawbot.scheduling.turns import DEADLINE_ERROR, STOPPED_WITH_PARENT
-from clawbot.sessions import Session
 from clawbot.store import Store
 from clawbot.subagents.exchanges import PeerExchanges
 from clawbot.subagents.injection import Injector, TurnOrigin
@@ -44,7 +45,6 @@ from clawbot.subagents.records import (
     Injection,
     summarize,
 )
-from clawbot.usage import cost_usd_of, tokens_of
 
 log = logging.getLogger("clawbot.subagents")
 

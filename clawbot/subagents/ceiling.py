@@ -18,17 +18,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from clawbot.agents import SCRATCHPAD_GROUP, AgentSpec
-from clawbot.reach import Reach, Root
-from clawbot.sessions import Session
+from clawbot.agents.profiles import SCRATCHPAD_GROUP, AgentSpec
+from clawbot.routing.sessions import Session
+from clawbot.security.reach import Reach, Root
 from clawbot.store.interface import Sessions
 from clawbot.subagents.chains import MAX_CHAIN, owners
 from clawbot.subagents.scratchpad import folder_of
-from clawbot.tools import ToolRegistry
+from clawbot.tools.registry import ToolRegistry
 
 
 class Policies(Protocol):
-    """What a ceiling reads of the runtime (``clawbot.runtime.Runtime``): the agents and
+    """What a ceiling reads of the runtime (``clawbot.runtime.turn.Runtime``): the agents and
     tools as they are now, and each session's effective tools and skills."""
 
     @property

@@ -8,7 +8,7 @@ once from the stored owner keys and then cached.
 from __future__ import annotations
 
 from clawbot.lru import LRUCache
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.store.interface import Sessions
 
 # Deeper than any allowed spawn depth: a malformed owner chain cannot make a lookup endless.

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from clawbot.errors import MalformedMetaError
 from clawbot.messages import TranscriptEntry
+from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.subagents.notifications import task_notification, unreadable_notification
 from clawbot.subagents.records import AnnouncePayload, headers_of, parse_meta, payloads_in
-from clawbot.turn_plugins import TurnPlugin, TurnStart
 
 log = logging.getLogger("clawbot.subagents")
 

@@ -9,12 +9,13 @@ import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
-from clawbot.agent_registry import AgentRegistry
+from clawbot.agents.registry import AgentRegistry
 from clawbot.errors import MalformedMetaError, SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance, TranscriptEntry
-from clawbot.runtime import Runtime
-from clawbot.scheduling import Scheduler, StopReport
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.runtime.turn import Runtime
+from clawbot.scheduling.records import StopReport
+from clawbot.scheduling.scheduler import Scheduler
 from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.subagents.announce import Announcer

@@ -15,9 +15,9 @@ parent's ceiling, never more.
 
 from __future__ import annotations
 
-from clawbot.agents import SCRATCHPAD_GROUP
-from clawbot.runtime import Runtime
-from clawbot.sessions import Session
+from clawbot.agents.profiles import SCRATCHPAD_GROUP
+from clawbot.routing.sessions import Session
+from clawbot.runtime.turn import Runtime
 from clawbot.store.interface import Sessions
 from clawbot.subagents.ceiling import ceiling_holder
 from clawbot.subagents.messaging import reach_of

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from clawbot.agent_registry import AgentRegistry
-from clawbot.agents import AgentSpec
+from clawbot.agents.profiles import AgentSpec
+from clawbot.agents.registry import AgentRegistry
 from clawbot.errors import SubagentError
 from clawbot.subagents.delegation import (
     DELEGATE_TOOL,
@@ -22,7 +22,7 @@ from clawbot.subagents.delegation import (
     Delegation,
 )
 from clawbot.subagents.injection import TurnOrigin
-from clawbot.tools import Tool, ToolContext, ToolRegistry, make_tool
+from clawbot.tools.registry import Tool, ToolContext, ToolRegistry, make_tool
 
 log = logging.getLogger("clawbot.subagents")
 

@@ -22,21 +22,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from clawbot.agent_registry import AgentRegistry
-from clawbot.agents import AgentSpec
+from clawbot.agents.profiles import AgentSpec
+from clawbot.agents.registry import AgentRegistry
 from clawbot.errors import MalformedMetaError, SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance
-from clawbot.runtime import Runtime
-from clawbot.scheduling import Scheduler, TurnOutcome
+from clawbot.routing.sessions import Session
+from clawbot.runtime.turn import Runtime
+from clawbot.scheduling.records import TurnOutcome
 from clawbot.scheduling.recovery import orphaned
+from clawbot.scheduling.scheduler import Scheduler
 from clawbot.scheduling.turns import DEADLINE_ERROR
-from clawbot.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
 from clawbot.subagents.injection import Injector, TurnOrigin
 from clawbot.subagents.keys import child_id_of, child_key
 from clawbot.subagents.records import CHILD_META, ChildInfo, Injection
-from clawbot.tools import Tool
+from clawbot.tools.registry import Tool
 
 log = logging.getLogger("clawbot.subagents")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.subagents.records import ChildRun
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 
 from clawbot.errors import SubagentError
-from clawbot.jobs import Lane
 from clawbot.messages import TextBlock, TranscriptEntry
-from clawbot.scheduling import Scheduler, TurnHandle
+from clawbot.scheduling.jobs import Lane
+from clawbot.scheduling.records import TurnHandle
+from clawbot.scheduling.scheduler import Scheduler
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
 from clawbot.subagents.origin import TurnOrigin

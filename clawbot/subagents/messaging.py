@@ -6,7 +6,7 @@ Only where its agent's profile allows it (``subagents.message``), and only withi
 parent's reach: a child of a person's conversation may get the tool, a grandchild only when
 its parent holds it. Without it the tool is neither offered nor executable, and nothing an
 internal session does reaches a platform. With it, the text goes out through
-:meth:`~clawbot.outbox.Outbox.deliver_on_behalf`, the outbox's one path for this.
+:meth:`~clawbot.channels.outbox.Outbox.deliver_on_behalf`, the outbox's one path for this.
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ from typing import Annotated
 
 from pydantic import Field
 
-from clawbot.agent_registry import AgentRegistry
-from clawbot.agents import MESSAGE_GROUP, AgentSpec
+from clawbot.agents.profiles import MESSAGE_GROUP, AgentSpec
+from clawbot.agents.registry import AgentRegistry
+from clawbot.channels.outbox import Outbox
 from clawbot.errors import SubagentError
 from clawbot.lru import LRUCache
 from clawbot.messages import INTERNAL_CHANNEL, Provenance, TextBlock, TranscriptEntry
-from clawbot.outbox import Outbox
-from clawbot.scheduling import Scheduler
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.scheduling.scheduler import Scheduler
 from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.subagents.chains import owners
-from clawbot.tools import Tool, ToolContext, make_tool
+from clawbot.tools.registry import Tool, ToolContext, make_tool
 
 log = logging.getLogger("clawbot.subagents")
 

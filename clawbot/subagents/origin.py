@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from clawbot.errors import MalformedMetaError
 from clawbot.messages import TranscriptEntry
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.store.ids import new_id
 from clawbot.subagents.records import (
     INJECTION_META,

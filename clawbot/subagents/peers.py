@@ -16,10 +16,10 @@ import hashlib
 import logging
 from dataclasses import dataclass
 
-from clawbot.agent_registry import AgentRegistry
+from clawbot.agents.registry import AgentRegistry
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.subagents.injection import Injector, TurnOrigin

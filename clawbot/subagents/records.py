@@ -17,12 +17,12 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from clawbot.backlog import MERGED_META
 from clawbot.errors import MalformedMetaError, SubagentError
-from clawbot.jobs import JobStatus
 from clawbot.messages import Frozen, Provenance, TranscriptEntry
-from clawbot.sessions import Session
-from clawbot.usage import format_usd
+from clawbot.routing.sessions import Session
+from clawbot.runtime.usage import format_usd
+from clawbot.scheduling.backlog import MERGED_META
+from clawbot.scheduling.jobs import JobStatus
 
 INJECTION_META = "injection"
 """The meta key of an injected entry's header (kind, key, hop, trace, source)."""

@@ -33,18 +33,18 @@ from typing import Annotated
 
 from pydantic import Field
 
-from clawbot.agents import SCRATCHPAD_GROUP
-from clawbot.beneath import Beneath, Check
+from clawbot.agents.beneath import Beneath, Check
+from clawbot.agents.profiles import SCRATCHPAD_GROUP
+from clawbot.agents.workspace import Workspace, shown_path
 from clawbot.errors import ClawbotError, MalformedMetaError, ToolError, WorkspaceError
 from clawbot.messages import TranscriptEntry
-from clawbot.reach import Reach, Root
+from clawbot.runtime.plugins import TurnPlugin, TurnStart
+from clawbot.security.reach import Reach, Root
 from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.notifications import task_notification
 from clawbot.subagents.records import AnnouncePayload, headers_of, parse_meta, payloads_in
-from clawbot.tools import Tool, ToolContext, make_tool
 from clawbot.tools.files import file_read, file_write
-from clawbot.turn_plugins import TurnPlugin, TurnStart
-from clawbot.workspace import Workspace, shown_path
+from clawbot.tools.registry import Tool, ToolContext, make_tool
 
 log = logging.getLogger("clawbot.subagents")
 

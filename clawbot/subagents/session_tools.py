@@ -14,7 +14,7 @@ from clawbot.messages import ToolResultBlock
 from clawbot.store.records import COMPACTED_META
 from clawbot.subagents.control import ChildStopped, SubagentControl
 from clawbot.subagents.injection import TurnOrigin
-from clawbot.tools import Tool, ToolContext, make_tool
+from clawbot.tools.registry import Tool, ToolContext, make_tool
 
 GROUPS = ("group:sessions",)
 HISTORY_CHARS = 400

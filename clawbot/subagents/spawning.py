@@ -14,13 +14,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from clawbot.agent_registry import AgentRegistry
-from clawbot.agents import AgentSpec
+from clawbot.agents.profiles import AgentSpec
+from clawbot.agents.registry import AgentRegistry
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance
-from clawbot.runtime import Runtime
-from clawbot.scheduling import Scheduler
-from clawbot.sessions import Session
+from clawbot.routing.sessions import Session
+from clawbot.runtime.turn import Runtime
+from clawbot.scheduling.scheduler import Scheduler
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
 from clawbot.subagents.ceiling import children_skills

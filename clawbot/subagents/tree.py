@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from clawbot.routing.sessions import Session
+from clawbot.runtime.usage import format_usd
 from clawbot.scheduling.records import StopReport
 from clawbot.scheduling.turns import DEADLINE_ERROR
-from clawbot.sessions import Session
 from clawbot.store import SessionActivity, Store
 from clawbot.store.interface import Sessions
 from clawbot.subagents.chains import MAX_CHAIN, owners
 from clawbot.subagents.keys import child_id_of
-from clawbot.usage import format_usd
 
 # The session meta key under which spawning keeps a child's record (its label among others).
 _SPAWN_RECORD = "subagent"

@@ -12,11 +12,11 @@ from typing import Annotated, Any, NoReturn
 
 from pydantic import Field
 
-from clawbot.agents import AgentSpec
+from clawbot.agents.profiles import AgentSpec
+from clawbot.agents.switchboard import Switchboard
 from clawbot.errors import ToolError
-from clawbot.reach import siblings_beyond
-from clawbot.switchboard import Switchboard
-from clawbot.tools import Tool, ToolContext, make_tool
+from clawbot.security.reach import siblings_beyond
+from clawbot.tools.registry import Tool, ToolContext, make_tool
 
 NEXT_TURN = "It takes effect from the next message."
 DRAFT_FIELDS = (

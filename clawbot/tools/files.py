@@ -4,7 +4,7 @@ Only regular files and folders are touched. A named pipe, socket or device can b
 or write for ever, and a regular file with a second hard link may also be a file outside the
 workspace (a link cannot be told from the original). So every file is opened without blocking
 (``O_NONBLOCK``) and checked with ``fstat`` on the open descriptor. Every path is opened
-beneath the workspace's root descriptor, one name at a time (:mod:`clawbot.beneath`), and the
+beneath the workspace's root descriptor, one name at a time (:mod:`clawbot.agents.beneath`), and the
 session's reach is checked on the path as that walk follows it: no name is looked up twice,
 so nothing swapped in between the check and the use (a link, by a subagent's shell) leads
 out. The I/O runs in a worker thread, so a slow disk never stalls the event loop and the turn
@@ -28,12 +28,11 @@ from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 from pydantic import Field
 
-from clawbot.beneath import Beneath, Check, NotOpenable
+from clawbot.agents.beneath import Beneath, Check, NotOpenable
+from clawbot.agents.workspace import Workspace, checked_path, shown_path
 from clawbot.errors import ToolError
-from clawbot.reach import ALWAYS_READABLE
-from clawbot.tools import MAX_RESULT_CHARS, Tool, ToolContext, make_tool
-from clawbot.tools.registry import ToolPrecheck
-from clawbot.workspace import Workspace, checked_path, shown_path
+from clawbot.security.reach import ALWAYS_READABLE
+from clawbot.tools.registry import MAX_RESULT_CHARS, Tool, ToolContext, ToolPrecheck, make_tool
 
 MAX_READ_CHARS = min(40_000, MAX_RESULT_CHARS - 200)
 """What one ``file_read`` returns: below the tool result limit, so it is never cut twice."""

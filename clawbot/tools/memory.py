@@ -13,10 +13,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from clawbot.agents import AgentSpec
-from clawbot.backlog import shorten
+from clawbot.agents.profiles import AgentSpec
 from clawbot.errors import ToolError
-from clawbot.memory import (
+from clawbot.memory.records import (
     Memory,
     MemoryQuery,
     check_key,
@@ -25,8 +24,9 @@ from clawbot.memory import (
     readable_namespaces,
     split_ref,
 )
+from clawbot.scheduling.backlog import shorten
 from clawbot.store.interface import Memories
-from clawbot.tools import Tool, ToolContext, make_tool
+from clawbot.tools.registry import Tool, ToolContext, make_tool
 
 GROUPS = ("group:memory",)
 SEARCH_LINE_CHARS = 300

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from clawbot.agents import HIGH_RISK_GROUPS
+from clawbot.agents.profiles import HIGH_RISK_GROUPS
 from clawbot.errors import ClawbotError, ToolArgumentsError
 from clawbot.messages import ToolCallBlock, ToolResultBlock, TranscriptEntry
-from clawbot.reach import ReachSource, whole_workspace
-from clawbot.risk import Risk
+from clawbot.security.reach import ReachSource, whole_workspace
+from clawbot.security.risk import Risk
 
 if TYPE_CHECKING:
-    from clawbot.sessions import Session
+    from clawbot.agents.switchboard import Switchboard
+    from clawbot.routing.sessions import Session
     from clawbot.settings import Settings
-    from clawbot.switchboard import Switchboard
 
 log = logging.getLogger("clawbot.tools")
 
@@ -38,7 +38,7 @@ MAX_ERROR_CHARS = 300
 
 
 class ListedSkill(Protocol):
-    """What a tool may read of a skill listed to the agent (a ``clawbot.skills.Skill``):
+    """What a tool may read of a skill listed to the agent (a ``clawbot.agents.skills.Skill``):
     the skill module builds on tools, so tools know skills only by this shape."""
 
     @property

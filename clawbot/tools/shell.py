@@ -29,9 +29,10 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import Field
 
-from clawbot.beneath import Beneath
+from clawbot.agents.beneath import Beneath
+from clawbot.agents.workspace import Workspace, shown_path
 from clawbot.errors import ToolError
-from clawbot.reach import WHOLE, Reach, Root
+from clawbot.security.reach import WHOLE, Reach, Root
 from clawbot.settings import Settings
 from clawbot.tools.host_shell import HOST_ACCESS, HOST_REACH, run_on_host
 from clawbot.tools.processes import Outcome, clean_environment
@@ -44,7 +45,6 @@ from clawbot.tools.sandbox import (
     run_in_sandbox,
 )
 from clawbot.tools.shell_paths import Place, check_command, working_folder
-from clawbot.workspace import Workspace, shown_path
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from clawbot.agents.workspace import Workspace, shown_path
 from clawbot.errors import ToolError
-from clawbot.reach import ALWAYS_READABLE, Reach
-from clawbot.workspace import Workspace, shown_path
+from clawbot.security.reach import ALWAYS_READABLE, Reach
 
 SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/tmp")
 """Absolute paths a command may name: programs and libraries (read-only in the sandbox) and

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from aiohttp import WSMsgType, web
 
-from clawbot.channels import Adapter
+from clawbot.channels.interface import Adapter
 from tests.standins.harness import PlatformHarness, SentRecord
 
 if TYPE_CHECKING:
@@ -887,7 +887,7 @@ class DiscordHarness:
         await self.server.start()
 
     def make_adapter(self, **overrides: Any) -> Adapter:
-        from adapters.discord import DiscordAdapter
+        from adapters.discord.adapter import DiscordAdapter
         from clawbot.settings import Settings
 
         values: dict[str, Any] = {
@@ -1037,7 +1037,7 @@ class DiscordHarness:
         from discord.guild import Guild
         from discord.user import ClientUser
 
-        from adapters.discord import intents
+        from adapters.discord.adapter import intents
 
         state = discord.Client(intents=intents())._connection
         state.user = ClientUser(state=state, data=cast("UserPayload", self.server.bot_user))

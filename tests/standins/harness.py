@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from clawbot.channels import Adapter
+from clawbot.channels.interface import Adapter
 
 
 @dataclass

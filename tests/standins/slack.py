@@ -52,7 +52,7 @@ from urllib.parse import parse_qsl, urlencode
 import aiohttp
 from aiohttp import web
 
-from clawbot.channels import Adapter
+from clawbot.channels.interface import Adapter
 from tests.standins.harness import SentRecord
 
 BOT_TOKEN = "xoxb-1111-2222-standinbottoken"
@@ -694,7 +694,7 @@ class SlackHarness:
         await self.standin.stop()
 
     def make_adapter(self, **overrides: Any) -> Adapter:
-        from adapters.slack import SlackAdapter
+        from adapters.slack.adapter import SlackAdapter
         from clawbot.settings import Settings
 
         values: dict[str, Any] = {

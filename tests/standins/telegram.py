@@ -36,7 +36,7 @@ from typing import Any, Literal
 import aiohttp
 from aiohttp import web
 
-from clawbot.channels import Adapter
+from clawbot.channels.interface import Adapter
 from tests.standins.harness import SentRecord
 
 DEFAULT_TOKEN = "123456789:AAHstandinTOKENxxxxxxxxxxxxxxxxxxxx_"
@@ -683,7 +683,7 @@ class TelegramHarness:
         return kwargs
 
     def make_adapter(self, **overrides: Any) -> Adapter:
-        from adapters.telegram import TelegramAdapter
+        from adapters.telegram.adapter import TelegramAdapter
         from clawbot.settings import Settings
 
         return TelegramAdapter.from_settings(Settings(**self.settings_kwargs(**overrides)))

@@ -1,0 +1,1 @@
+"""Agents: profiles, their files, the registry, models, skills, workspace."""

@@ -1,0 +1,1 @@
+"""Channels: the adapter interface, rendering, chunking and the outbox."""

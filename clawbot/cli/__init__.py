@@ -1,0 +1,1 @@
+"""The ``clawbot`` command line."""

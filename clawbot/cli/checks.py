@@ -1,0 +1,255 @@
+"""``clawbot doctor``: check what ``clawbot run`` needs, one line per check, no secrets.
+
+Each check says ``ok``, ``problem`` (with what to do) or ``off`` (a channel that is simply not
+configured). Everything runs offline: token *formats* are checked, not the tokens themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from clawbot.channels.interface import Adapter
+from clawbot.errors import ClawbotError
+from clawbot.routing.access import AccessRules
+from clawbot.settings import Settings, config_files, config_files_read
+from clawbot.tools.host_shell import HOST_ACCESS, HOST_REACH
+from clawbot.tools.sandbox import INSTALL_HINT, Bubblewrap, find_bubblewrap
+
+Status = Literal["ok", "problem", "off"]
+
+CHANNEL_SETTINGS_HINT = (
+    "set CLAWBOT_TELEGRAM_TOKEN (Telegram), CLAWBOT_DISCORD_TOKEN (Discord) or "
+    "CLAWBOT_SLACK_BOT_TOKEN and CLAWBOT_SLACK_APP_TOKEN (Slack)"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    status: Status
+    subject: str
+    detail: str
+
+    @property
+    def line(self) -> str:
+        return f"{self.status:<8} {self.subject}: {self.detail}"
+
+
+def all_ok(checks: list[Check]) -> bool:
+    return all(check.status != "problem" for check in checks)
+
+
+async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) -> list[Check]:
+    """Every check, in the order a person fixes things: channels, model, home, database."""
+    checks = _channel_checks(settings, channels)
+    checks.append(_model_check(settings))
+    home = _home_check(settings)
+    checks.append(home)
+    if home.status == "ok":
+        checks.append(database := await _database_check(settings))
+        if database.status == "ok" and settings.peer_groups:
+            checks.append(await _peer_groups_check(settings))
+    checks.append(settings_files_check(settings))
+    configured = [c for c in channels if c in _configured(checks)]
+    checks.append(_access_check(settings, configured))
+    if settings.approvers:
+        checks.append(approvers_check(settings, configured))
+    checks.append(shell_check(find_bubblewrap(), settings))
+    checks.append(await semantic_check(settings))
+    return checks
+
+
+def _configured(checks: list[Check]) -> set[str]:
+    return {c.subject for c in checks if c.status != "off"}
+
+
+def _channel_checks(settings: Settings, channels: Mapping[str, type[Adapter]]) -> list[Check]:
+    checks: list[Check] = []
+    for name, adapter in sorted(channels.items()):
+        problems = adapter.check_settings(settings)
+        if not adapter.is_configured(settings):
+            detail = "; ".join(problems) or "no settings given"
+            checks.append(Check("off", name, f"not configured ({detail})"))
+        elif problems:
+            checks.append(Check("problem", name, "; ".join(problems)))
+        else:
+            checks.append(Check("ok", name, "settings and token format look right"))
+    if all(check.status == "off" for check in checks):
+        checks.append(
+            Check(
+                "problem",
+                "channels",
+                "none is configured, so `clawbot run` has nothing to serve — "
+                + CHANNEL_SETTINGS_HINT,
+            )
+        )
+    return checks
+
+
+def _model_check(settings: Settings) -> Check:
+    from clawbot.runtime.llm import missing_credentials
+
+    subject = f"model {settings.model}"
+    missing = missing_credentials(settings.model)
+    if missing:
+        return Check("problem", subject, f"no API key — set {' or '.join(missing)}")
+    return Check("ok", subject, "provider credentials are present")
+
+
+def _home_check(settings: Settings) -> Check:
+    from clawbot.home import prepare_home
+
+    subject = f"home {settings.home}"
+    try:
+        prepare_home(settings)
+    except ClawbotError as exc:
+        return Check("problem", subject, str(exc))
+    if not settings.workspace_dir.is_dir():
+        return Check(
+            "problem",
+            subject,
+            f"the workspace folder {settings.workspace_dir} does not exist — create it or "
+            "unset CLAWBOT_WORKSPACE",
+        )
+    return Check("ok", subject, f"writable; workspace {settings.workspace_dir}")
+
+
+async def _database_check(settings: Settings) -> Check:
+    from clawbot.store import open_store
+
+    subject = f"database {settings.db_path}"
+    try:
+        store = await open_store(settings)
+    except ClawbotError as exc:
+        return Check("problem", subject, str(exc))
+    try:
+        version = await store.schema_version()
+    finally:
+        await store.close()
+    return Check("ok", subject, f"opens, schema version {version}")
+
+
+async def _peer_groups_check(settings: Settings) -> Check:
+    """Every agent a peer group names exists: stored, in the agents folder, or ``main``.
+    Read-only (the bot saves the folder's agents when it starts)."""
+    import difflib
+
+    from clawbot.agents.files import load_agent_folder
+    from clawbot.agents.profiles import DEFAULT_AGENT_ID
+    from clawbot.store import open_store
+
+    store = await open_store(settings)
+    try:
+        known = {record.spec.agent_id for record in await store.agents.list()}
+    finally:
+        await store.close()
+    files, _ = load_agent_folder(settings.agents_dir)
+    known |= {item.spec.agent_id for item in files} | {DEFAULT_AGENT_ID}
+    unknown = []
+    for name, group in sorted(settings.peer_groups.items()):
+        for agent_id in group.agents:
+            if agent_id not in known:
+                close = difflib.get_close_matches(agent_id, sorted(known), n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                unknown.append(f"group {name!r} names {agent_id!r}, which is no agent{hint}")
+    if unknown:
+        return Check(
+            "problem",
+            "peer groups",
+            f"{'; '.join(unknown)} — correct the name in [peer_groups.<name>] of clawbot.toml "
+            "or add the agent (`clawbot agents list` shows them)",
+        )
+    groups = ", ".join(
+        f"{name} ({', '.join(group.agents)})"
+        for name, group in sorted(settings.peer_groups.items())
+    )
+    return Check("ok", "peer groups", groups)
+
+
+def settings_files_check(settings: Settings) -> Check:
+    """Which ``clawbot.toml`` files were read, in order (a later one overrides)."""
+    read = config_files_read(settings)
+    if not read:
+        looked = " and ".join(str(path.absolute()) for path in config_files(settings.home))
+        return Check("ok", "settings files", f"no clawbot.toml (looked for {looked})")
+    files = ", then ".join(str(path.absolute()) for path in read)
+    later = " (the later overrides)" if len(read) > 1 else ""
+    return Check("ok", "settings files", f"read {files}{later}")
+
+
+def _access_check(settings: Settings, channels: list[str]) -> Check:
+    rules = AccessRules.from_settings(settings)
+    policies = ", ".join(f"{name} {rules.dm_policy_for(name)}" for name in channels)
+    return Check(
+        "ok",
+        "access",
+        f"DMs: {policies or rules.dm_policy}; {len(rules.allowed_senders)} allowed sender(s), "
+        f"{len(rules.allowed_groups)} allowed group(s); groups "
+        + ("need a mention" if rules.group_require_mention else "are answered without a mention"),
+    )
+
+
+def approvers_check(settings: Settings, channels: list[str]) -> Check:
+    """Every approver (CLAWBOT_APPROVERS) can reach the bot where requests are shown."""
+    rules = AccessRules.from_settings(settings)
+    problems = []
+    for entry in settings.approvers:
+        channel, _, sender_id = entry.partition(":")
+        channel = channel.strip().lower()
+        if channel not in channels:
+            problems.append(f"{entry} is on {channel}, which is not configured")
+        elif why := rules.unreachable(channel, sender_id.strip()):
+            problems.append(f"{entry} cannot reach the bot: {why}")
+    if problems:
+        return Check(
+            "problem",
+            "approvers",
+            "; ".join(problems) + " — allow a group they are in, or let them DM the bot",
+        )
+    return Check(
+        "ok",
+        "approvers",
+        f"{len(settings.approvers)} listed, each can reach the bot where requests are shown",
+    )
+
+
+async def semantic_check(settings: Settings) -> Check:
+    """Whether the local embedding model loads (a litellm one is checked at its first use:
+    the doctor stays offline)."""
+    from clawbot.memory.embeddings import LOCAL, configured_embedder
+
+    subject = "semantic recall"
+    embedder = configured_embedder(settings)
+    if embedder is None:
+        return Check("off", subject, "full-text search alone (CLAWBOT_MEMORY_EMBEDDINGS=off)")
+    if settings.memory_embeddings.strip().lower() != LOCAL:
+        return Check("ok", subject, f"{embedder.name} through litellm (tried at first use)")
+    try:
+        await embedder.embed(["a test"])
+    except ClawbotError as exc:
+        return Check("problem", subject, str(exc))
+    return Check("ok", subject, f"{embedder.name} loads (no download, nothing leaves)")
+
+
+def shell_check(sandbox: Bubblewrap | None, settings: Settings) -> Check:
+    """How shell_exec runs: sandboxed (risk guarded), on the host because the operator
+    allowed it (risk unsafe, and what it reaches), or not at all (and how to enable it)."""
+    if sandbox is not None:
+        return Check("ok", "shell sandbox", "bubblewrap works: shell_exec runs sandboxed (guarded)")
+    if settings.shell_unsandboxed == HOST_ACCESS:
+        return Check(
+            "ok",
+            "shell sandbox",
+            "bubblewrap (bwrap) is missing or cannot run here, and "
+            f"CLAWBOT_SHELL_UNSANDBOXED={HOST_ACCESS}: shell_exec is unsafe (a confirmation "
+            f"for every call) and {HOST_REACH} — to sandbox it, {INSTALL_HINT}",
+        )
+    return Check(
+        "off",
+        "shell sandbox",
+        "bubblewrap (bwrap) is missing or cannot run here, so shell_exec is not offered — "
+        f"{INSTALL_HINT}; or set CLAWBOT_SHELL_UNSANDBOXED={HOST_ACCESS} to run commands on "
+        "the host, where they can read and change every file of the bot's user (the .env "
+        "with its keys and tokens, the database with every transcript)",
+    )

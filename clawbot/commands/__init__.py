@@ -1,0 +1,1 @@
+"""Slash commands: one module per family, answered without a model call."""

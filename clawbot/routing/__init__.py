@@ -1,0 +1,1 @@
+"""Routing: where every inbound message enters, and the session it belongs to."""

@@ -1,0 +1,181 @@
+"""How a feature takes part in a turn without the runtime knowing it by name.
+
+A feature (memory recall, subagent announces, approvals, a coordinator's scratchpad, and
+next streaming, media, schedules, MCP) is a ``TurnPlugin`` handed to the runtime where the
+bot is assembled (``clawbot.app``). It may contribute, each optional:
+
+- tools, registered once at assembly (``tools``);
+- ephemeral context blocks for one turn's model requests, never written to the transcript
+  (``context``), the way pydantic-ai composes history processors;
+- hooks around a turn (``turn_started``, ``round_ended``, ``turn_ended``), a saved round a
+  turn resumes from instead of asking the model again (``resume_round``), and a wrapper
+  around each tool call (``around_tool``), the way toolsets wrap a call.
+
+The runtime asks only the plugins that override a hook, so a hook nobody uses costs a turn
+nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from clawbot.messages import ToolCallBlock, ToolResultBlock, TranscriptEntry
+from clawbot.routing.sessions import Session
+
+if TYPE_CHECKING:
+    from clawbot.agents.profiles import AgentSpec
+    from clawbot.runtime.transcripts import Transcript
+    from clawbot.security.paused_rounds import PausedRound
+    from clawbot.tools.registry import Tool, ToolContext
+
+ToolCallNext = Callable[[], Awaitable[ToolResultBlock]]
+"""Runs the tool call (the next wrapper, innermost the gate with its approval and audit)."""
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What a plugin may know of the turn it takes part in."""
+
+    session: Session
+    agent: AgentSpec
+    turn_id: str
+    inputs: tuple[TranscriptEntry, ...]
+    """The messages the turn answers (announces and merged backlog included)."""
+    tool_names: frozenset[str]
+    """The tools this turn may use."""
+    transcript: Transcript
+    tool_context: Callable[[], ToolContext] = field(repr=False, compare=False)
+    """The context the turn's tools run with, for a plugin that acts as one of them."""
+
+    def message(self) -> str:
+        """The text of the user message this turn answers."""
+        return self.transcript.user_text(self.turn_id)
+
+
+class TurnPlugin:
+    """A feature's part in a turn. Every hook does nothing unless overridden."""
+
+    name = "plugin"
+
+    def tools(self) -> Sequence[Tool]:
+        """Tools this feature adds to the registry when the bot is assembled."""
+        return ()
+
+    async def context(self, turn: TurnStart) -> Sequence[str]:
+        """Ephemeral blocks for this turn's model requests only (never persisted)."""
+        return ()
+
+    async def turn_started(self, turn: TurnStart) -> None:
+        """Before the turn's first model call."""
+
+    async def resume_round(self, turn: TurnStart) -> PausedRound | None:
+        """A round saved by an earlier run of this turn, resumed without asking the model
+        again (the first plugin that has one wins)."""
+        return None
+
+    async def round_ended(self, turn: TurnStart) -> None:
+        """A tool round is durable in the transcript."""
+
+    async def turn_ended(self, turn: TurnStart) -> None:
+        """The turn ended, however it ended (done, failed, yielded, cancelled)."""
+
+    async def around_tool(
+        self, call: ToolCallBlock, turn: TurnStart, proceed: ToolCallNext
+    ) -> ToolResultBlock:
+        """Wraps one tool call: return ``await proceed()`` to run it, or a result of your
+        own instead."""
+        return await proceed()
+
+    def parked(self) -> set[asyncio.Task[Any]]:
+        """Turns this feature holds waiting for a person: a shutdown stops them at once."""
+        return set()
+
+
+def _overrides(plugin: TurnPlugin, hook: str) -> bool:
+    return getattr(type(plugin), hook) is not getattr(TurnPlugin, hook)
+
+
+class TurnPlugins:
+    """The plugins of one runtime, each hook bound once to the plugins that override it."""
+
+    def __init__(self, plugins: Sequence[TurnPlugin] = ()) -> None:
+        self.all = tuple(plugins)
+        names = [p.name for p in self.all]
+        doubled = sorted({n for n in names if names.count(n) > 1})
+        if doubled:
+            raise ValueError(f"turn plugins named twice: {', '.join(doubled)}")
+        self._context = self._with("context")
+        self._started = self._with("turn_started")
+        self._resume = self._with("resume_round")
+        self._round = self._with("round_ended")
+        self._ended = self._with("turn_ended")
+        self._around = self._with("around_tool")
+        self._parked = self._with("parked")
+
+    def _with(self, hook: str) -> tuple[TurnPlugin, ...]:
+        return tuple(p for p in self.all if _overrides(p, hook))
+
+    def named(self, name: str) -> TurnPlugin | None:
+        return next((p for p in self.all if p.name == name), None)
+
+    async def context(self, turn: TurnStart) -> tuple[str, ...]:
+        blocks: list[str] = []
+        for plugin in self._context:
+            blocks.extend(await plugin.context(turn))
+        return tuple(blocks)
+
+    async def turn_started(self, turn: TurnStart) -> None:
+        for plugin in self._started:
+            await plugin.turn_started(turn)
+
+    async def resume_round(self, turn: TurnStart) -> PausedRound | None:
+        for plugin in self._resume:
+            saved = await plugin.resume_round(turn)
+            if saved is not None:
+                return saved
+        return None
+
+    async def round_ended(self, turn: TurnStart) -> None:
+        for plugin in self._round:
+            await plugin.round_ended(turn)
+
+    async def turn_ended(self, turn: TurnStart) -> None:
+        """Every plugin hears the end, even when an earlier one fails; the first failure
+        is raised after all were told."""
+        failure: BaseException | None = None
+        for plugin in self._ended:
+            try:
+                await plugin.turn_ended(turn)
+            except Exception as exc:  # told to the caller once every plugin heard the end
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    async def run_tool(
+        self, call: ToolCallBlock, turn: TurnStart, innermost: ToolCallNext
+    ) -> ToolResultBlock:
+        """``innermost`` wrapped by every ``around_tool``, the first plugin outermost."""
+        if not self._around:
+            return await innermost()
+        proceed = innermost
+        for plugin in reversed(self._around):
+            proceed = _wrapped(plugin, call, turn, proceed)
+        return await proceed()
+
+    def parked(self) -> set[asyncio.Task[Any]]:
+        waiting: set[asyncio.Task[Any]] = set()
+        for plugin in self._parked:
+            waiting |= plugin.parked()
+        return waiting
+
+
+def _wrapped(
+    plugin: TurnPlugin, call: ToolCallBlock, turn: TurnStart, proceed: ToolCallNext
+) -> ToolCallNext:
+    async def step() -> ToolResultBlock:
+        return await plugin.around_tool(call, turn, proceed)
+
+    return step

@@ -1,0 +1,1 @@
+"""Security: risk, approvals, audit, redaction, reach and the tool gate."""
