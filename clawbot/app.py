@@ -16,10 +16,11 @@ from clawbot.channels.outbox import Outbox
 from clawbot.clock import Clock, SystemClock
 from clawbot.commands.agents import register_agent_commands
 from clawbot.commands.approvals import register_approval_commands
+from clawbot.commands.builtin import builtin_commands
 from clawbot.commands.compaction import register_compaction_commands
 from clawbot.commands.memory import register_memory_commands
 from clawbot.commands.queue import register_queue_commands
-from clawbot.commands.registry import CommandRegistry, builtin_commands
+from clawbot.commands.registry import CommandRegistry
 from clawbot.commands.subagents import register_subagent_commands
 from clawbot.errors import ConfigError
 from clawbot.home import prepare_home

@@ -15,12 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from clawbot.channels.outbox import Delivery, Outbox
-from clawbot.commands.registry import (
-    CommandContext,
-    CommandRegistry,
-    builtin_commands,
-    parse_command,
-)
+from clawbot.commands.builtin import builtin_commands
+from clawbot.commands.registry import CommandContext, CommandRegistry, parse_command
 from clawbot.errors import ClawbotError
 from clawbot.lru import LRUCache
 from clawbot.messages import (
