@@ -1,1 +1,22 @@
-"""Agents: profiles, their files, the registry, models, skills, workspace."""
+"""Agents: the profiles and what an agent carries.
+
+``profiles`` is ``AgentSpec`` and its policies (below the store: it imports nothing of
+clawbot); ``files`` reads and writes their TOML files; ``registry`` is the set the bot
+knows; ``model_catalog`` the models it may switch to; ``switchboard`` switching agents and
+models; ``skills`` the skill folders; ``workspace`` the workspace and its bootstrap files.
+
+It never imports ``security`` (beyond its records), ``memory``, ``runtime``,
+``scheduling``, ``subagents``, ``commands``, ``routing``, ``app``, ``cli`` or ``adapters``
+(``model_catalog`` reaching ``runtime.llm`` and ``skills`` reaching ``tools.registry`` are
+listed in tests/test_layout.py).
+"""
+
+__all__ = [
+    "files",
+    "model_catalog",
+    "profiles",
+    "registry",
+    "skills",
+    "switchboard",
+    "workspace",
+]

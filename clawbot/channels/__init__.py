@@ -1,1 +1,18 @@
-"""Channels: the adapter interface, rendering, chunking and the outbox."""
+"""Channels: how clawbot talks to a platform, and the one gate every reply passes.
+
+``interface`` is the adapter interface a channel implements (``Adapter``, its limits, sent
+messages, catch-up cursors): what ``adapters/`` and third-party channels import, beside the
+foundation. ``outbox`` is the delivery gate (the only path to an adapter's ``send``),
+``rendering`` turns Markdown into each platform's markup, ``chunking`` cuts replies to a
+platform's size (used by ``rendering``).
+
+Lowest of the stages: it imports only the foundation (``messages``, ``errors``,
+``settings``) and the records below the store (``routing.sessions``, ``security.redaction``).
+It never imports the store, another stage, ``app``, ``cli`` or ``adapters``.
+"""
+
+__all__ = [
+    "interface",
+    "outbox",
+    "rendering",
+]

@@ -1,1 +1,14 @@
-"""The ``clawbot`` command line."""
+"""The ``clawbot`` command.
+
+``main`` is the Typer app (``main()`` is the console script); one module per command group:
+``chat``, ``run``, ``doctor``, ``agents``, ``pairing``, ``sessions``, ``memory``, ``audit``,
+with ``common`` (what they share) and ``checks`` (what ``doctor`` checks); ``service``
+runs the adapters of ``clawbot run`` and ``serving`` is the one-serving-process lock.
+
+On top: it may import every package of clawbot, never ``adapters`` (they are loaded by
+their ``clawbot.adapters`` entry point).
+"""
+
+__all__ = [
+    "main",
+]

@@ -1,1 +1,22 @@
-"""Slash commands: one module per family, answered without a model call."""
+"""Slash commands, answered by the router without a model call, one module per family.
+
+``registry`` holds the registry, the command context and ``parse_command``; ``builtin``
+/start, /help, /new and /status; then ``agents`` (/agents, /agent, /models, /model,
+/skills, /context), ``approvals`` (/approve, /deny, /grants), ``compaction`` (/compact),
+``memory`` (/memory), ``queue`` (/queue, /stop) and ``subagents`` (/subagents). Commands
+see narrow protocols (``SessionControl``, ``QueueControl``, ``SubagentControl``), never the
+router.
+
+It never imports ``routing``, ``app``, ``cli`` or ``adapters``.
+"""
+
+__all__ = [
+    "agents",
+    "approvals",
+    "builtin",
+    "compaction",
+    "memory",
+    "queue",
+    "registry",
+    "subagents",
+]

@@ -1,1 +1,21 @@
-"""Memories: texts agents keep under a key, searchable across conversations."""
+"""Memories: texts agents keep under a key, searchable across conversations.
+
+``records`` holds the records and checks (keys, namespaces, references; below the store);
+``recall`` the ``[Context: memory]`` block of a turn; ``files`` export and import; semantic
+recall's ``embeddings`` (the models), ``chunks`` and ``ranking`` (pure, used by the store).
+The store is ``clawbot.store.memories`` and ``memory_vectors``, the tools
+``clawbot.tools.memory``, the command ``clawbot.commands.memory``.
+
+It never imports ``runtime`` (but ``embeddings`` reaching ``runtime.llm``, listed in
+tests/test_layout.py), ``scheduling``, ``subagents``, ``commands``, ``routing``, ``app``,
+``cli`` or ``adapters``.
+"""
+
+__all__ = [
+    "chunks",
+    "embeddings",
+    "files",
+    "ranking",
+    "recall",
+    "records",
+]

@@ -1,4 +1,4 @@
-"""Memories: texts agents keep under a key, searchable across conversations.
+"""The records of memories and their checks: keys, tags, namespaces, references.
 
 Namespaces keep keys apart: an agent writes into the namespace named by its own agent id, so
 ``main``'s ``colour`` and ``worker``'s ``colour`` are two memories, shown as ``main:colour``
@@ -6,11 +6,6 @@ and ``worker:colour``. An agent reads its own namespace plus the ones its contex
 lists in ``recall_from`` (``*``: every namespace). Keys never hold a ``:``, so a reference
 ``namespace:key`` is never ambiguous. Every write records the session and agent that made
 it, and searches rank memories of the asking session and agent first.
-
-The package: these records and checks; ``recall`` (the ``[Context: memory]`` block),
-``commands`` (``/memory``), ``files`` (export and import); semantic recall's ``embeddings``,
-``chunks`` and ``ranking``. The store is ``clawbot.store.memories`` (and ``memory_vectors``),
-the tools ``clawbot.tools.memory``.
 """
 
 from __future__ import annotations

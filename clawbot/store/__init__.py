@@ -1,7 +1,12 @@
 """Everything that must survive a restart. Core code asks for a :class:`Store` (the
 protocols of ``clawbot.store.interface``) and opens one with :func:`open_store`;
 ``SqliteStore`` is the one implementation, on one SQLite file with an intake journal in
-front of it (named outside the store by tests and benchmarks only)."""
+front of it (named outside the store by tests and benchmarks only).
+
+Below every stage: it imports the foundation and the records each stage keeps below it
+(``routing.sessions``, ``scheduling.jobs``, ``security.audit``, ``subagents.records``...),
+never a stage's behaviour, ``app``, ``cli`` or ``adapters``; the embedder it reaches in
+``memory.embeddings`` is the exception tests/test_layout.py lists."""
 
 from clawbot.store.backend import open_store
 from clawbot.store.ids import new_id

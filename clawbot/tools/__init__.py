@@ -1,1 +1,20 @@
-"""Tools the model can call: the registry and one module per tool family."""
+"""Tools the model can call.
+
+``registry`` is the typed tool shape and the registry (schemas from signatures); one module
+per family of built-in tools: ``files`` (workspace-confined), ``agents``, ``memory``,
+``shell`` (with ``sandbox``, bubblewrap, and the private ``shell_paths``) and ``web``
+(web_fetch, with the private ``html_text``).
+
+It never imports ``runtime``, ``scheduling``, ``subagents``, ``commands``, ``routing``,
+``app``, ``cli`` or ``adapters``.
+"""
+
+__all__ = [
+    "agents",
+    "files",
+    "memory",
+    "registry",
+    "sandbox",
+    "shell",
+    "web",
+]
