@@ -315,3 +315,291 @@ def test_store_reads_rows_by_name() -> None:
         lines = positional_row_reads(path.read_text(encoding="utf-8"))
         offenders += [f"{path.relative_to(ROOT)}:{line}" for line in lines]
     assert offenders == [], "rows read by position: " + ", ".join(offenders)
+
+
+# The layering of design.md: an import points down the pipeline. Lowest first.
+FOUNDATION = (
+    "clawbot",
+    "clawbot.messages",
+    "clawbot.errors",
+    "clawbot.settings",
+    "clawbot.clock",
+    "clawbot.lru",
+    "clawbot.home",
+    "clawbot.logs",
+)
+RECORDS = (
+    "clawbot.channels.interface",
+    "clawbot.routing.sessions",
+    "clawbot.routing.pairing",
+    "clawbot.scheduling.jobs",
+    "clawbot.scheduling.backlog",
+    "clawbot.runtime.usage",
+    "clawbot.agents.profiles",
+    "clawbot.security.risk",
+    "clawbot.security.approval_records",
+    "clawbot.security.paused_rounds",
+    "clawbot.security.audit",
+    "clawbot.security.redaction",
+    "clawbot.memory.records",
+    "clawbot.memory.chunks",
+    "clawbot.memory.ranking",
+    "clawbot.subagents.records",
+)
+"""The records the store persists (and the pure helpers it applies), each kept in its
+stage's package but below the store: they import only the foundation and each other."""
+STAGES = (
+    "channels",
+    "agents",
+    "security",
+    "tools",
+    "memory",
+    "runtime",
+    "scheduling",
+    "subagents",
+    "commands",
+    "routing",
+)
+"""The stages of clawbot/, each a package, lowest first: a stage imports the ones before it."""
+TOP = ("clawbot.app", "clawbot.testing", "clawbot.__main__", "clawbot.cli")
+"""What assembles the bot, and the command line: they may import everything in clawbot/."""
+ADAPTERS_MAY_IMPORT = {
+    "clawbot",
+    "clawbot.messages",
+    "clawbot.errors",
+    "clawbot.settings",
+    "clawbot.channels",
+    "clawbot.channels.interface",
+    "clawbot.channels.rendering",
+}
+"""adapters/ sit beside the core: the foundation and the channels' interface and rendering."""
+
+KNOWN_UPWARD = {
+    # settings holds the risk profiles: RiskProfile and Autonomy belong in the foundation
+    ("clawbot.settings", "clawbot.security.risk"),
+    # logging masks secrets: the redactor could be foundation
+    ("clawbot.logs", "clawbot.security.redaction"),
+    # a paused round keeps the ModelReply it waits in: the reply record belongs below runtime
+    ("clawbot.security.paused_rounds", "clawbot.runtime.llm"),
+    # the store embeds memories: the embedder should reach it as a protocol, not a module
+    ("clawbot.store.backend", "clawbot.memory.embeddings"),
+    ("clawbot.store.memories", "clawbot.memory.embeddings"),
+    ("clawbot.store.memory_vectors", "clawbot.memory.embeddings"),
+    # litellm's catalogue and its import: llm is the lowest part of the runtime
+    ("clawbot.agents.model_catalog", "clawbot.runtime.llm"),
+    ("clawbot.memory.embeddings", "clawbot.runtime.llm"),
+    # skills contribute a tool
+    ("clawbot.agents.skills", "clawbot.tools.registry"),
+    # approvals and the gate name the subagent tree, and the gate runs a Tool
+    ("clawbot.security.approvals", "clawbot.subagents.chains"),
+    ("clawbot.security.approvals", "clawbot.subagents.keys"),
+    ("clawbot.security.gate", "clawbot.subagents.keys"),
+    ("clawbot.security.gate", "clawbot.subagents.origin"),
+    ("clawbot.security.gate", "clawbot.tools.registry"),
+    # the runtime knows subagents by name (the plug-in interface of issue 27 removes these)
+    ("clawbot.runtime.turn", "clawbot.subagents.ceiling"),
+    ("clawbot.runtime.turn", "clawbot.subagents.chains"),
+    ("clawbot.runtime.turn", "clawbot.subagents.context"),
+    ("clawbot.runtime.turn", "clawbot.subagents.scratchpad"),
+}
+"""Imports that point up today, each a debt to pay: a new one fails, and so does one that is
+gone but still listed."""
+
+
+def is_package(module: str, root: Path = ROOT) -> bool:
+    return (root / module.replace(".", "/") / "__init__.py").exists()
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    """The rank and name of a module's layer (a higher rank may import a lower one)."""
+    ranks = ["foundation", "records", "store", *STAGES, "top"]
+    parts = module.split(".")
+    if module in FOUNDATION:
+        name = "foundation"
+    elif module in RECORDS:
+        name = "records"
+    elif len(parts) == 2 and is_package(module) and module != "clawbot.store":
+        name = "foundation"  # a package init imports nothing (checked below)
+    elif parts[:2] == ["clawbot", "store"]:
+        name = "store"
+    elif module in TOP or ".".join(parts[:2]) in TOP:
+        name = "top"
+    elif len(parts) > 2 and parts[1] in STAGES:
+        name = parts[1]
+    else:
+        raise AssertionError(f"{module} is in no layer: place it in tests/test_layout.py")
+    return ranks.index(name), name
+
+
+def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Every import in clawbot/ of a module in a higher layer."""
+    found = set()
+    for module, targets in graph.items():
+        if not module.startswith("clawbot"):
+            continue
+        rank, _ = layer_of(module)
+        for target in targets:
+            if target.startswith("clawbot") and layer_of(target)[0] > rank:
+                found.add((module, target))
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in import_graph(ROOT):
+        if module.startswith("clawbot"):
+            layer_of(module)
+
+
+def test_imports_point_down_the_pipeline() -> None:
+    """design.md: foundation, records, store, the stages in STAGES' order, then app and cli;
+    an import points down. KNOWN_UPWARD lists today's exceptions."""
+    upward = upward_imports(import_graph(ROOT))
+    new = sorted(
+        f"{a} -> {b} ({layer_of(a)[1]} -> {layer_of(b)[1]})" for a, b in upward - KNOWN_UPWARD
+    )
+    assert not new, "imports that point up the layers: " + "; ".join(new)
+    gone = sorted(f"{a} -> {b}" for a, b in KNOWN_UPWARD - upward)
+    assert not gone, "KNOWN_UPWARD lists imports that are gone (remove them): " + "; ".join(gone)
+
+
+def test_the_layering_check_sees_a_stage_reaching_up() -> None:
+    graph = {
+        "clawbot.channels.outbox": {"clawbot.routing.router"},
+        "clawbot.routing.router": {"clawbot.channels.outbox", "clawbot.store.interface"},
+        "clawbot.store.interface": {"clawbot.routing.sessions", "clawbot.scheduling.turns"},
+        "clawbot.routing.sessions": {"clawbot.messages"},
+    }
+    assert upward_imports(graph) == {
+        ("clawbot.channels.outbox", "clawbot.routing.router"),
+        ("clawbot.store.interface", "clawbot.scheduling.turns"),
+    }
+
+
+def test_records_below_the_store_import_only_the_foundation_and_each_other() -> None:
+    graph = import_graph(ROOT)
+    allowed = set(FOUNDATION) | set(RECORDS)
+    reaching = sorted(
+        f"{record} -> {target}"
+        for record in RECORDS
+        for target in graph[record] - allowed
+        if layer_of(target)[1] != "foundation" and (record, target) not in KNOWN_UPWARD
+    )
+    assert not reaching, "records reaching above the foundation: " + "; ".join(reaching)
+
+
+def test_package_inits_import_nothing() -> None:
+    """Importing a stage's records must not run the stage: an init holds its docstring and
+    ``__all__`` only (the store's, a layer of its own, names its interface)."""
+    graph = import_graph(ROOT)
+    heavy = sorted(
+        f"{module} imports {', '.join(sorted(graph[module]))}"
+        for module in graph
+        if module in packages() and graph[module]
+    )
+    assert not heavy, "; ".join(heavy)
+
+
+def test_adapters_import_only_the_foundation_and_the_channels() -> None:
+    """adapters/ import clawbot's foundation and the channels' interface and rendering, and
+    a platform's package never imports another platform's."""
+    graph = import_graph(ROOT)
+    reaching = []
+    for module, targets in graph.items():
+        if not module.startswith("adapters."):
+            continue
+        for target in targets:
+            if target.startswith("clawbot") and target not in ADAPTERS_MAY_IMPORT:
+                reaching.append(f"{module} -> {target}")
+            elif platform_of(target) not in (None, platform_of(module)):
+                reaching.append(f"{module} -> {target} (another platform)")
+    assert not reaching, "adapters reaching past the channels' interface: " + "; ".join(reaching)
+
+
+def platform_of(module: str) -> str | None:
+    """The platform of a module of adapters/: ``adapters.slack.users`` -> ``slack``, and for
+    a module directly in adapters/ its name's first word (``console_input`` -> ``console``)."""
+    parts = module.split(".")
+    if parts[0] != "adapters" or len(parts) < 2:
+        return None
+    return parts[1] if is_package(".".join(parts[:2])) else parts[1].split("_")[0]
+
+
+def packages(root: Path = ROOT) -> dict[str, Path]:
+    """The subpackages of clawbot/ and adapters/ but the store: dotted name -> __init__.py."""
+    inits = sorted((root / "clawbot").glob("*/__init__.py"))
+    inits += sorted((root / "adapters").glob("*/__init__.py"))
+    return {
+        f"{init.parent.parent.name}.{init.parent.name}": init
+        for init in inits
+        if init.parent.name != "store"
+    }
+
+
+def public_modules(init: Path) -> list[str]:
+    """The names of an init's ``__all__``."""
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            names = ast.literal_eval(node.value)
+            assert isinstance(names, list)
+            return [str(name) for name in names]
+    return []
+
+
+def test_an_import_from_outside_a_package_reaches_only_what_its_all_names() -> None:
+    """Each package's ``__all__`` names its public modules; the rest are its own. (The
+    store's public surface is STORE_PUBLIC, checked above; tests and benchmarks may reach
+    anywhere.)"""
+    public = {
+        package: {f"{package}.{name}" for name in public_modules(init)}
+        for package, init in packages().items()
+    }
+    private = []
+    for module, targets in import_graph(ROOT).items():
+        for target in targets:
+            package = ".".join(target.split(".")[:2])
+            outside = package in public and not module.startswith(package + ".")
+            if outside and target != package and target not in public[package]:
+                private.append(f"{module} -> {target}")
+    assert not private, "private modules imported from outside their package: " + "; ".join(
+        sorted(private)
+    )
+
+
+def test_each_package_init_says_what_it_owns_and_never_imports() -> None:
+    for init in packages().values():
+        where = init.relative_to(ROOT)
+        names = public_modules(init)
+        assert names, f"{where}: no __all__ naming its public modules"
+        missing = [name for name in names if not (init.parent / f"{name}.py").exists()]
+        assert not missing, f"{where}: __all__ names no module {missing}"
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert "never" in docstring, f"{where}: the docstring does not say what it never imports"
+
+
+MAX_MODULE_LINES = 500
+LONG_MODULES = {
+    "adapters/telegram/adapter.py": 764,
+    "adapters/slack/adapter.py": 737,
+    "adapters/discord/adapter.py": 722,
+    "clawbot/store/database.py": 575,
+    "clawbot/security/approvals.py": 531,
+    "clawbot/store/interface.py": 518,
+    "clawbot/channels/rendering.py": 508,
+}
+"""Today's modules over MAX_MODULE_LINES, each at most as long as it is now, to be split."""
+
+
+def test_no_module_grows_past_500_lines() -> None:
+    """The issue of this layout: a module over about 500 lines holds more than one thing."""
+    long = []
+    for folder in ("clawbot", "adapters"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            lines = path.read_text(encoding="utf-8").count("\n")
+            if lines > LONG_MODULES.get(where, MAX_MODULE_LINES):
+                long.append(f"{where} has {lines} lines")
+    assert not long, "modules too long: " + "; ".join(long)
+    stale = [w for w, n in LONG_MODULES.items() if not (ROOT / w).exists()]
+    assert not stale, "LONG_MODULES lists modules that are gone: " + ", ".join(stale)
