@@ -42,8 +42,7 @@ from clawbot.channels.interface import (
     SentMessage,
     StagedHandler,
 )
-from clawbot.commands.registry import parse_command
-from clawbot.messages import InboundMessage, OutboundEdit, OutboundMessage
+from clawbot.messages import InboundMessage, OutboundEdit, OutboundMessage, parse_command
 from clawbot.settings import Settings
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ from clawbot.app import Clawbot
 from clawbot.messages import OutboundMessage, TextBlock, TranscriptEntry
 from clawbot.routing.router import _user_entry
 from clawbot.routing.sessions import Session
-from clawbot.runtime.turn import TurnResult
+from clawbot.runtime.control import TurnResult
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedCall, ScriptedModel, call
 from clawbot.tools.registry import ToolRegistry, make_tool

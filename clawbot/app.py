@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from clawbot.agents.model_catalog import ModelCatalog
 from clawbot.agents.registry import AgentRegistry
@@ -27,12 +29,12 @@ from clawbot.home import prepare_home
 from clawbot.memory.recall import MemoryRecall
 from clawbot.routing.router import AccessCheck, Router, allow_everyone
 from clawbot.runtime.llm import ModelClient
-from clawbot.runtime.plugins import TurnPlugin
+from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.runtime.turn import AgentResolver, Runtime
 from clawbot.scheduling.scheduler import Scheduler
-from clawbot.security.approval_turns import ApprovalTurns
 from clawbot.security.approvals import Approvals
 from clawbot.security.gate import ToolGate
+from clawbot.security.paused_rounds import PausedRound
 from clawbot.security.redaction import redactor
 from clawbot.settings import Settings
 from clawbot.store import Store, open_store
@@ -253,3 +255,26 @@ class Clawbot:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+class ApprovalTurns(TurnPlugin):
+    """Approvals' part in a turn: a turn stopped while a call waited for a person resumes at
+    that call's round, a finished round's saved copy is dropped, and the run's grants are
+    revoked when it ends (security sits below the runtime, so the binding lives here)."""
+
+    name = "approvals"
+
+    def __init__(self, approvals: Approvals) -> None:
+        self.approvals = approvals
+
+    async def resume_round(self, turn: TurnStart) -> PausedRound | None:
+        return await self.approvals.paused_round(turn.session, turn.turn_id)
+
+    async def round_ended(self, turn: TurnStart) -> None:
+        await self.approvals.round_ended(turn.turn_id)
+
+    async def turn_ended(self, turn: TurnStart) -> None:
+        await self.approvals.run_ended(turn.turn_id)
+
+    def parked(self) -> set[asyncio.Task[Any]]:
+        return self.approvals.parked()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clawbot.commands.registry import parse_command
+from clawbot.messages import parse_command
 from clawbot.testing import MemoryChannel, ScriptedModel
 
 from .conftest import Chat

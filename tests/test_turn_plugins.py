@@ -177,6 +177,6 @@ def test_the_runtime_imports_no_feature_by_name() -> None:
         "clawbot.subagents.scratchpad",
         "clawbot.subagents.ceiling",
         "clawbot.security.approvals",
-        "clawbot.security.approval_turns",
+        "clawbot.app",
     )
     assert not {name for name in imported if name.startswith(features)}

@@ -12,6 +12,7 @@ listed in tests/test_layout.py).
 """
 
 __all__ = [
+    "beneath",
     "files",
     "model_catalog",
     "profiles",

@@ -53,21 +53,6 @@ class Command:
     usage: str = ""
 
 
-def parse_command(text: str) -> tuple[str, str] | None:
-    """``"/model gpt-4o"`` -> ``("model", "gpt-4o")``; None when the text is not a command.
-
-    ``/cmd@botname`` (Telegram's group form) names the same command.
-    """
-    stripped = text.strip()
-    if not stripped.startswith("/") or len(stripped) < 2 or stripped[1] in "/ ":
-        return None
-    head, _, rest = stripped[1:].partition(" ")
-    name = head.split("@", 1)[0].lower()
-    if not name.replace("_", "").replace("-", "").isalnum():
-        return None
-    return name, rest.strip()
-
-
 class CommandRegistry:
     def __init__(self) -> None:
         self._commands: dict[str, Command] = {}

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from clawbot.commands.registry import parse_command
 from clawbot.errors import ClawbotError
-from clawbot.messages import InboundMessage, utcnow
+from clawbot.messages import InboundMessage, parse_command, utcnow
 from clawbot.routing.pairing import (
     CODE_TTL,
     MAX_PENDING_PER_CHANNEL,

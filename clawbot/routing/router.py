@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from clawbot.channels.outbox import Delivery, Outbox
 from clawbot.commands.builtin import builtin_commands
-from clawbot.commands.registry import CommandContext, CommandRegistry, parse_command
+from clawbot.commands.registry import CommandContext, CommandRegistry
 from clawbot.errors import ClawbotError
 from clawbot.lru import LRUCache
 from clawbot.messages import (
@@ -26,10 +26,12 @@ from clawbot.messages import (
     Provenance,
     TextBlock,
     TranscriptEntry,
+    parse_command,
 )
 from clawbot.routing.rate_limit import SenderRateLimit
 from clawbot.routing.sessions import Session, session_key_for
-from clawbot.runtime.turn import Runtime, TurnResult
+from clawbot.runtime.control import TurnResult
+from clawbot.runtime.turn import Runtime
 from clawbot.scheduling.jobs import Lane
 from clawbot.scheduling.records import TurnHandle
 from clawbot.scheduling.scheduler import Scheduler

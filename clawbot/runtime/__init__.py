@@ -14,7 +14,9 @@ compaction): tests/test_layout.py lists the ones that point up.
 
 __all__ = [
     "compaction",
+    "control",
     "llm",
+    "plugins",
     "resolved_turn",
     "transcripts",
     "turn",

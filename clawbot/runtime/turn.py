@@ -11,8 +11,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from clawbot.agents.profiles import AgentSpec, effective_model
 from clawbot.agents.skills import Skill, SkillLibrary, skills_prompt
@@ -21,14 +20,26 @@ from clawbot.errors import ClawbotError, ProviderError
 from clawbot.logs import agent_scope
 from clawbot.messages import (
     Provenance,
-    TextBlock,
     ToolCallBlock,
     ToolResultBlock,
     TranscriptEntry,
 )
 from clawbot.routing.sessions import Session
 from clawbot.runtime.compaction import Compactor
-from clawbot.runtime.llm import UNTRUSTED_NOTE, ModelClient, ModelReply
+from clawbot.runtime.control import (
+    EMPTY_REPLY,
+    NEVER_YIELD,
+    REPEAT_NOTE,
+    REPEAT_STOP_AT,
+    REPEAT_WARN_AT,
+    ROUNDS_EXHAUSTED_NOTE,
+    TurnControl,
+    TurnResult,
+    assistant_entry,
+    not_run,
+    repeated,
+)
+from clawbot.runtime.llm import UNTRUSTED_NOTE, ModelClient
 from clawbot.runtime.plugins import TurnPlugin, TurnPlugins, TurnStart
 from clawbot.runtime.resolved_turn import ResolvedTurn, within_ceiling
 from clawbot.runtime.tool_offer import ToolOffer
@@ -48,48 +59,6 @@ if TYPE_CHECKING:
 
 _BY_AGENT = Provenance(source="agent")  # immutable, so one instance serves every entry
 log = logging.getLogger("clawbot.runtime")
-
-REPEAT_WARN_AT = 2
-REPEAT_STOP_AT = 3
-EMPTY_REPLY = "(the model gave an empty answer — try rephrasing)"
-ROUNDS_EXHAUSTED_NOTE = (
-    "You have used all tool rounds for this turn. Do not call tools; answer the user now with "
-    "what you have, and say what is left undone."
-)
-REPEAT_NOTE = (
-    "You repeated an identical tool call several times. Stop calling tools and answer the user "
-    "with what you have."
-)
-NOT_RUN_STEERED = "not run: interrupted by a newer message; resumes from the backlog"
-
-
-class TurnControl:
-    """The scheduler's seam into a running turn, asked at each safe tool boundary (before
-    each tool call of an assistant message, and before the next model call) whether the
-    turn should stop there. The default never stops a turn."""
-
-    def should_yield(self) -> bool:
-        return False
-
-    def not_run_note(self) -> str:
-        """The result given to tool calls a yielding turn did not start."""
-        return NOT_RUN_STEERED
-
-
-NEVER_YIELD = TurnControl()
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """What a turn produced; ``reply`` is what the user should see."""
-
-    turn_id: str
-    status: Literal["done", "failed", "yielded"]
-    reply: str
-    rounds: int
-    entries: tuple[TranscriptEntry, ...] = ()
-    error: str | None = None
-
 
 AgentResolver = Callable[[str], AgentSpec]
 ReachOf = Callable[["Runtime", Session], Awaitable[Reach]]
@@ -334,7 +303,7 @@ class Runtime:
                     )
                 except ClawbotError as exc:
                     return await self._fail(session, turn_id, rounds, pending, exc)
-            entry = _assistant_entry(reply, turn_id, offer_tools)
+            entry = assistant_entry(reply, turn_id, offer_tools)
             if not offer_tools or not reply.tool_calls:
                 pending.append(entry)
                 await self.store.jobs.finish(session, turn_id, pending, status="done")
@@ -354,7 +323,7 @@ class Runtime:
                 # Not-yet-started calls are a safe boundary; each still gets a result.
                 if yielding or control.should_yield():
                     yielding = True
-                    results.append(_not_run(tool_call, control.not_run_note()))
+                    results.append(not_run(tool_call, control.not_run_note()))
                     continue
                 signature = tool_call.signature
                 seen[signature] += 1
@@ -362,7 +331,7 @@ class Runtime:
                     log.warning(
                         "repeated identical call to %s (%d times)", tool_call.name, seen[signature]
                     )
-                    results.append(_repeated(tool_call))
+                    results.append(repeated(tool_call))
                     continue
                 log.info("tool %s", tool_call.name)
                 results.append(await self._run_tool(tool_call, turn, resolved, rounds, tool_round))
@@ -469,37 +438,6 @@ class Runtime:
         return TurnResult(
             turn_id=turn_id, status="failed", reply=reply, rounds=rounds, error=str(exc)
         )
-
-
-def _assistant_entry(reply: ModelReply, turn_id: str, tools_offered: bool) -> TranscriptEntry:
-    blocks: list[TextBlock | ToolCallBlock] = []
-    if reply.text:
-        blocks.append(TextBlock(text=reply.text))
-    if tools_offered:
-        blocks.extend(reply.tool_calls)
-    return TranscriptEntry(
-        role="assistant",
-        content=tuple(blocks),
-        provenance=_BY_AGENT,
-        meta=reply.meta,
-        turn_id=turn_id,
-    )
-
-
-def _not_run(tool_call: ToolCallBlock, note: str) -> ToolResultBlock:
-    return ToolResultBlock(
-        tool_call_id=tool_call.id, name=tool_call.name, content=note, is_error=True
-    )
-
-
-def _repeated(tool_call: ToolCallBlock) -> ToolResultBlock:
-    return ToolResultBlock(
-        tool_call_id=tool_call.id,
-        name=tool_call.name,
-        content="error: you already made this exact call in this turn; use its earlier result "
-        "instead of repeating it",
-        is_error=True,
-    )
 
 
 async def _own_reach(runtime: Runtime, session: Session) -> Reach:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from clawbot.channels.outbox import Delivery
-from clawbot.runtime.turn import TurnResult
+from clawbot.runtime.control import TurnResult
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import Lane
 

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from clawbot.clock import Clock
-from clawbot.runtime.turn import EMPTY_REPLY
+from clawbot.runtime.control import EMPTY_REPLY
 from clawbot.scheduling.delivery import Replies, ReplyKind, ReplyMarks
 from clawbot.scheduling.jobs import TurnJob
 from clawbot.scheduling.notices import GAVE_UP_ERROR, asked_of, failure_notice, gave_up_notice

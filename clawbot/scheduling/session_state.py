@@ -13,7 +13,7 @@ from typing import Literal
 
 from clawbot.messages import TranscriptEntry
 from clawbot.routing.sessions import Session
-from clawbot.runtime.turn import TurnControl
+from clawbot.runtime.control import TurnControl
 from clawbot.scheduling.backlog import BacklogItem, ResumeStep
 from clawbot.scheduling.jobs import Lane, TurnJob
 from clawbot.scheduling.records import RunKind

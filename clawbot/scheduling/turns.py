@@ -14,7 +14,8 @@ from clawbot.clock import human_duration
 from clawbot.errors import LeaseLostError, MalformedMetaError, ShuttingDownError, StoreError
 from clawbot.messages import TranscriptEntry
 from clawbot.routing.sessions import Session
-from clawbot.runtime.turn import Runtime, TurnResult
+from clawbot.runtime.control import TurnResult
+from clawbot.runtime.turn import Runtime
 from clawbot.scheduling.backlog import BacklogItem, asked_in, resume_token
 from clawbot.scheduling.delivery import Replies, ReplyMarks
 from clawbot.scheduling.hooks import TurnEnds

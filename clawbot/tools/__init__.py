@@ -12,6 +12,7 @@ It never imports ``runtime``, ``scheduling``, ``subagents``, ``commands``, ``rou
 __all__ = [
     "agents",
     "files",
+    "host_shell",
     "memory",
     "registry",
     "sandbox",
