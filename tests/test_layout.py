@@ -579,7 +579,6 @@ LONG_MODULES = {
     "adapters/telegram/adapter.py": 768,
     "adapters/slack/adapter.py": 743,
     "adapters/discord/adapter.py": 732,
-    "clawbot/store/database.py": 580,
     "clawbot/security/approvals.py": 549,
     "clawbot/store/interface.py": 529,
     "clawbot/channels/rendering.py": 520,

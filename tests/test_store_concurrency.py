@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import clawbot.store.database
+import clawbot.store.sqlite_errors
 from clawbot.app import Clawbot
 from clawbot.errors import StoreError
 from clawbot.messages import TextBlock, TranscriptEntry
@@ -66,7 +67,7 @@ async def test_a_write_waits_for_another_process_lock_while_the_loop_keeps_servi
 async def test_a_lock_held_too_long_gets_a_clear_error_and_writes_nothing(
     store: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(clawbot.store.database, "BUSY_WAIT", 0.05)
+    monkeypatch.setattr(clawbot.store.sqlite_errors, "BUSY_WAIT", 0.05)
     other = sqlite3.connect(tmp_path / "clawbot.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     try:

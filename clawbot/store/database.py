@@ -1,6 +1,7 @@
 """The one SQLite connection (aiosqlite, WAL, foreign keys on) behind the store: opening,
-configuring and migrating it, transactions and group commit, reads, retries while another
-process holds the lock, background checkpoints and the clear errors a user sees.
+configuring and migrating it (``clawbot.store.migrate``), transactions and group commit
+(``clawbot.store.group_commit``), reads, retries while another process holds the lock and
+the clear errors a user sees (``clawbot.store.sqlite_errors``), background checkpoints.
 
 The table modules (``clawbot.store.sessions``, ``jobs``...) hold the SQL; this module only
 runs it. Rows made durable elsewhere first (the intake journal) reach SQLite through the
@@ -15,18 +16,18 @@ import contextlib
 import functools
 import logging
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence, Sized
+from collections.abc import Callable, Sequence, Sized
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 
 from clawbot.errors import StoreError
-from clawbot.store.migrations import migrations, statements
+from clawbot.store.group_commit import GroupCommit
+from clawbot.store.migrate import migrate
+from clawbot.store.sqlite_errors import describe, is_busy, retrying
 
 log = logging.getLogger(__name__)
-BUSY_WAIT = 5.0
-"""Seconds a write waits for another process's write lock before it fails."""
 CHECKPOINT_EVERY_ROWS = 2048
 """Rows written between background WAL checkpoints: a turn writes about eight, in about
 eleven pages, so this is near SQLite's default of 1,000 pages. Counted in rows, not commits:
@@ -73,17 +74,14 @@ def no_work(db: sqlite3.Connection) -> None:
     return None
 
 
-class Database:
+class Database(GroupCommit):
     """Async access to one SQLite database. Open with :meth:`open`, close with :meth:`close`."""
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        super().__init__()
         self._conn = conn
         self.path = path
         self.pending: PendingRows = _NothingPending()
-        self._group: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
-        self._group_drain: asyncio.Task[None] | None = None
-        self._group_scheduled = False  # a drain is due or running
-        self._pass_wrote = False  # this loop pass committed a write at once
         self._loop = asyncio.get_running_loop()
         self._queued = 0  # operations queued on, or running in, aiosqlite's thread
         self._closed = False
@@ -112,7 +110,7 @@ class Database:
         database = cls(conn, path)
         try:
             await database._configure(synchronous)
-            await _migrate(database)
+            await migrate(path, await database.schema_version(), database._on_thread)
             await database.fetchall("PRAGMA foreign_keys=ON")
             # From here on nothing waits inside SQLite: a locked database is retried by
             # _commit without blocking the event loop, and checkpoints run in the background.
@@ -209,7 +207,7 @@ class Database:
                 except sqlite3.OperationalError as exc:
                     if not is_busy(exc):
                         raise
-            return await self._retrying(lambda: self._on_thread(query))
+            return await retrying(lambda: self._on_thread(query))
         except sqlite3.DatabaseError as exc:
             raise describe(exc, self.path) from None
 
@@ -219,7 +217,7 @@ class Database:
         if flush and self.pending.waiting:
             await self.flush()
         try:
-            return await self._retrying(lambda: self._on_thread(work))
+            return await retrying(lambda: self._on_thread(work))
         except sqlite3.DatabaseError as exc:
             raise describe(exc, self.path) from None
 
@@ -249,30 +247,6 @@ class Database:
 
     def _left_thread(self, _job: asyncio.Future[Any]) -> None:
         self._queued -= 1
-
-    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """``attempt()``, tried again while the database is locked by another process."""
-        try:
-            return await attempt()
-        except sqlite3.OperationalError as exc:
-            if not is_busy(exc):
-                raise
-        from tenacity import (
-            AsyncRetrying,
-            retry_if_exception,
-            stop_after_delay,
-            wait_exponential,
-        )
-
-        async for retry in AsyncRetrying(
-            retry=retry_if_exception(is_busy),
-            stop=stop_after_delay(BUSY_WAIT),
-            wait=wait_exponential(multiplier=0.001, max=0.05),
-            reraise=True,
-        ):
-            with retry:
-                return await attempt()
-        raise AssertionError("unreachable: tenacity reraises the last failure")
 
     # checkpoints ----------------------------------------------------------------------
 
@@ -330,88 +304,6 @@ class Database:
         self._committed()
         return result
 
-    async def grouped(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Like :meth:`transaction`, with group commit: the first write of an event-loop pass
-        commits at once, right here (no task, no thread, no wait for the loop), and the
-        writes issued after it in the same pass share one commit in the next pass, so under
-        a burst the per-message cost is a savepoint, not a commit. Each caller returns once
-        its own work is committed; a failing work is rolled back alone. A shared batch is
-        committed by a callback, not by any caller, so a caller that is cancelled never
-        strands another caller's work."""
-        if not (self._group_scheduled or self._pass_wrote or self._queued or self._closed):
-            self._pass_wrote = True
-            self._loop.call_soon(self._end_pass)
-            try:
-                result = self._transact(self._conn._conn, work)
-            except sqlite3.OperationalError as exc:
-                if not is_busy(exc):
-                    raise describe(exc, self.path) from None
-            except sqlite3.DatabaseError as exc:
-                raise describe(exc, self.path) from None
-            else:
-                self._committed()
-                return result
-        future: asyncio.Future[T] = self._loop.create_future()
-        self._group.append((work, future))
-        if not self._group_scheduled:
-            self._group_scheduled = True
-            self._loop.call_soon(self._drain_now)
-        return await future
-
-    def _end_pass(self) -> None:
-        self._pass_wrote = False
-
-    def _drain_now(self) -> None:
-        """Commit the pass's batch right here when the connection is free (the common case:
-        no task, no thread). When aiosqlite's thread is busy, or the database is locked by
-        another process, a task takes over and waits its turn."""
-        if self._queued or self._closed:
-            self._group_drain = asyncio.ensure_future(self._drain_group())
-            return
-        batch, self._group = self._group, []
-        try:
-            results = self._transact(self._conn._conn, _group_work(batch))
-        except sqlite3.OperationalError as exc:
-            if is_busy(exc):
-                self._group[:0] = batch
-                self._group_drain = asyncio.ensure_future(self._drain_group())
-                return
-            results = [(False, exc)] * len(batch)
-        except Exception as exc:
-            results = [(False, exc)] * len(batch)
-        else:
-            self._committed()
-        self._group_scheduled = False
-        self._settle(batch, results)
-
-    async def _drain_group(self) -> None:
-        try:
-            while self._group:
-                batch, self._group = self._group, []
-                try:
-                    results = await self._commit(_group_work(batch))
-                except BaseException as exc:
-                    results = [(False, exc)] * len(batch)
-                self._settle(batch, results)
-        finally:
-            self._group_drain = None
-            self._group_scheduled = False
-
-    def _settle(
-        self,
-        batch: Sequence[tuple[Any, asyncio.Future[Any]]],
-        results: Sequence[tuple[bool, Any]],
-    ) -> None:
-        for (_, future), (ok, value) in zip(batch, results, strict=True):
-            if future.done():
-                continue
-            if ok:
-                future.set_result(value)
-            elif isinstance(value, sqlite3.DatabaseError):
-                future.set_exception(describe(value, self.path))
-            else:
-                future.set_exception(value)
-
     async def _commit(
         self, work: Callable[[sqlite3.Connection], T], *, background: bool = False
     ) -> T:
@@ -435,7 +327,7 @@ class Database:
             self._committed()
             return result
 
-        return await self._retrying(attempt)
+        return await retrying(attempt)
 
     def _transact(self, db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
         """``work`` in one ``BEGIN IMMEDIATE`` transaction, committed or rolled back as a
@@ -467,114 +359,3 @@ class Database:
         if taken:
             pending.stored(taken)
         return result
-
-
-async def _migrate(database: Database) -> None:
-    """Apply the migrations the database lacks, each in a transaction of its own."""
-    version = await database.schema_version()
-    known = migrations()
-    latest = max((migration.number for migration in known), default=0)
-    if version > latest:
-        raise StoreError(
-            f"the database {database.path} was written by a newer clawbot (schema {version})",
-            hint="upgrade clawbot or point CLAWBOT_HOME at another folder",
-        )
-    # Foreign keys are still off here (see open): a migration may rebuild a table the
-    # documented way (create, copy, drop, rename), and with them on, dropping the old
-    # table would cascade into the rows that refer to it. So each migration is checked
-    # for dangling references before it commits.
-    for number, _name, script in known:
-        if number <= version:
-            continue
-        applied = await database._on_thread(functools.partial(_apply, number, script))
-        if not applied:
-            raise StoreError(
-                f"migration {number} of {database.path} would leave rows that refer to"
-                " missing ones, so it was not applied",
-                hint="restore the database from a backup and report this as a bug",
-            )
-
-
-def _apply(number: int, script: str, db: sqlite3.Connection) -> bool:
-    """Apply migration ``number`` unless another process already has; False when it would
-    leave dangling references (then nothing of it is kept). The write lock is taken first
-    and the version read again under it, so two processes opening a new home at once
-    apply each migration once (the other waits for the lock, then finds it done)."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        (current,) = db.execute("PRAGMA user_version").fetchone()
-        if current < number:
-            for statement in statements(script):
-                db.execute(statement)
-            db.execute(f"PRAGMA user_version={number}")
-            if db.execute("PRAGMA foreign_key_check").fetchall():
-                db.execute("ROLLBACK")
-                return False
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    return True
-
-
-def is_busy(exc: BaseException) -> bool:
-    """Another connection holds the lock (SQLITE_BUSY or SQLITE_LOCKED, extended or not)."""
-    code = getattr(exc, "sqlite_errorcode", None)  # absent when raised outside SQLite
-    if not isinstance(exc, sqlite3.OperationalError) or code is None:
-        return False
-    return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def describe(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
-    """The StoreError a user sees for a database error: what went wrong and what to do."""
-    text = str(exc)
-    if is_busy(exc):
-        return StoreError(
-            f"the database {path} stayed locked by another process for {BUSY_WAIT:g} s ({text})",
-            hint="check that no other clawbot runs on the same CLAWBOT_HOME, then try again",
-        )
-    if "not a database" in text or "malformed" in text:
-        return damaged(path, text)
-    if "readonly" in text or "read-only" in text:
-        return StoreError(
-            f"the database {path} is read-only ({text})",
-            hint="make the file and its folder writable, or point CLAWBOT_HOME elsewhere",
-        )
-    return StoreError(f"database error on {path}: {text}")
-
-
-def damaged(path: Path, detail: str) -> StoreError:
-    """The StoreError for a database file SQLite cannot read as one: where, and what to do."""
-    return StoreError(
-        f"the database {path} is damaged or not a clawbot database ({detail})",
-        hint="move the file aside (or restore a backup) and clawbot will create a fresh one",
-    )
-
-
-def _group_work(
-    batch: Sequence[tuple[Callable[[sqlite3.Connection], Any], Any]],
-) -> Callable[[sqlite3.Connection], list[tuple[bool, Any]]]:
-    """One transaction's work for a batch: (ok, value or exception) per write. Each write of
-    a batch of several runs in a savepoint, so a failing one is rolled back alone; a single
-    write needs none (the transaction is its savepoint)."""
-    works = [work for work, _ in batch]
-
-    def run(db: sqlite3.Connection) -> list[tuple[bool, Any]]:
-        if len(works) == 1:
-            return [(True, works[0](db))]
-        results: list[tuple[bool, Any]] = []
-        for work in works:
-            db.execute("SAVEPOINT clawbot_work")
-            try:
-                value = work(db)
-            except Exception as exc:
-                db.execute("ROLLBACK TO clawbot_work")
-                db.execute("RELEASE clawbot_work")
-                results.append((False, exc))
-            else:
-                db.execute("RELEASE clawbot_work")
-                results.append((True, value))
-        return results
-
-    return run

@@ -16,13 +16,14 @@ from clawbot.store.agents import SqliteAgents
 from clawbot.store.approvals import SqliteApprovals
 from clawbot.store.audit import SqliteAuditLog
 from clawbot.store.backlog import SqliteBacklog
-from clawbot.store.database import Database, damaged, describe
+from clawbot.store.database import Database
 from clawbot.store.injections import SqliteInjections
 from clawbot.store.intake import PendingIntakes
 from clawbot.store.jobs import SqliteJobs
 from clawbot.store.ledger import SqliteLedger
 from clawbot.store.memories import SqliteMemories
 from clawbot.store.sessions import SqliteSessions, SqliteTranscripts
+from clawbot.store.sqlite_errors import damaged, describe
 
 T = TypeVar("T")
 
