@@ -10,7 +10,7 @@ from clawbot.agents.profiles import AgentSpec
 from clawbot.commands.registry import CommandContext, CommandRegistry
 from clawbot.memory.records import Memory, MemoryQuery, readable_namespaces
 from clawbot.scheduling.backlog import shorten
-from clawbot.store.interface import Memories
+from clawbot.store.protocols.memories import Memories
 
 SHOWN = 20
 LINE_CHARS = 200

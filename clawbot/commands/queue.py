@@ -9,7 +9,7 @@ from clawbot.clock import human_duration
 from clawbot.commands.registry import CommandContext, CommandRegistry
 from clawbot.scheduling.backlog import shorten
 from clawbot.scheduling.records import QueueState, StopReport
-from clawbot.store.interface import Sessions
+from clawbot.store.protocols.conversations import Sessions
 from clawbot.subagents.tree import stop_family
 
 

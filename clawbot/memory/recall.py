@@ -14,7 +14,7 @@ from clawbot.memory.records import MemoryQuery, readable_namespaces
 from clawbot.routing.sessions import Session
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.scheduling.backlog import shorten
-from clawbot.store.interface import Memories
+from clawbot.store.protocols.memories import Memories
 
 log = logging.getLogger("clawbot.memory")
 

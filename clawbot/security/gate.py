@@ -19,7 +19,7 @@ from clawbot.security.audit import (
 from clawbot.security.paused_rounds import ToolRound
 from clawbot.security.redaction import redactor
 from clawbot.security.risk import RiskProfile
-from clawbot.store.interface import AuditLog
+from clawbot.store.protocols.security import AuditLog
 from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.origin import TurnOrigin
 from clawbot.tools.registry import Tool

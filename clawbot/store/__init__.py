@@ -1,5 +1,6 @@
-"""Everything that must survive a restart. Core code asks for a :class:`Store` (the
-protocols of ``clawbot.store.interface``) and opens one with :func:`open_store`;
+"""Everything that must survive a restart. Core code asks for a :class:`Store` (of
+``clawbot.store.interface``, its repositories' protocols in ``clawbot.store.protocols``)
+and opens one with :func:`open_store`;
 ``SqliteStore`` is the one implementation, on one SQLite file with an intake journal in
 front of it (named outside the store by tests and benchmarks only).
 

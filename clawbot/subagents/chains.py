@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from clawbot.lru import LRUCache
 from clawbot.routing.sessions import Session
-from clawbot.store.interface import Sessions
+from clawbot.store.protocols.conversations import Sessions
 
 # Deeper than any allowed spawn depth: a malformed owner chain cannot make a lookup endless.
 MAX_CHAIN = 16

@@ -18,7 +18,7 @@ from __future__ import annotations
 from clawbot.agents.profiles import SCRATCHPAD_GROUP
 from clawbot.routing.sessions import Session
 from clawbot.runtime.turn import Runtime
-from clawbot.store.interface import Sessions
+from clawbot.store.protocols.conversations import Sessions
 from clawbot.subagents.ceiling import ceiling_holder
 from clawbot.subagents.messaging import reach_of
 

@@ -17,7 +17,7 @@ from clawbot.runtime.usage import format_usd
 from clawbot.scheduling.records import StopReport
 from clawbot.scheduling.turns import DEADLINE_ERROR
 from clawbot.store import SessionActivity, Store
-from clawbot.store.interface import Sessions
+from clawbot.store.protocols.conversations import Sessions
 from clawbot.subagents.chains import MAX_CHAIN, owners
 from clawbot.subagents.keys import child_id_of
 

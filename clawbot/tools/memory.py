@@ -25,7 +25,7 @@ from clawbot.memory.records import (
     split_ref,
 )
 from clawbot.scheduling.backlog import shorten
-from clawbot.store.interface import Memories
+from clawbot.store.protocols.memories import Memories
 from clawbot.tools.registry import Tool, ToolContext, make_tool
 
 GROUPS = ("group:memory",)
