@@ -4,7 +4,9 @@
 messages, catch-up cursors): what ``adapters/`` and third-party channels import, beside the
 foundation. ``outbox`` is the delivery gate (the only path to an adapter's ``send``),
 ``rendering`` turns Markdown into each platform's markup, ``chunking`` cuts replies to a
-platform's size (used by ``rendering``).
+platform's size (used by ``rendering``), ``markdown_tree`` is the parse tree and the walk the
+markups share, and ``telegram_html``, ``slack_mrkdwn`` and ``discord_markdown`` are each
+platform's markup (used by ``rendering``).
 
 Lowest of the stages: it imports only the foundation (``messages``, ``errors``,
 ``settings``) and the records below the store (``routing.sessions``, ``security.redaction``).
