@@ -73,7 +73,7 @@ def register_approval_commands(registry: CommandRegistry, approvals: Approvals) 
         if words == ["clear"]:
             if not approvals.may_answer(ctx.session, ctx.message.sender_id):
                 return "Only this chat's approvers can clear its grants (CLAWBOT_APPROVERS)."
-            return await approvals.clear(ctx.session)
+            return await approvals.grants.clear(ctx.session)
         if words:
             return "Usage: /grants, or /grants clear."
-        return await approvals.grants_text(ctx.session)
+        return await approvals.grants.text(ctx.session)

@@ -11,12 +11,12 @@ with buttons where the platform has them and the exact commands everywhere:
 in a DM its owner (nobody else can write there), in a group the senders listed in
 ``CLAWBOT_APPROVERS``. No answer within ``approval_timeout`` is a denial, and the model is
 told so. Once answered (or expired), the request's message is edited where the platform
-allows: its buttons go, and a line says what was decided and by whom.
+allows: its buttons go, and a line says what was decided and by whom (those messages are
+``clawbot.security.approval_notices``).
 
-Grants: "approve once" lets a guarded tool run for the rest of the run on the same
-resource (revoked when the run ends); "approve for this session" lets it run in that
-session until ``/new`` or ``/grants clear``. An unsafe tool asks at every call, whatever
-was granted.
+An approved guarded call leaves a grant, for the rest of the run or for the session, so the
+same tool runs without asking again (see ``clawbot.security.grants``). An unsafe tool asks at
+every call, whatever was granted.
 """
 
 from __future__ import annotations
@@ -34,16 +34,12 @@ from typing import Any
 
 from clawbot.channels.outbox import Outbox
 from clawbot.clock import Clock
-from clawbot.messages import Action, ToolCallBlock, ToolResultBlock
+from clawbot.messages import ToolCallBlock, ToolResultBlock
 from clawbot.routing.sessions import Session
-from clawbot.security.approval_records import (
-    ApprovalRequest,
-    ApprovalScope,
-    ApprovalStatus,
-    Grant,
-    GrantScope,
-)
+from clawbot.security.approval_notices import ApprovalNotices, Note, no_note, said
+from clawbot.security.approval_records import ApprovalRequest, ApprovalScope, ApprovalStatus
 from clawbot.security.audit import AuditRecord, masked_arguments, requested_capabilities, summary
+from clawbot.security.grants import Grants
 from clawbot.security.paused_rounds import MalformedRoundError, PausedRound, ToolRound
 from clawbot.security.risk import Risk, RiskProfile, strictest
 from clawbot.settings import Settings
@@ -52,14 +48,6 @@ from clawbot.subagents.chains import owners
 from clawbot.subagents.keys import child_id_of
 
 log = logging.getLogger("clawbot.approvals")
-
-Note = Callable[[str], str]
-"""A tool's ``approval_note`` by the tool's name: a line of its requests (``Tool``)."""
-
-
-def no_note(tool: str) -> str:
-    return ""
-
 
 ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 ID_LENGTH = 6
@@ -100,12 +88,11 @@ class Approvals:
         note: Note = no_note,
     ) -> None:
         self.settings = settings
-        self.note = note
         self.store = store
-        self.outbox = outbox
         self.clock = clock
+        self.notices = ApprovalNotices(settings=settings, outbox=outbox, note=note)
+        self.grants = Grants(settings=settings, store=store, clock=clock)
         self._answers: dict[str, asyncio.Future[ApprovalRequest]] = {}
-        self._runs_with_grants: set[str] = set()
         self._calls_in_run: dict[str, Counter[str]] = {}
         self._runs_with_rounds: set[str] = set()
         # The turns that may have a saved round: those stored before this process began
@@ -155,7 +142,7 @@ class Approvals:
         resource = resource_of(call)
         root = (await owners(self.store.sessions, session) or [session])[-1]
         if level == "guarded":
-            granted = await self._granted(session, root, call.name, resource, run_id)
+            granted = await self.grants.granted(session, root, call.name, resource, run_id)
             if granted is not None:
                 return Verdict(allowed=True, required=False, result=granted)
         if check is not None and (doomed := await check()) is not None:
@@ -225,35 +212,12 @@ class Approvals:
                     self._may_have_rounds.add(run_id)
             if new:
                 log.info("approval %s asked for %s in %s", stored.id, stored.tool, root.key)
-                message_id = await self._ask(stored, root)
+                message_id = await self.notices.ask(stored, root)
                 if message_id is not None:
                     await self.store.approvals.sent_as(stored.id, message_id)
                     stored = replace(stored, message_id=message_id)
             return stored
         raise RuntimeError("could not draw a free approval id")  # pragma: no cover
-
-    async def _ask(self, request: ApprovalRequest, root: Session) -> str | None:
-        """Send the request; the platform id of the part that carries its buttons."""
-        ask = f"/approve {request.id}"
-        actions = [Action(label="Approve once", command=f"{ask} once")]
-        if request.risk == "guarded":
-            actions.append(Action(label="Approve for this session", command=f"{ask} session"))
-        actions.append(Action(label="Deny", command=f"/deny {request.id}"))
-        delivery = await self.outbox.deliver_on_behalf(
-            root,
-            request_text(request, self.settings.approval_timeout, self.note(request.tool)),
-            role=request.chain,
-            actions=tuple(actions),
-        )
-        return delivery.parts[-1].message_id if delivery.parts else None
-
-    async def _settle(self, request: ApprovalRequest, root: Session) -> None:
-        """Show the answer in the request's message and take its buttons away (a second
-        press would only be told it was answered). A failed edit is logged by the outbox
-        and changes nothing: the answer stands."""
-        if request.message_id is not None:
-            text = answered_text(request, self.note(request.tool))
-            await self.outbox.edit_on_behalf(root, request.message_id, text, role=request.chain)
 
     async def _wait(self, request: ApprovalRequest, root: Session) -> ApprovalRequest:
         if request.status != "pending":
@@ -276,7 +240,7 @@ class Approvals:
             log.info("approval %s expired unanswered", request.id)
             expired_request = _with_status(request, "expired")
             await self._audit(expired_request, self.clock.now())
-            await self._settle(expired_request, root)
+            await self.notices.settle(expired_request, root)
             return expired_request
         finally:
             self._parked.discard(task)
@@ -293,22 +257,7 @@ class Approvals:
     ) -> Verdict:
         if request.status == "approved":
             if request.risk == "guarded":
-                scope: GrantScope = "session" if request.scope == "session" else "run"
-                await self.store.approvals.add_grant(
-                    Grant(
-                        session_key=session.key,
-                        root_key=root.key,
-                        root_epoch=root.epoch,
-                        tool=request.tool,
-                        resource=None if scope == "session" else resource,
-                        scope=scope,
-                        run_id=run_id if scope == "run" else None,
-                        approval_id=request.id,
-                        created_at=self.clock.now(),
-                    )
-                )
-                if scope == "run":
-                    self._runs_with_grants.add(run_id)
+                await self.grants.add(request, session, root, resource, run_id)
             how = "for this session" if request.scope == "session" else "once"
             return Verdict(allowed=True, required=True, result=f"approved {how}")
         if request.status == "denied":
@@ -329,18 +278,6 @@ class Approvals:
             f"within {timeout} s, so the call was denied; tell the person it needs their "
             "approval and what you wanted to do",
         )
-
-    async def _granted(
-        self, session: Session, root: Session, tool: str, resource: str | None, run_id: str
-    ) -> str | None:
-        if tool in self.settings.grants:
-            return "standing grant"
-        for grant in await self.store.approvals.grants(session.key, tool):
-            if grant.scope == "session" and grant.root_epoch == root.epoch:
-                return "granted for this session"
-            if grant.scope == "run" and grant.run_id == run_id and grant.resource == resource:
-                return "granted for this run"
-        return None
 
     async def paused_round(self, session: Session, run_id: str) -> PausedRound | None:
         """The round ``run_id`` waited in for an approval when its process stopped, to
@@ -381,9 +318,7 @@ class Approvals:
         saved stays saved: a run stopped by a shutdown resumes from it."""
         self._calls_in_run.pop(run_id, None)
         self._runs_with_rounds.discard(run_id)
-        if run_id in self._runs_with_grants:
-            self._runs_with_grants.discard(run_id)
-            await self.store.approvals.revoke_run(run_id)
+        await self.grants.run_ended(run_id)
 
     # answering ---------------------------------------------------------------------
 
@@ -409,7 +344,7 @@ class Approvals:
                 "ask one of them."
             )
         if request.status != "pending":
-            return f"Request {request.id} was already {_said(request)}."
+            return f"Request {request.id} was already {said(request)}."
         if approve and scope == "session" and request.risk != "guarded":
             return (
                 f"{request.tool} is unsafe: every call asks, so it can only be approved once "
@@ -423,10 +358,10 @@ class Approvals:
         )
         if not stored:
             current = await self.store.approvals.get(request.id)
-            return f"Request {request.id} was already {_said(current or request)}."
+            return f"Request {request.id} was already {said(current or request)}."
         answered = _with_status(request, status, scope=scope if approve else None, by=who)
         await self._audit(answered, now)
-        await self._settle(answered, chat)
+        await self.notices.settle(answered, chat)
         future = self._answers.get(request.id)
         if future is not None and not future.done():
             future.set_result(answered)
@@ -457,46 +392,13 @@ class Approvals:
                 requested=(f"tool:{request.tool}",),
                 granted=(f"tool:{request.tool}",) if request.status == "approved" else (),
                 approval_required=True,
-                approval_result=_said(request),
+                approval_result=said(request),
                 started_at=request.created_at,
                 ended_at=at,
                 status="ok",
                 error=None,
             )
         )
-
-    # grants ------------------------------------------------------------------------
-
-    async def grants_text(self, chat: Session) -> str:
-        """What ``/grants`` shows: the grants given in this chat that still hold."""
-        lines = []
-        for grant in await self.store.approvals.grants_under(chat.key):
-            if grant.scope == "session" and grant.root_epoch != chat.epoch:
-                continue
-            where = "" if grant.session_key == chat.key else f" (subagent {grant.session_key})"
-            scope = "this session" if grant.scope == "session" else "this run"
-            on = f" on {grant.resource}" if grant.resource else ""
-            lines.append(f"- {grant.tool}{on}: {scope}{where}, request {grant.approval_id}")
-        if not lines:
-            return "No grants: guarded tools ask before they run."
-        return "Grants in this chat (/grants clear removes them):\n" + "\n".join(lines)
-
-    async def clear(self, chat: Session) -> str:
-        removed = await self.store.approvals.clear_grants(chat.key)
-        return (
-            f"Cleared {removed} grant(s): guarded tools ask again."
-            if removed
-            else ("No grants to clear.")
-        )
-
-
-def _said(request: ApprovalRequest) -> str:
-    if request.status == "approved":
-        how = "for this session" if request.scope == "session" else "once"
-        return f"approved {how}" + (f" by {request.answered_by}" if request.answered_by else "")
-    if request.status == "denied":
-        return "denied" + (f" by {request.answered_by}" if request.answered_by else "")
-    return "expired" if request.status == "expired" else "pending"
 
 
 def _with_status(
@@ -507,43 +409,3 @@ def _with_status(
     by: str | None = None,
 ) -> ApprovalRequest:
     return replace(request, status=status, scope=scope, answered_by=by)
-
-
-def request_text(request: ApprovalRequest, timeout: float, note: str = "") -> str:
-    """The request as the person reads it: who asks, what, how risky, what the tool
-    reaches (``note``), what each answer allows, its id and the commands that answer it."""
-    return "\n".join(_request_lines(request, timeout, note))
-
-
-def answered_text(request: ApprovalRequest, note: str = "") -> str:
-    """The request's message once answered: the request without the commands that
-    answered it, then what was decided and by whom ("Approved once by Ann")."""
-    timeout = (request.expires_at - request.created_at).total_seconds()
-    lines = _request_lines(request, timeout, note)[:-1]
-    if request.status == "expired":
-        lines.append(f"Expired: no answer in {timeout:g} s.")
-    else:
-        lines.append(_said(request)[:1].upper() + _said(request)[1:] + ".")
-    return "\n".join(lines)
-
-
-def _request_lines(request: ApprovalRequest, timeout: float, note: str) -> list[str]:
-    lines = [
-        f"Approval needed ({request.id}): {request.tool} — {request.risk}",
-    ]
-    if request.summary:
-        lines.append(f"  {request.summary}")
-    if note:
-        lines.append(note)
-    if request.risk == "guarded":
-        on = f" on {request.resource.split(':', 1)[1]}" if request.resource else ""
-        lines.append(
-            f"Once: this call (and {request.tool}{on} for the rest of this turn). "
-            f"Session: {request.tool} without asking in this session until /new or /grants clear."
-        )
-        answers = f"/approve {request.id} once · /approve {request.id} session · /deny {request.id}"
-    else:
-        lines.append("Unsafe: every call asks.")
-        answers = f"/approve {request.id} once · /deny {request.id}"
-    lines.append(f"Answer within {round(timeout)} s: {answers}")
-    return lines
