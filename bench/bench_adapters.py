@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from adapters.discord.adapter import inbound_from_message
 from adapters.slack.adapter import BotIdentity as SlackBot
 from adapters.slack.adapter import event_to_inbound
-from adapters.telegram.adapter import BotIdentity as TelegramBot
-from adapters.telegram.adapter import update_to_inbound
+from adapters.telegram.inbound import BotIdentity as TelegramBot
+from adapters.telegram.inbound import update_to_inbound
 from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.rendering import render_parts
 from tests.standins.discord import BOT_USER_ID, DiscordHarness

@@ -14,12 +14,9 @@ import pytest
 from pydantic import SecretStr
 from telegram import Update
 
-from adapters.telegram.adapter import (
-    BotIdentity,
-    TelegramAdapter,
-    part_to_send_kwargs,
-    update_to_inbound,
-)
+from adapters.telegram.adapter import TelegramAdapter
+from adapters.telegram.inbound import BotIdentity, update_to_inbound
+from adapters.telegram.sending import part_to_send_kwargs
 from clawbot.channels.rendering import RenderedPart
 from clawbot.errors import ConfigError, DeliveryError, InputError
 from clawbot.messages import Attachment, InboundMessage, OutboundMessage

@@ -22,7 +22,8 @@ import pytest
 
 from adapters.discord.buttons import view_for
 from adapters.slack.buttons import blocks_for
-from adapters.telegram.adapter import TelegramAdapter, part_to_send_kwargs
+from adapters.telegram.adapter import TelegramAdapter
+from adapters.telegram.sending import part_to_send_kwargs
 from clawbot.app import Clawbot
 from clawbot.channels.rendering import render_parts
 from clawbot.cli.service import Service
