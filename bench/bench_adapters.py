@@ -31,8 +31,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adapters.discord.adapter import inbound_from_message
-from adapters.slack.adapter import BotIdentity as SlackBot
-from adapters.slack.adapter import event_to_inbound
+from adapters.slack.inbound import BotIdentity as SlackBot
+from adapters.slack.inbound import event_to_inbound
 from adapters.telegram.inbound import BotIdentity as TelegramBot
 from adapters.telegram.inbound import update_to_inbound
 from clawbot.channels.interface import ChannelLimits

@@ -12,14 +12,11 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.adapter import (
-    BotIdentity,
-    SlackAdapter,
-    event_to_inbound,
-    part_to_post_args,
-)
+from adapters.slack.adapter import SlackAdapter
 from adapters.slack.commands import command_to_inbound
+from adapters.slack.inbound import BotIdentity, event_to_inbound
 from adapters.slack.interactions import RESTARTING, Interactions
+from adapters.slack.sending import part_to_post_args
 from adapters.slack.users import UserDirectory
 from clawbot.channels.interface import NOT_TAKEN_IN
 from clawbot.channels.rendering import RenderedPart

@@ -1,0 +1,118 @@
+"""Sending to Slack: a rendered part as ``chat.postMessage`` arguments, and the post of a
+part that goes again as plain text when Slack refuses its formatting and waits out rate limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.buttons import blocks_for
+from clawbot.channels.interface import ChannelLimits
+from clawbot.channels.rendering import RenderedPart, render_parts
+from clawbot.errors import DeliveryError
+from clawbot.messages import Action, OutboundEdit
+
+log = logging.getLogger(__name__)
+
+FORMATTING_ERRORS = frozenset(
+    {"invalid_blocks", "invalid_blocks_format", "msg_too_long", "invalid_attachments"}
+)
+"""``chat.postMessage`` errors that mean "not this formatting"; the part goes again as plain."""
+
+
+def part_to_post_args(
+    chat_id: str, thread_id: str | None, part: RenderedPart, *, formatted: bool = True
+) -> dict[str, Any]:
+    """``chat.postMessage`` arguments for one rendered part.
+
+    Plain text is sent with ``mrkdwn`` off, and still with ``& < >`` escaped: Slack parses
+    ``<!channel>`` and ``<url|label>`` even then, and plain text must not ping a channel.
+    """
+    use_markup = formatted and part.markup == "slack_mrkdwn"
+    text = part.text if use_markup else _escape(part.plain)
+    args: dict[str, Any] = {"channel": chat_id, "text": text, "mrkdwn": use_markup}
+    if thread_id:
+        args["thread_ts"] = thread_id
+    return args
+
+
+def edit_to_post_args(edit: OutboundEdit, limits: ChannelLimits) -> tuple[dict[str, Any], str]:
+    """``part_to_post_args`` of the part of an edit's text that replaces the message (the
+    last: the one that carried the buttons), and that part's plain text."""
+    part = render_parts(edit.text, limits)[-1]
+    return part_to_post_args(edit.chat_id, None, part), part.plain
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+async def post_part(
+    client: AsyncWebClient,
+    chat_id: str,
+    thread_id: str | None,
+    part: RenderedPart,
+    actions: tuple[Action, ...] = (),
+    *,
+    attempts: int,
+    max_wait: float,
+) -> str:
+    """Post one part; with ``actions``, as blocks with buttons. A part Slack refuses as
+    formatted goes again as plain text, without blocks (its text names the commands)."""
+    formatted = part.markup == "slack_mrkdwn"
+    with_blocks = bool(actions)
+    rate_limited = 0
+    while True:
+        args = part_to_post_args(chat_id, thread_id, part, formatted=formatted)
+        if with_blocks:
+            shown = args["text"] if args["mrkdwn"] else part.plain
+            args["blocks"] = blocks_for(shown, actions, markup=args["mrkdwn"])
+        try:
+            response = await client.chat_postMessage(**args)
+            return str(response.get("ts") or "")
+        except SlackApiError as exc:
+            error = error_code(exc)
+            if exc.response.status_code == 429 or error == "ratelimited":
+                rate_limited += 1
+                if rate_limited >= attempts:
+                    raise DeliveryError(
+                        f"Slack kept rate-limiting messages to chat {chat_id}"
+                    ) from None
+                await asyncio.sleep(_retry_after(exc, max_wait))
+                continue
+            if (formatted or with_blocks) and error in FORMATTING_ERRORS:
+                log.info("slack: formatted part refused (%s); sending it as plain text", error)
+                formatted = with_blocks = False
+                continue
+            raise DeliveryError(f"Slack refused a message to chat {chat_id} ({error})") from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise DeliveryError(
+                f"cannot reach Slack to deliver to chat {chat_id} ({type(exc).__name__})"
+            ) from None
+
+
+def _retry_after(exc: SlackApiError, cap: float) -> float:
+    """Seconds Slack's ``Retry-After`` asks for, within ``[0, cap]``; 1 when it says none."""
+    headers = exc.response.headers or {}
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            raw = value[0] if isinstance(value, list) else value
+            try:
+                return min(max(float(raw), 0.0), cap)
+            except (TypeError, ValueError):
+                break
+    return 1.0
+
+
+def error_code(exc: SlackApiError) -> str:
+    data = exc.response.data if exc.response is not None else None
+    if isinstance(data, Mapping):
+        return str(data.get("error") or "unknown_error")
+    return f"HTTP {exc.response.status_code}" if exc.response is not None else "unknown_error"
