@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapters.discord.adapter import inbound_from_message
+from adapters.discord.inbound import inbound_from_message
 from adapters.slack.inbound import BotIdentity as SlackBot
 from adapters.slack.inbound import event_to_inbound
 from adapters.telegram.inbound import BotIdentity as TelegramBot
@@ -173,7 +173,7 @@ def discord_messages(texts: Sequence[str], seed: int) -> list[Any]:
     from discord.guild import Guild
     from discord.user import ClientUser
 
-    from adapters.discord.adapter import intents
+    from adapters.discord.gateway import intents
 
     rng = random.Random(seed)
     harness = DiscordHarness()

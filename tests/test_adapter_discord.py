@@ -14,8 +14,10 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import SecretStr
 
-from adapters.discord.adapter import DiscordAdapter, inbound_from_message, outbound_arguments
+from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.catch_up import TRACKED_CHATS, CatchUp
+from adapters.discord.inbound import inbound_from_message
+from adapters.discord.sending import outbound_arguments
 from clawbot.app import Clawbot
 from clawbot.channels.interface import NOT_TAKEN_IN, Adapter, ChatCursor
 from clawbot.channels.rendering import RenderedPart

@@ -6,8 +6,10 @@ Privileged Gateway Intents). Without that intent Discord refuses the connection 
 4014) or, for unverified apps, hands guild messages over with empty text. The client asks for
 the guilds, guild_messages, dm_messages and message_content intents and nothing else.
 
-Two pure conversions carry the platform knowledge (``inbound_from_message`` and
-``outbound_arguments``); ``DiscordAdapter`` adds the connection lifecycle around them.
+Two pure conversions carry the platform knowledge (``inbound_from_message`` in
+``adapters.discord.inbound`` and ``outbound_arguments`` in ``adapters.discord.sending``);
+``DiscordAdapter`` adds the connection lifecycle around them (the gateway's intents and
+guarded parsers: ``adapters.discord.gateway``).
 
 Discord never redelivers, so the adapter reads back what was posted while no gateway session
 was up (within ``discord_catch_up_hours``): see ``adapters.discord.catch_up``.
@@ -19,12 +21,8 @@ at once (a deferred update) and runs as the presser's command: see ``adapters.di
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
-import mimetypes
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -44,246 +42,36 @@ from adapters.discord.buttons import (
 )
 from adapters.discord.catch_up import CatchUp
 from adapters.discord.downloads import CdnDownloads
+from adapters.discord.gateway import guard_parsers, intents
+from adapters.discord.inbound import inbound_from_message, place
+from adapters.discord.sending import (
+    MAX_MESSAGE_CHARS,
+    outbound_arguments,
+    send_part,
+    tell_not_taken_in,
+)
+from adapters.discord.setting_checks import settings_problems
 from clawbot.channels.interface import (
-    NOT_TAKEN_IN,
     Adapter,
     ChannelLimits,
     ChatCursor,
     InboundHandler,
     SentMessage,
 )
-from clawbot.channels.rendering import RenderedPart, render_parts
+from clawbot.channels.rendering import render_parts
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError
-from clawbot.messages import (
-    Attachment,
-    ChatType,
-    InboundMessage,
-    OutboundEdit,
-    OutboundMessage,
-    ReplyContext,
-)
+from clawbot.messages import Attachment, InboundMessage, OutboundEdit, OutboundMessage
 from clawbot.settings import Settings
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "discord"
-MAX_MESSAGE_CHARS = 2000
 DEFAULT_API_BASE = "https://discord.com/api/v10"
 SEND_ATTEMPTS = 4
 """Adapter-level tries per part; discord.py itself already retries each 429 up to five times."""
-MAX_RETRY_AFTER = 60.0
 CONNECT_TIMEOUT = 60.0
 MAX_STOP_SECONDS = 10.0
-NOTICE_TIMEOUT = 10.0
-"""Seconds telling a chat that a message was lost may take before it is given up."""
 DEFAULT_CATCH_UP = timedelta(hours=24)
-
-_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{20,}")
-_REPLY_TYPES = (discord.MessageType.default, discord.MessageType.reply)
-_THREAD_TYPES = (
-    discord.ChannelType.public_thread,
-    discord.ChannelType.private_thread,
-    discord.ChannelType.news_thread,
-)
-_ALLOWED_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True)
-"""An agent's reply may ping the people it names, never @everyone or a whole role."""
-
-
-def intents() -> discord.Intents:
-    """Only what the adapter reads; message_content is privileged (see the module docstring)."""
-    wanted = discord.Intents.none()
-    wanted.guilds = True
-    wanted.guild_messages = True
-    wanted.dm_messages = True
-    wanted.message_content = True
-    return wanted
-
-
-# ---- inbound ---------------------------------------------------------------------------------
-
-
-def inbound_from_message(
-    message: discord.Message, *, bot_user_id: int, ignore_other_bots: bool = True
-) -> InboundMessage | None:
-    """Normalize one discord.py message; None for anything the bot must not answer.
-
-    Never raises: a malformed update is logged (without content or secrets) and skipped, so
-    one bad payload cannot stop the receive loop.
-    """
-    try:
-        return _inbound(message, bot_user_id, ignore_other_bots)
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        log.warning(
-            "discord: skipped a malformed message update %s (%s)",
-            getattr(message, "id", "?"),
-            type(exc).__name__,
-        )
-        return None
-
-
-def _inbound(
-    message: discord.Message, bot_user_id: int, ignore_other_bots: bool
-) -> InboundMessage | None:
-    author = message.author
-    if author.id == bot_user_id:
-        return None
-    if author.bot and ignore_other_bots:
-        return None
-    if message.type not in _REPLY_TYPES:
-        return None  # joins, pins, thread-created notices and other system messages
-    chat_type, chat_id, thread_id = _place(message)
-    text, mentioned = _strip_own_mentions(message, bot_user_id)
-    reply_to, replied_author = _reply_context(message)
-    if replied_author == bot_user_id:
-        mentioned = True
-    attachments = tuple(_attachment(item) for item in message.attachments)
-    if not text and not attachments:
-        return None
-    return InboundMessage(
-        channel=CHANNEL,
-        chat_id=chat_id,
-        chat_type=chat_type,
-        thread_id=thread_id,
-        sender_id=str(author.id),
-        sender_name=author.display_name,
-        text=text,
-        message_id=str(message.id),
-        mentioned=mentioned,
-        reply_to=reply_to,
-        attachments=attachments,
-        received_at=message.created_at,  # when it was sent: catch-up is not a flood
-    )
-
-
-def _place(message: discord.Message) -> tuple[ChatType, str, str | None]:
-    """(chat_type, chat_id, thread_id): a thread's messages belong to its parent channel."""
-    channel = message.channel
-    if isinstance(channel, discord.Thread):
-        return "group", str(channel.parent_id), str(channel.id)
-    if isinstance(channel, discord.DMChannel):
-        return "dm", str(channel.id), None
-    if isinstance(channel, discord.TextChannel) and channel.is_news():
-        return "channel", str(channel.id), None
-    if isinstance(channel, discord.PartialMessageable):
-        if channel.guild_id is None and channel.type not in _THREAD_TYPES:
-            return "dm", str(channel.id), None
-        return "group", str(channel.id), None  # an uncached channel: its parent is unknown
-    if message.guild is None and not isinstance(channel, discord.GroupChannel):
-        return "dm", str(channel.id), None
-    return "group", str(channel.id), None
-
-
-def _strip_own_mentions(message: discord.Message, bot_user_id: int) -> tuple[str, bool]:
-    """The text without the bot's own @-mention, and whether there was one.
-
-    Users may pick either the bot user (``<@id>``/``<@!id>``) or, in a guild, the bot's
-    managed role (``<@&id>``) from the mention menu; both address the bot."""
-    patterns = [rf"<@!?{bot_user_id}>"]
-    mentioned = bot_user_id in message.raw_mentions or any(
-        user.id == bot_user_id for user in message.mentions
-    )
-    guild = message.guild
-    own_role = guild.self_role if guild is not None and guild.me is not None else None
-    if own_role is not None and own_role.id in message.raw_role_mentions:
-        patterns.append(rf"<@&{own_role.id}>")
-        mentioned = True
-    text = re.sub(rf"(?:{'|'.join(patterns)})[ \t]?", "", message.content)
-    return text.strip(), mentioned
-
-
-def _reply_context(message: discord.Message) -> tuple[ReplyContext | None, int | None]:
-    reference = message.reference
-    if reference is None or reference.message_id is None:
-        return None, None
-    if reference.type is discord.MessageReferenceType.forward:
-        return None, None
-    replied = reference.resolved
-    if not isinstance(replied, discord.Message):
-        replied = reference.cached_message
-    if replied is None:
-        return ReplyContext(message_id=str(reference.message_id)), None
-    context = ReplyContext(
-        message_id=str(replied.id),
-        sender_name=replied.author.display_name,
-        text=replied.content,
-        from_bot=replied.author.bot,
-    )
-    return context, replied.author.id
-
-
-def _attachment(item: discord.Attachment) -> Attachment:
-    mime = item.content_type or mimetypes.guess_type(item.filename)[0]
-    return Attachment(
-        name=item.filename,
-        mime_type=(mime or "application/octet-stream").split(";")[0].strip(),
-        size=item.size,
-        ref=item.url,
-    )
-
-
-# ---- outbound --------------------------------------------------------------------------------
-
-
-def outbound_arguments(
-    part: RenderedPart,
-    *,
-    channel_id: int,
-    reply_to_message_id: str | None = None,
-    as_plain: bool = False,
-) -> dict[str, Any]:
-    """Keyword arguments for ``Messageable.send`` delivering one rendered part.
-
-    Discord has no parse mode to switch off, so the plain fallback escapes the plain text's
-    markdown characters (when that still fits) to make Discord show it literally.
-    """
-    content = part.text
-    if as_plain:
-        escaped = discord.utils.escape_markdown(part.plain)
-        content = escaped if len(escaped) <= MAX_MESSAGE_CHARS else part.plain
-    arguments: dict[str, Any] = {"content": content, "allowed_mentions": _ALLOWED_MENTIONS}
-    if reply_to_message_id and reply_to_message_id.isdigit():
-        arguments["reference"] = discord.MessageReference(
-            message_id=int(reply_to_message_id),
-            channel_id=channel_id,
-            fail_if_not_exists=False,
-        )
-    return arguments
-
-
-async def tell_not_taken_in(client: discord.Client | None, inbound: InboundMessage) -> None:
-    """Answer a message (or press) clawbot could not store with the notice, straight through
-    the client (the outbox may be what failed): Discord never delivers it again, and the next
-    stored message moves the catch-up past it. Best effort."""
-    target_id = inbound.thread_id or inbound.chat_id
-    if client is None or client.is_closed() or not target_id.isdigit():
-        return
-    target = client.get_partial_messageable(int(target_id))
-    notice = RenderedPart(text=NOT_TAKEN_IN, plain=NOT_TAKEN_IN, markup="plain")
-    try:
-        async with asyncio.timeout(NOTICE_TIMEOUT):
-            await target.send(
-                **outbound_arguments(
-                    notice, channel_id=target.id, reply_to_message_id=inbound.message_id
-                )
-            )
-    except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
-        log.warning(
-            "discord: could not tell chat %s that a message was lost (%s)",
-            inbound.chat_id,
-            type(exc).__name__,
-        )
-
-
-def _retry_after(exc: discord.HTTPException) -> float:
-    response = getattr(exc, "response", None)
-    header = response.headers.get("Retry-After") if response is not None else None
-    try:
-        return max(0.0, float(header)) if header is not None else 1.0
-    except ValueError:
-        return 1.0
-
-
-# ---- lifecycle -------------------------------------------------------------------------------
 
 
 class _Client(discord.Client):
@@ -303,31 +91,6 @@ class _Client(discord.Client):
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         await self._adapter._press(interaction)
-
-
-def _guard_parsers(client: discord.Client) -> None:
-    """Make a gateway dispatch the library cannot parse a logged skip, not a dead connection.
-
-    discord.py has no hook for this: a KeyError in one of its parsers (say a MESSAGE_CREATE
-    without ``content``) escapes ``Client.connect`` and ends the receive loop. So this wraps
-    the entries of the state's parser table, a library internal.
-    """
-    parsers: dict[str, Callable[[Any], None]] = client._connection.parsers
-
-    def guarded(event: str, parse: Callable[[Any], None]) -> Callable[[Any], None]:
-        def run(data: Any) -> None:
-            try:
-                parse(data)
-            except Exception as exc:
-                log.warning(
-                    "discord: skipped a malformed %s update (%s)", event, type(exc).__name__
-                )
-
-        return run
-
-    for event, parse in list(parsers.items()):
-        if event not in ("READY", "RESUMED"):
-            parsers[event] = guarded(event, parse)
 
 
 class DiscordAdapter(Adapter):
@@ -387,28 +150,7 @@ class DiscordAdapter(Adapter):
 
     @classmethod
     def check_settings(cls, settings: Settings) -> list[str]:
-        problems: list[str] = []
-        token = settings.discord_token.get_secret_value() if settings.discord_token else ""
-        if not token.strip():
-            problems.append(
-                "CLAWBOT_DISCORD_TOKEN is not set (Discord developer portal → your app → Bot → "
-                "Reset Token)"
-            )
-        elif token.startswith(("Bot ", "Bearer ")):
-            problems.append(
-                "CLAWBOT_DISCORD_TOKEN must be the bare bot token, without a 'Bot ' prefix"
-            )
-        elif token != token.strip() or any(c in token for c in "\"' \t"):
-            problems.append("CLAWBOT_DISCORD_TOKEN contains spaces or quotes; paste only the token")
-        elif not _TOKEN_SHAPE.fullmatch(token) or not _encodes_user_id(token.split(".")[0]):
-            problems.append(
-                "CLAWBOT_DISCORD_TOKEN does not look like a bot token (expected three "
-                "dot-separated parts, the first encoding the bot's user id); an application "
-                "id, client secret or public key will not work"
-            )
-        if not settings.discord_api_base.startswith(("http://", "https://")):
-            problems.append("CLAWBOT_DISCORD_API_BASE must be an http(s) URL")
-        return problems
+        return settings_problems(settings)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DiscordAdapter:
@@ -458,7 +200,7 @@ class DiscordAdapter(Adapter):
             await client.login(self._token.get_secret_value())
             _shards, gateway, _limits = await client.http.get_bot_gateway()
             DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway)
-            _guard_parsers(client)
+            guard_parsers(client)
             self._connect_task = asyncio.create_task(
                 client.connect(reconnect=True), name="discord-gateway"
             )
@@ -543,7 +285,7 @@ class DiscordAdapter(Adapter):
         handler, message = self._on_message, interaction.message
         if handler is None or message is None or not self._accepting:
             return
-        chat_type, chat_id, thread_id = _place(message)
+        chat_type, chat_id, thread_id = place(message)
         inbound = press_to_inbound(
             interaction, command, chat_type=chat_type, chat_id=chat_id, thread_id=thread_id
         )
@@ -630,7 +372,9 @@ class DiscordAdapter(Adapter):
             last = index == len(parts) - 1
             view = view_for(message.actions) if last and message.actions else None
             try:
-                posted = await self._send_part(target, part, reply_to, message.chat_id, view)
+                posted = await send_part(
+                    target, part, reply_to, message.chat_id, view, attempts=self._send_attempts
+                )
             except DeliveryError as exc:
                 if sent:
                     exc.message += f" (after {len(sent)} of {len(parts)} parts were delivered)"
@@ -639,62 +383,6 @@ class DiscordAdapter(Adapter):
                 SentMessage(channel=CHANNEL, chat_id=message.chat_id, message_id=str(posted.id))
             )
         return sent
-
-    async def _send_part(
-        self,
-        target: discord.PartialMessageable,
-        part: RenderedPart,
-        reply_to: str | None,
-        chat_id: str,
-        view: discord.ui.View | None = None,
-    ) -> discord.Message:
-        """Post one part. Only a 429 is retried: Discord stored nothing then, so a retry cannot
-        duplicate; a timeout might have been stored, so it is reported instead of retried.
-
-        A ``view`` (buttons) goes with the part; it is unregistered from discord.py's view store
-        once sent, since presses are taken from ``on_interaction`` (``_press``)."""
-        plain = part.markup == "plain" or part.text == part.plain
-        arguments = outbound_arguments(part, channel_id=target.id, reply_to_message_id=reply_to)
-        for attempt in range(1, self._send_attempts + 1):
-            if view is not None:
-                arguments["view"] = view
-            try:
-                posted = await target.send(**arguments)
-                if view is not None:
-                    view.stop()
-                return posted
-            except discord.RateLimited as exc:
-                delay = exc.retry_after
-            except discord.HTTPException as exc:
-                if exc.status == 429:
-                    delay = _retry_after(exc)
-                elif exc.status == 400 and not plain:
-                    log.info(
-                        "discord: formatted part refused for chat %s (code %s); sending it plain",
-                        chat_id,
-                        exc.code,
-                    )
-                    plain = True
-                    arguments = outbound_arguments(
-                        part, channel_id=target.id, reply_to_message_id=reply_to, as_plain=True
-                    )
-                    continue
-                else:
-                    raise DeliveryError(
-                        f"discord refused a message to chat {chat_id}: HTTP {exc.status} "
-                        f"(code {exc.code}) {exc.text[:200]}"
-                    ) from None
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                raise DeliveryError(
-                    f"could not reach discord to deliver to chat {chat_id} ({type(exc).__name__})"
-                ) from None
-            if attempt < self._send_attempts:
-                log.warning("discord: rate limited on chat %s, retrying in %.2fs", chat_id, delay)
-                await asyncio.sleep(min(delay, MAX_RETRY_AFTER))
-        raise DeliveryError(
-            f"discord kept rate-limiting messages to chat {chat_id} after "
-            f"{self._send_attempts} attempts"
-        )
 
     async def edit(self, edit: OutboundEdit) -> None:
         """Edit the part that carried the buttons (``discord_buttons.edit_message``)."""
@@ -721,12 +409,3 @@ class DiscordAdapter(Adapter):
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
         """Download from the CDN URL the message carried (without the bot token)."""
         return await self._downloads.fetch(attachment, max_bytes)
-
-
-def _encodes_user_id(segment: str) -> bool:
-    """A bot token starts with the base64 of the bot's numeric user id."""
-    try:
-        decoded = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
-    except (binascii.Error, ValueError):
-        return False
-    return decoded.isdigit()

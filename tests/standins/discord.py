@@ -1037,7 +1037,7 @@ class DiscordHarness:
         from discord.guild import Guild
         from discord.user import ClientUser
 
-        from adapters.discord.adapter import intents
+        from adapters.discord.gateway import intents
 
         state = discord.Client(intents=intents())._connection
         state.user = ClientUser(state=state, data=cast("UserPayload", self.server.bot_user))

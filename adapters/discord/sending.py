@@ -1,0 +1,143 @@
+"""Sending to Discord: a rendered part as ``Messageable.send`` arguments, the send of a part
+that goes again escaped when Discord refuses it and waits out rate limits, and the notice
+that a message was not taken in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import aiohttp
+import discord
+
+from clawbot.channels.interface import NOT_TAKEN_IN
+from clawbot.channels.rendering import RenderedPart
+from clawbot.errors import DeliveryError
+from clawbot.messages import InboundMessage
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 2000
+MAX_RETRY_AFTER = 60.0
+NOTICE_TIMEOUT = 10.0
+"""Seconds telling a chat that a message was lost may take before it is given up."""
+_ALLOWED_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True)
+"""An agent's reply may ping the people it names, never @everyone or a whole role."""
+
+
+def outbound_arguments(
+    part: RenderedPart,
+    *,
+    channel_id: int,
+    reply_to_message_id: str | None = None,
+    as_plain: bool = False,
+) -> dict[str, Any]:
+    """Keyword arguments for ``Messageable.send`` delivering one rendered part.
+
+    Discord has no parse mode to switch off, so the plain fallback escapes the plain text's
+    markdown characters (when that still fits) to make Discord show it literally.
+    """
+    content = part.text
+    if as_plain:
+        escaped = discord.utils.escape_markdown(part.plain)
+        content = escaped if len(escaped) <= MAX_MESSAGE_CHARS else part.plain
+    arguments: dict[str, Any] = {"content": content, "allowed_mentions": _ALLOWED_MENTIONS}
+    if reply_to_message_id and reply_to_message_id.isdigit():
+        arguments["reference"] = discord.MessageReference(
+            message_id=int(reply_to_message_id),
+            channel_id=channel_id,
+            fail_if_not_exists=False,
+        )
+    return arguments
+
+
+async def tell_not_taken_in(client: discord.Client | None, inbound: InboundMessage) -> None:
+    """Answer a message (or press) clawbot could not store with the notice, straight through
+    the client (the outbox may be what failed): Discord never delivers it again, and the next
+    stored message moves the catch-up past it. Best effort."""
+    target_id = inbound.thread_id or inbound.chat_id
+    if client is None or client.is_closed() or not target_id.isdigit():
+        return
+    target = client.get_partial_messageable(int(target_id))
+    notice = RenderedPart(text=NOT_TAKEN_IN, plain=NOT_TAKEN_IN, markup="plain")
+    try:
+        async with asyncio.timeout(NOTICE_TIMEOUT):
+            await target.send(
+                **outbound_arguments(
+                    notice, channel_id=target.id, reply_to_message_id=inbound.message_id
+                )
+            )
+    except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        log.warning(
+            "discord: could not tell chat %s that a message was lost (%s)",
+            inbound.chat_id,
+            type(exc).__name__,
+        )
+
+
+def _retry_after(exc: discord.HTTPException) -> float:
+    response = getattr(exc, "response", None)
+    header = response.headers.get("Retry-After") if response is not None else None
+    try:
+        return max(0.0, float(header)) if header is not None else 1.0
+    except ValueError:
+        return 1.0
+
+
+async def send_part(
+    target: discord.PartialMessageable,
+    part: RenderedPart,
+    reply_to: str | None,
+    chat_id: str,
+    view: discord.ui.View | None = None,
+    *,
+    attempts: int,
+) -> discord.Message:
+    """Post one part. Only a 429 is retried: Discord stored nothing then, so a retry cannot
+    duplicate; a timeout might have been stored, so it is reported instead of retried.
+
+    A ``view`` (buttons) goes with the part; it is unregistered from discord.py's view store
+    once sent, since presses are taken from ``on_interaction`` (``DiscordAdapter._press``)."""
+    plain = part.markup == "plain" or part.text == part.plain
+    arguments = outbound_arguments(part, channel_id=target.id, reply_to_message_id=reply_to)
+    for attempt in range(1, attempts + 1):
+        if view is not None:
+            arguments["view"] = view
+        try:
+            posted = await target.send(**arguments)
+            if view is not None:
+                view.stop()
+            return posted
+        except discord.RateLimited as exc:
+            delay = exc.retry_after
+        except discord.HTTPException as exc:
+            if exc.status == 429:
+                delay = _retry_after(exc)
+            elif exc.status == 400 and not plain:
+                log.info(
+                    "discord: formatted part refused for chat %s (code %s); sending it plain",
+                    chat_id,
+                    exc.code,
+                )
+                plain = True
+                arguments = outbound_arguments(
+                    part, channel_id=target.id, reply_to_message_id=reply_to, as_plain=True
+                )
+                continue
+            else:
+                raise DeliveryError(
+                    f"discord refused a message to chat {chat_id}: HTTP {exc.status} "
+                    f"(code {exc.code}) {exc.text[:200]}"
+                ) from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise DeliveryError(
+                f"could not reach discord to deliver to chat {chat_id} ({type(exc).__name__})"
+            ) from None
+        if attempt < attempts:
+            log.warning("discord: rate limited on chat %s, retrying in %.2fs", chat_id, delay)
+            await asyncio.sleep(min(delay, MAX_RETRY_AFTER))
+    raise DeliveryError(
+        f"discord kept rate-limiting messages to chat {chat_id} after {attempts} attempts"
+    )
