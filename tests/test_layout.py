@@ -586,9 +586,8 @@ def test_each_package_init_says_what_it_owns_and_never_imports() -> None:
 
 
 MAX_MODULE_LINES = 500
-LONG_MODULES = {
-}
-"""Today's modules over MAX_MODULE_LINES, each at most as long as it is now, to be split."""
+LONG_MODULES: dict[str, int] = {}
+"""Modules allowed past MAX_MODULE_LINES, each with its ceiling (none today)."""
 
 
 def test_no_module_grows_past_500_lines() -> None:
