@@ -61,6 +61,16 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["chat: start -> first reply", "run: start -> connected", "run: start -> first reply"],
         ),
         (
+            "bench_turn_profile.py",
+            ["--sessions", "3", "--turns", "1", "--tool", "list_dir"],
+            ["turn profile: 3 sessions x 1 turns", "clawbot/runtime.py:run_turn"],
+        ),
+        (
+            "bench_turn_profile.py",
+            ["--sessions", "3", "--turns", "1", "--count-lines", "--stub-litellm"],
+            ["litellm stubbed", "Python lines run per turn", "in clawbot/"],
+        ),
+        (
             "bench_parts.py",
             ["no-intake-journal", "--rounds", "3", "--sessions", "3"],
             ["shipped", "no-intake-journal", "round by round: median"],
