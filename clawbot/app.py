@@ -215,6 +215,11 @@ class Clawbot:
             scheduler=scheduler,
         )
         switchboard.bind(router.update_session)
+        try:
+            await runtime.plugins.start()
+        except BaseException:
+            await store.close()
+            raise
         return cls(
             settings,
             store,
@@ -242,6 +247,7 @@ class Clawbot:
         the rest as resumable jobs, then close the database."""
         try:
             await self.scheduler.shutdown()
+            await self.runtime.plugins.stop()
         finally:
             await self.store.close()
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from clawbot.agents.chains import AgentChains
 from clawbot.messages import INTERNAL_CHANNEL
 from clawbot.routing.sessions import Session
 from clawbot.store import SqliteStore
-from clawbot.subagents.chains import AgentChains
 from clawbot.subagents.keys import child_key
 
 

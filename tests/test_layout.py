@@ -401,13 +401,10 @@ KNOWN_UPWARD = {
     # skills contribute a tool
     ("clawbot.agents.skills", "clawbot.tools.registry"),
     # approvals and the gate name the subagent tree, and the gate runs a Tool
-    ("clawbot.security.approvals", "clawbot.subagents.chains"),
     ("clawbot.security.approvals", "clawbot.subagents.keys"),
     ("clawbot.security.gate", "clawbot.subagents.keys"),
     ("clawbot.security.gate", "clawbot.subagents.origin"),
     ("clawbot.security.gate", "clawbot.tools.registry"),
-    # the runtime names a session's chain of agents in its log lines and its risk profiles
-    ("clawbot.runtime.turn", "clawbot.subagents.chains"),
 }
 """Imports that point up today, each a debt to pay: a new one fails, and so does one that is
 gone but still listed."""

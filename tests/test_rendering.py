@@ -222,23 +222,31 @@ def test_render_parts_of_empty_input_is_empty(markup: Markup) -> None:
 
 
 @pytest.mark.parametrize("markup", MARKUPS)
-@pytest.mark.parametrize(
-    "text", ["[writer]: Done.", "[researcher]: https://example.com/paper", "```\n```", "#"]
-)
+@pytest.mark.parametrize("text", ["```\n```", "#", "##  "])
 def test_render_parts_sends_a_text_that_renders_empty_as_written(markup: Markup, text: str) -> None:
-    # a link reference definition, an empty fence, a lone heading mark: Markdown renders
-    # them to nothing, and a reply must not vanish
+    # an empty fence, a lone heading mark: Markdown renders them to nothing, and a reply
+    # must not vanish
     assert render_parts(text, ChannelLimits(4096, markup)) == [
-        RenderedPart(text=text, plain=text, markup="plain")
+        RenderedPart(text=text.strip(), plain=text.strip(), markup="plain")
     ]
 
 
+@pytest.mark.parametrize("markup", MARKUPS)
+@pytest.mark.parametrize("text", ["[writer]: Done.", "[researcher]: https://example.com/paper"])
+def test_a_text_shaped_like_a_link_definition_is_shown_as_written(
+    markup: Markup, text: str
+) -> None:
+    (part,) = render_parts(text, ChannelLimits(4096, markup))
+
+    assert (part.text, part.plain) == (text, text)
+
+
 def test_render_parts_sends_only_the_chunk_that_renders_empty_as_written() -> None:
-    parts = render_parts("**Done.**\n\n[writer]: Done.", ChannelLimits(16, "telegram_html"))
+    parts = render_parts("**Done.**\n\n```\n```", ChannelLimits(16, "telegram_html"))
 
     assert parts == [
         RenderedPart(text="<b>Done.</b>", plain="Done.", markup="telegram_html"),
-        RenderedPart(text="[writer]: Done.", plain="[writer]: Done.", markup="plain"),
+        RenderedPart(text="```\n```", plain="```\n```", markup="plain"),
     ]
 
 
@@ -332,3 +340,17 @@ def test_every_platform_packs_a_short_paragraph_with_the_start_of_a_long_list(
     parts = render_parts(f"Part one.\n\n{items}", limits)
     assert parts[0].plain.startswith("Part one.\n\n• item 0 ")
     assert len(parts[0].plain) > limits.max_message_chars * 0.9
+
+
+@pytest.mark.parametrize("markup", ["telegram_html", "slack_mrkdwn", "discord_markdown"])
+def test_a_line_shaped_like_a_link_definition_keeps_its_place_among_other_lines(
+    markup: Markup,
+) -> None:
+    """``[writer]: Done.`` is a link reference definition to CommonMark, which renders to
+    nothing; in a chat it is what the writer said, and the lines after it follow."""
+    text = "[writer]: Done.\nThe draft is in drafts/post.md.\n\n[ref]: https://example.com"
+
+    (part,) = render_parts(text, ChannelLimits(4096, markup))
+
+    assert part.text.startswith("[writer]: Done.\nThe draft is in drafts/post.md.")
+    assert "[ref]: https://example.com" in part.text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import inspect
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 import clawbot.runtime.turn
 from clawbot.app import Clawbot
 from clawbot.messages import ToolCallBlock, ToolResultBlock
-from clawbot.runtime.plugins import ToolCallNext, TurnPlugin, TurnPlugins, TurnStart
+from clawbot.runtime.llm import ModelReply
+from clawbot.runtime.plugins import ModelCallNext, ToolCallNext, TurnPlugin, TurnPlugins, TurnStart
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedFailure, ScriptedModel, call
 from clawbot.tools.registry import Tool, make_tool
@@ -163,20 +165,90 @@ def test_two_plugins_of_one_name_are_refused() -> None:
         TurnPlugins([Recorder(), Recorder()])
 
 
-def test_the_runtime_imports_no_feature_by_name() -> None:
-    """Memory, subagents and approvals reach the turn as plugins bound in ``clawbot.app``."""
-    source = Path(inspect.getfile(clawbot.runtime.turn)).read_text()
-    imported = {
-        node.module
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.ImportFrom) and node.module
-    }
-    features = (
-        "clawbot.memory",
-        "clawbot.subagents.context",
-        "clawbot.subagents.scratchpad",
-        "clawbot.subagents.ceiling",
-        "clawbot.security.approvals",
-        "clawbot.app",
+class Lifecycle(TurnPlugin):
+    name = "lifecycle"
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+
+    async def start(self) -> None:
+        self.heard.append("start")
+
+    async def stop(self) -> None:
+        self.heard.append("stop")
+
+
+async def test_a_plugin_is_started_when_the_bot_opens_and_stopped_when_it_closes(
+    settings: Settings,
+) -> None:
+    lifecycle = Lifecycle()
+    async with await Clawbot.open(settings, plugins=[lifecycle]):
+        assert lifecycle.heard == ["start"]
+    assert lifecycle.heard == ["start", "stop"]
+
+
+class Rewriter(TurnPlugin):
+    """Sees every model call of a turn and may change the reply."""
+
+    name = "rewriter"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def around_model(self, turn: TurnStart, proceed: ModelCallNext) -> ModelReply:
+        self.calls += 1
+        reply = await proceed()
+        return replace(reply, text=reply.text.upper())
+
+
+async def test_a_plugin_wrapping_the_model_call_sees_each_call_and_may_change_the_reply(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    rewriter = Rewriter()
+    async with await Clawbot.open(settings, plugins=[rewriter]) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        scripted.add(call("list_dir"), "all done")
+
+        await Chat(bot, channel).say("look")
+
+        assert rewriter.calls == 2
+        assert channel.texts == ["ALL DONE"]
+
+
+def test_the_runtime_imports_only_what_lies_below_it() -> None:
+    """No module of clawbot/runtime/ imports a feature (memory, subagents, scheduling,
+    commands, routing's behaviour) or what assembles the bot: features come in as plug-ins."""
+    allowed = (
+        "clawbot.messages",
+        "clawbot.errors",
+        "clawbot.settings",
+        "clawbot.clock",
+        "clawbot.lru",
+        "clawbot.logs",
+        "clawbot.routing.sessions",  # the Session record
+        "clawbot.scheduling.jobs",  # the TurnJob record
+        "clawbot.scheduling.backlog",  # the backlog record (below the store)
+        "clawbot.subagents.records",  # what a child holds (below the store)
+        "clawbot.store",
+        "clawbot.agents",
+        "clawbot.security",
+        "clawbot.tools",
+        "clawbot.channels",
+        "clawbot.runtime",
     )
-    assert not {name for name in imported if name.startswith(features)}
+    runtime = Path(inspect.getfile(clawbot.runtime.turn)).parent
+    reaching = []
+    for path in sorted(runtime.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for name in names:
+                if name.startswith("clawbot") and not name.startswith(allowed):
+                    reaching.append(f"{path.name}: {name}")
+    assert reaching == []

@@ -3,7 +3,9 @@
 ``profiles`` is ``AgentSpec`` and its policies (below the store: it imports nothing of
 clawbot); ``files`` reads and writes their TOML files; ``registry`` is the set the bot
 knows; ``model_catalog`` the models it may switch to; ``switchboard`` switching agents and
-models; ``skills`` the skill folders; ``workspace`` the workspace and its bootstrap files.
+models; ``skills`` the skill folders; ``workspace`` the workspace and its bootstrap files;
+``beneath`` paths opened beneath the workspace's root; ``chains`` the agents from a root
+session down to a child's.
 
 It never imports ``security`` (beyond its records), ``memory``, ``runtime``,
 ``scheduling``, ``subagents``, ``commands``, ``routing``, ``app``, ``cli`` or ``adapters``
@@ -13,6 +15,7 @@ listed in tests/test_layout.py).
 
 __all__ = [
     "beneath",
+    "chains",
     "files",
     "model_catalog",
     "profiles",

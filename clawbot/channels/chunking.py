@@ -22,7 +22,9 @@ from functools import partial
 
 from markdown_it import MarkdownIt
 
-_BLOCK_PARSER = MarkdownIt("commonmark", {"html": False}).enable("table").disable("inline")
+_BLOCK_PARSER = (
+    MarkdownIt("commonmark", {"html": False}).enable("table").disable(["inline", "reference"])
+)
 """Block structure is all the chunker needs; skipping inline parsing keeps it cheap."""
 
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")

@@ -31,10 +31,16 @@ def _autolink_when_closed(state: StateInline, silent: bool) -> bool:
     return autolink(state, silent)
 
 
-PARSER = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+PARSER = (
+    MarkdownIt("commonmark", {"html": False})
+    .enable(["table", "strikethrough"])
+    .disable("reference")
+)
 """Built once: constructing a parser costs far more than parsing a chat message.
 
-Raw HTML is off, so any HTML in the agent's text arrives as text and gets escaped."""
+Raw HTML is off, so any HTML in the agent's text arrives as text and gets escaped. Link
+reference definitions are off: a line like ``[writer]: Done.`` is a definition to CommonMark
+and renders to nothing, but in a chat it is text to show."""
 PARSER.inline.ruler.at("autolink", _autolink_when_closed)
 
 _RULE = "———"

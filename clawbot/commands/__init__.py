@@ -1,6 +1,7 @@
 """Slash commands, answered by the router without a model call, one module per family.
 
-``registry`` holds the registry, the command context and ``parse_command``; ``builtin``
+``registry`` holds the registry and the command context (``parse_command`` is in
+``clawbot.messages``: adapters use it too); ``builtin``
 /start, /help, /new and /status; then ``agents`` (/agents, /agent, /models, /model,
 /skills, /context), ``approvals`` (/approve, /deny, /grants), ``compaction`` (/compact),
 ``memory`` (/memory), ``queue`` (/queue, /stop) and ``subagents`` (/subagents). Commands

@@ -6,9 +6,9 @@ recall's ``embeddings`` (the models), ``chunks`` and ``ranking`` (pure, used by 
 The store is ``clawbot.store.memories`` and ``memory_vectors``, the tools
 ``clawbot.tools.memory``, the command ``clawbot.commands.memory``.
 
-It never imports ``runtime`` (but ``embeddings`` reaching ``runtime.llm``, listed in
-tests/test_layout.py), ``scheduling``, ``subagents``, ``commands``, ``routing``, ``app``,
-``cli`` or ``adapters``.
+It sits above the runtime (recall is a turn plug-in, embeddings call litellm through
+``runtime.llm``) and never imports ``scheduling``, ``subagents``, ``commands``,
+``routing``, ``app``, ``cli`` or ``adapters``.
 """
 
 __all__ = [

@@ -4,12 +4,15 @@
 ``llm`` is the litellm call; ``usage`` the tokens and cost each call used (below the store);
 ``transcripts`` the in-memory tails of the conversations; ``compaction`` the older part of
 a conversation summarized in its place; ``resolved_turn`` what a turn resolves to;
-``tool_offer`` which tools a session may use (private).
+``tool_offer`` which tools a session may use (private); ``control`` what a turn is told
+and gives back; ``plugins`` how features take part in a turn (tools, ephemeral context,
+hooks around a turn, a model call and a tool call, a start and a stop).
 
-It never imports ``scheduling``, ``commands``, ``routing``, ``app``, ``cli`` or
-``adapters``. Today ``turn`` still imports features by name (``subagents``' ceiling,
-chains, announce context and scratchpad; ``memory.recall``; approvals; skills;
-compaction): tests/test_layout.py lists the ones that point up.
+It knows no feature by name: memory, subagents, approvals and what comes next plug in
+through ``plugins``, bound in ``clawbot.app``. It never imports ``memory``,
+``subagents``, ``scheduling`` (beyond the ``TurnJob`` record), ``commands``, ``routing``
+(beyond the ``Session`` record), ``app``, ``cli`` or ``adapters``
+(tests/test_turn_plugins.py).
 """
 
 __all__ = [

@@ -8,8 +8,11 @@ bot is assembled (``clawbot.app``). It may contribute, each optional:
 - ephemeral context blocks for one turn's model requests, never written to the transcript
   (``context``), the way pydantic-ai composes history processors;
 - hooks around a turn (``turn_started``, ``round_ended``, ``turn_ended``), a saved round a
-  turn resumes from instead of asking the model again (``resume_round``), and a wrapper
-  around each tool call (``around_tool``), the way toolsets wrap a call.
+  turn resumes from instead of asking the model again (``resume_round``), a wrapper around
+  each model call (``around_model``) and around each tool call (``around_tool``), the way
+  toolsets wrap a call;
+- a life of its own beside the bot's (``start`` when the bot is assembled, ``stop`` when it
+  closes): a connection to keep, a loop to run.
 
 The runtime asks only the plugins that override a hook, so a hook nobody uses costs a turn
 nothing.
@@ -27,12 +30,15 @@ from clawbot.routing.sessions import Session
 
 if TYPE_CHECKING:
     from clawbot.agents.profiles import AgentSpec
+    from clawbot.runtime.llm import ModelReply
     from clawbot.runtime.transcripts import Transcript
     from clawbot.security.paused_rounds import PausedRound
     from clawbot.tools.registry import Tool, ToolContext
 
 ToolCallNext = Callable[[], Awaitable[ToolResultBlock]]
-"""Runs the tool call (the next wrapper, innermost the gate with its approval and audit)."""
+"""Runs the tool call (the next wrapper; innermost the tool itself, inside the gate)."""
+ModelCallNext = Callable[[], Awaitable["ModelReply"]]
+"""Makes the model call (the next wrapper; innermost the call, compacted when it must be)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,12 @@ class TurnPlugin:
         """Tools this feature adds to the registry when the bot is assembled."""
         return ()
 
+    async def start(self) -> None:
+        """The bot is assembled: connect, start a loop (``stop`` ends what this began)."""
+
+    async def stop(self) -> None:
+        """The bot closes, after its turns ended or stopped."""
+
     async def context(self, turn: TurnStart) -> Sequence[str]:
         """Ephemeral blocks for this turn's model requests only (never persisted)."""
         return ()
@@ -81,6 +93,11 @@ class TurnPlugin:
 
     async def turn_ended(self, turn: TurnStart) -> None:
         """The turn ended, however it ended (done, failed, yielded, cancelled)."""
+
+    async def around_model(self, turn: TurnStart, proceed: ModelCallNext) -> ModelReply:
+        """Wraps one model call of the turn: return ``await proceed()``, or a reply of your
+        own (a failure raised here ends the turn as a provider failure would)."""
+        return await proceed()
 
     async def around_tool(
         self, call: ToolCallBlock, turn: TurnStart, proceed: ToolCallNext
@@ -113,6 +130,9 @@ class TurnPlugins:
         self._round = self._with("round_ended")
         self._ended = self._with("turn_ended")
         self._around = self._with("around_tool")
+        self._model = self._with("around_model")
+        self._start = self._with("start")
+        self._stop = self._with("stop")
         self._parked = self._with("parked")
 
     def _with(self, hook: str) -> tuple[TurnPlugin, ...]:
@@ -165,6 +185,28 @@ class TurnPlugins:
             proceed = _wrapped(plugin, call, turn, proceed)
         return await proceed()
 
+    async def start(self) -> None:
+        for plugin in self._start:
+            await plugin.start()
+
+    async def stop(self) -> None:
+        """Every plugin is stopped, last started first, even when one fails."""
+        failure: BaseException | None = None
+        for plugin in reversed(self._stop):
+            try:
+                await plugin.stop()
+            except Exception as exc:  # raised once every plugin was stopped
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    async def call_model(self, turn: TurnStart, innermost: ModelCallNext) -> ModelReply:
+        """``innermost`` wrapped by every ``around_model``, the first plugin outermost."""
+        proceed = innermost
+        for plugin in reversed(self._model):
+            proceed = _wrapped_model(plugin, turn, proceed)
+        return await proceed()
+
     def parked(self) -> set[asyncio.Task[Any]]:
         waiting: set[asyncio.Task[Any]] = set()
         for plugin in self._parked:
@@ -177,5 +219,12 @@ def _wrapped(
 ) -> ToolCallNext:
     async def step() -> ToolResultBlock:
         return await plugin.around_tool(call, turn, proceed)
+
+    return step
+
+
+def _wrapped_model(plugin: TurnPlugin, turn: TurnStart, proceed: ModelCallNext) -> ModelCallNext:
+    async def step() -> ModelReply:
+        return await plugin.around_model(turn, proceed)
 
     return step

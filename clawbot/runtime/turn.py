@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from clawbot.agents.chains import AgentChains
 from clawbot.agents.profiles import AgentSpec, effective_model
 from clawbot.agents.skills import Skill, SkillLibrary, skills_prompt
 from clawbot.agents.workspace import BootstrapFile, Workspace
@@ -51,7 +52,6 @@ from clawbot.security.reach import Reach
 from clawbot.security.risk import AgentProfiles
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
-from clawbot.subagents.chains import AgentChains
 from clawbot.tools.registry import Tool, ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
@@ -291,15 +291,18 @@ class Runtime:
             else:
                 try:
                     # kept within the model's window: compacted first when it nears it
-                    reply = await self.compactor.complete(
-                        session,
-                        transcript,
-                        resolved.model,
-                        lambda note=final_note: self._messages(  # type: ignore[misc]
-                            resolved, transcript.tail(resolved.history_limit), ephemeral, note
+                    reply = await self.plugins.call_model(
+                        turn,
+                        lambda note=final_note, tools=offer_tools: self.compactor.complete(  # type: ignore[misc]
+                            session,
+                            transcript,
+                            resolved.model,
+                            lambda: self._messages(
+                                resolved, transcript.tail(resolved.history_limit), ephemeral, note
+                            ),
+                            specs if tools else (),
+                            temperature=resolved.agent.temperature,
                         ),
-                        specs if offer_tools else (),
-                        temperature=resolved.agent.temperature,
                     )
                 except ClawbotError as exc:
                     return await self._fail(session, turn_id, rounds, pending, exc)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from clawbot.agents.chains import owners
 from clawbot.channels.outbox import Outbox
 from clawbot.clock import Clock
 from clawbot.messages import ToolCallBlock, ToolResultBlock
@@ -44,7 +45,6 @@ from clawbot.security.paused_rounds import MalformedRoundError, PausedRound, Too
 from clawbot.security.risk import Risk, RiskProfile, strictest
 from clawbot.settings import Settings
 from clawbot.store.interface import Store
-from clawbot.subagents.chains import owners
 from clawbot.subagents.keys import child_id_of
 
 log = logging.getLogger("clawbot.approvals")

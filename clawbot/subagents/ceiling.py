@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from clawbot.agents.chains import MAX_CHAIN, owners
 from clawbot.agents.profiles import SCRATCHPAD_GROUP, AgentSpec
 from clawbot.routing.sessions import Session
 from clawbot.security.reach import Reach, Root
 from clawbot.store.protocols.conversations import Sessions
-from clawbot.subagents.chains import MAX_CHAIN, owners
 from clawbot.subagents.scratchpad import folder_of
 from clawbot.tools.registry import ToolRegistry
 

@@ -16,6 +16,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from clawbot.agents.chains import owners
 from clawbot.agents.profiles import MESSAGE_GROUP, AgentSpec
 from clawbot.agents.registry import AgentRegistry
 from clawbot.channels.outbox import Outbox
@@ -26,7 +27,6 @@ from clawbot.routing.sessions import Session
 from clawbot.scheduling.scheduler import Scheduler
 from clawbot.settings import Settings
 from clawbot.store import Store
-from clawbot.subagents.chains import owners
 from clawbot.tools.registry import Tool, ToolContext, make_tool
 
 log = logging.getLogger("clawbot.subagents")
