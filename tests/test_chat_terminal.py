@@ -72,13 +72,17 @@ def test_a_log_level_that_was_set_is_kept_in_a_terminal(tmp_path: Path) -> None:
     assert b" INFO " in shown
 
 
-def test_stop_typed_while_a_turn_runs_stops_it_now(tmp_path: Path) -> None:
+def test_queue_subagents_and_stop_typed_while_a_turn_runs_are_answered_and_stop_stops_it_now(
+    tmp_path: Path,
+) -> None:
     with OpenAIStandin([{"hang": True}]).running() as standin:
         shown = typed_steps(
             environment(tmp_path / "home", standin),
             tmp_path,
             [
                 (b"take your time\r", standin.hung.is_set),
+                (b"/queue\r", b"Running: a turn in the main lane"),
+                (b"/subagents\r", b"This conversation has no subagents."),
                 (b"/stop\r", b"Stopped the running turn."),
             ],
         )

@@ -111,7 +111,7 @@ def read_lines(stream: IO[bytes], count: int, deadline: float = 60.0) -> list[st
     return shown.decode().splitlines()[:count]
 
 
-def test_piped_queue_and_stop_are_answered_while_a_turn_runs_and_stop_stops_it(
+def test_piped_queue_subagents_and_stop_are_answered_while_a_turn_runs_and_stop_stops_it(
     standin: OpenAIStandin, tmp_path: Path
 ) -> None:
     standin.script = [{"hang": True}]
@@ -129,9 +129,9 @@ def test_piped_queue_and_stop_are_answered_while_a_turn_runs_and_stop_stops_it(
         process.stdin.flush()
         assert standin.hung.wait(60), "the message never reached the model"
 
-        process.stdin.write(b"/queue\n/stop\n")
+        process.stdin.write(b"/queue\n/subagents\n/stop\n")
         process.stdin.flush()
-        answers = read_lines(process.stdout, 2)
+        answers = read_lines(process.stdout, 3)
         process.stdin.close()
         code = process.wait(60)
     finally:
@@ -141,7 +141,8 @@ def test_piped_queue_and_stop_are_answered_while_a_turn_runs_and_stop_stops_it(
         process.stdout.close()
 
     assert answers[0].startswith("Running: a turn in the main lane for ")
-    assert answers[1] == "Stopped the running turn."
+    assert answers[1] == "This conversation has no subagents."
+    assert answers[2] == "Stopped the running turn."
     assert code == 0
 
 
