@@ -32,7 +32,7 @@ from clawbot.routing.access import AccessGateway
 from clawbot.settings import Settings
 from clawbot.testing import ScriptedModel, call
 from tests.standins.discord import GENERAL_CHANNEL_ID, DiscordHarness
-from tests.standins.harness import PlatformHarness, SentRecord
+from tests.standins.harness import ButtonHarness, SentRecord
 from tests.standins.slack import SlackHarness
 from tests.standins.telegram import DEFAULT_GROUP_ID, TelegramHarness
 
@@ -46,7 +46,7 @@ DENY = Action(label="Deny", command="/deny k7m2pq")
 @dataclass(frozen=True)
 class Platform:
     name: str
-    harness: Callable[[], PlatformHarness]
+    harness: Callable[[], ButtonHarness]
     group_id: str
 
     def __str__(self) -> str:
@@ -64,7 +64,7 @@ PLATFORMS = [
 @dataclass
 class World:
     platform: Platform
-    harness: PlatformHarness
+    harness: ButtonHarness
     bot: Clawbot
     service: Service
     model: ScriptedModel

@@ -23,12 +23,12 @@ import pytest
 from aiohttp import web
 
 from clawbot.app import Clawbot
+from clawbot.channels.harness import SentRecord
 from clawbot.cli.service import Service
 from clawbot.messages import InboundMessage
 from clawbot.routing.access import AccessGateway
 from clawbot.settings import Settings
 from tests.spawned import KillSeed, spawn
-from tests.standins.harness import SentRecord
 from tests.standins.openai_api import OpenAIStandin
 from tests.standins.slack import RETRY_DELAYS, Delivery, Mode, SlackHarness, free_port
 from tests.test_cli import CLAWBOT, environment

@@ -372,7 +372,13 @@ STAGES = (
     "routing",
 )
 """The stages of clawbot/, each a package, lowest first: a stage imports the ones before it."""
-TOP = ("clawbot.app", "clawbot.testing", "clawbot.__main__", "clawbot.cli")
+TOP = (
+    "clawbot.app",
+    "clawbot.testing",
+    "clawbot.conformance",
+    "clawbot.__main__",
+    "clawbot.cli",
+)
 """What assembles the bot, and the command line: they may import everything in clawbot/."""
 ADAPTERS_MAY_IMPORT = {
     "clawbot",

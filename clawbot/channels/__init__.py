@@ -2,11 +2,12 @@
 
 ``interface`` is the adapter interface a channel implements (``Adapter``, its limits, sent
 messages, catch-up cursors): what ``adapters/`` and third-party channels import, beside the
-foundation. ``outbox`` is the delivery gate (the only path to an adapter's ``send``),
-``rendering`` turns Markdown into each platform's markup, ``chunking`` cuts replies to a
-platform's size (used by ``rendering``), ``markdown_tree`` is the parse tree and the walk the
-markups share, and ``telegram_html``, ``slack_mrkdwn`` and ``discord_markdown`` are each
-platform's markup (used by ``rendering``).
+foundation; ``harness`` is what a channel's test harness provides for the conformance
+suite (``clawbot.conformance``). ``outbox`` is the delivery gate (the only path to an
+adapter's ``send``), ``rendering`` turns Markdown into each platform's markup,
+``chunking`` cuts replies to a platform's size (used by ``rendering``), ``markdown_tree`` is
+the parse tree and the walk the markups share, and ``telegram_html``, ``slack_mrkdwn`` and
+``discord_markdown`` are each platform's markup (used by ``rendering``).
 
 Lowest of the stages: it imports only the foundation (``messages``, ``errors``,
 ``settings``) and the records below the store (``routing.sessions``, ``security.redaction``).
@@ -14,6 +15,7 @@ It never imports the store, another stage, ``app``, ``cli`` or ``adapters``.
 """
 
 __all__ = [
+    "harness",
     "interface",
     "outbox",
     "rendering",

@@ -3,7 +3,8 @@
 ``main`` is the Typer app (``main()`` is the console script); one module per command group:
 ``chat``, ``run``, ``doctor``, ``agents``, ``pairing``, ``sessions``, ``memory``, ``audit``,
 with ``common`` (what they share) and ``checks`` (what ``doctor`` checks); ``service``
-runs the adapters of ``clawbot run`` and ``serving`` is the one-serving-process lock.
+runs the adapters of ``clawbot run`` (public: the conformance suite runs a channel through
+it) and ``serving`` is the one-serving-process lock.
 
 On top: it may import every package of clawbot, never ``adapters`` (they are loaded by
 their ``clawbot.adapters`` entry point).
@@ -11,4 +12,5 @@ their ``clawbot.adapters`` entry point).
 
 __all__ = [
     "main",
+    "service",
 ]

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from aiohttp import WSMsgType, web
 
 from clawbot.channels.interface import Adapter
-from tests.standins.harness import PlatformHarness, SentRecord
+from tests.standins.harness import ButtonHarness, SentRecord
 
 if TYPE_CHECKING:
     from discord.types.guild import Guild as GuildPayload
@@ -1185,4 +1185,4 @@ class DiscordHarness:
 
 
 if TYPE_CHECKING:
-    _conforms: type[PlatformHarness] = DiscordHarness
+    _conforms: type[ButtonHarness] = DiscordHarness

@@ -52,8 +52,8 @@ from urllib.parse import parse_qsl, urlencode
 import aiohttp
 from aiohttp import web
 
+from clawbot.channels.harness import SentRecord
 from clawbot.channels.interface import Adapter
-from tests.standins.harness import SentRecord
 
 BOT_TOKEN = "xoxb-1111-2222-standinbottoken"
 APP_TOKEN = "xapp-1-A0001-3333-standinapptoken"

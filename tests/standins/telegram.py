@@ -36,8 +36,8 @@ from typing import Any, Literal
 import aiohttp
 from aiohttp import web
 
+from clawbot.channels.harness import SentRecord
 from clawbot.channels.interface import Adapter
-from tests.standins.harness import SentRecord
 
 DEFAULT_TOKEN = "123456789:AAHstandinTOKENxxxxxxxxxxxxxxxxxxxx_"
 DEFAULT_BOT_ID = 7000000001
