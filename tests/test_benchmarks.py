@@ -63,7 +63,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         (
             "bench_turn_profile.py",
             ["--sessions", "3", "--turns", "1", "--tool", "list_dir"],
-            ["turn profile: 3 sessions x 1 turns", "clawbot/runtime.py:run_turn"],
+            ["turn profile: 3 sessions x 1 turns", "clawbot/runtime/turn.py:run_turn"],
         ),
         (
             "bench_turn_profile.py",
