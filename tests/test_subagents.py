@@ -294,10 +294,11 @@ async def test_a_child_never_holds_a_tool_its_parent_lacks(
     assert not (bot.workspace.root / "out.md").exists()
 
 
-async def test_a_child_timeout_stops_its_run_and_reports_timeout(
-    workers: Clawbot, chat: Chat, scripted: ScriptedModel, worker: ScriptedModel
+async def spawn_a_child_that_times_out(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel, worker: ScriptedModel
 ) -> None:
-    bot = workers
+    """The person asks; the lead spawns a worker whose model never answers, with a 0.05 s
+    timeout; the lead answers the report; everything is idle at the end."""
     never = asyncio.Event()
 
     async def hang(request: ModelRequest) -> Step:
@@ -310,9 +311,15 @@ async def test_a_child_timeout_stops_its_run_and_reports_timeout(
         "Started.",
         "It timed out.",
     )
-
     await chat.say("go")
     await bot.scheduler.wait_idle()
+
+
+async def test_a_child_timeout_stops_its_run_and_reports_timeout(
+    workers: Clawbot, chat: Chat, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    bot = workers
+    await spawn_a_child_that_times_out(bot, chat, scripted, worker)
 
     announce_request = scripted.requests[2]
     assert "Status: timeout" in announce_request.system
@@ -327,20 +334,7 @@ async def test_a_timed_out_child_shows_timeout_in_subagents_and_the_tree_as_its_
     worker: ScriptedModel,
 ) -> None:
     bot = workers
-    never = asyncio.Event()
-
-    async def hang(request: ModelRequest) -> Step:
-        await never.wait()
-        return "too late"
-
-    worker.function = hang
-    scripted.add(
-        call("sessions_spawn", task="slow work", agent="worker", timeout=0.05),
-        "Started.",
-        "It timed out.",
-    )
-    await chat.say("go")
-    await bot.scheduler.wait_idle()
+    await spawn_a_child_that_times_out(bot, chat, scripted, worker)
 
     listed = (await chat.say("/subagents")).reply or ""
     parent = await bot.store.sessions.get(parent_key(channel))
