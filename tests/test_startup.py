@@ -1,10 +1,10 @@
-"""Start-up: ``clawbot run`` and ``clawbot chat`` start importing litellm before anything
-else, so their own start (settings, adapters, the database) runs beside it and the first
-reply waits for that import alone; the quick commands never import it; a model call made
-while the import runs waits for it without stopping the event loop.
+"""Start-up: ``clawbot run`` and ``clawbot chat`` start importing litellm before the
+database opens and the adapters start, so those run beside it; the quick commands never
+import it; a model call made while the import runs waits for it without stopping the event
+loop; the collector is off while the start's objects pile up.
 
-Each case runs in a fresh interpreter (this one imported litellm long ago), with an import
-hook that notes what has happened when a watched module is first imported."""
+Each case runs in a fresh interpreter (this one imported litellm long ago), with a hook
+that notes what has happened when the watched step comes."""
 
 from __future__ import annotations
 
@@ -15,20 +15,18 @@ from pathlib import Path
 
 import pytest
 
-# Notes, when ``clawbot.settings`` is first imported, whether the preload thread runs, and
-# leaves at once: nothing after that point matters here.
-SETTINGS_SPY = """
+# Notes, when the database is about to open, whether the preload thread runs, and leaves
+# at once: nothing after that point matters here.
+DATABASE_SPY = """
 import os, sys, threading
+import clawbot.store
 
-class Spy:
-    def find_spec(self, name, path=None, target=None):
-        if name == "clawbot.settings":
-            preloading = any(t.name == "litellm-import" for t in threading.enumerate())
-            print("preload started before the settings:", preloading, flush=True)
-            os._exit(0)
-        return None
+async def spy(settings):
+    preloading = any(t.name == "litellm-import" for t in threading.enumerate())
+    print("preload started before the database opens:", preloading, flush=True)
+    os._exit(0)
 
-sys.meta_path.insert(0, Spy())
+clawbot.store.open_store = spy  # what clawbot.app imports, once the command imports it
 from clawbot.cli.main import main
 sys.argv = ["clawbot", *sys.argv[1:]]
 main()
@@ -61,7 +59,7 @@ class Hold:
         return None
 
 sys.meta_path.insert(0, Hold())
-from clawbot.runtime.llm import ModelClient, preload_in_background
+from clawbot.llm import ModelClient, preload_in_background
 
 async def main():
     client = ModelClient()
@@ -113,12 +111,12 @@ def spy(script: str, *args: str, tmp_path: Path) -> str:
 
 
 @pytest.mark.parametrize("command", ["run", "chat"])
-def test_a_serving_command_starts_importing_litellm_before_it_reads_its_settings(
+def test_a_serving_command_starts_importing_litellm_before_the_database_opens(
     command: str, tmp_path: Path
 ) -> None:
-    out = spy(SETTINGS_SPY, command, tmp_path=tmp_path)
+    out = spy(DATABASE_SPY, command, tmp_path=tmp_path)
 
-    assert out.strip() == "preload started before the settings: True"
+    assert out.strip() == "preload started before the database opens: True"
 
 
 @pytest.mark.parametrize(
@@ -150,7 +148,7 @@ def test_the_collector_is_off_while_the_preload_imports_and_on_again_after_it(
     preload ends they are frozen and the collector runs as usual."""
     script = (
         "import gc, threading\n"
-        "from clawbot.runtime.llm import preload_in_background, wait_for_preload\n"
+        "from clawbot.llm import preload_in_background, wait_for_preload\n"
         "preload_in_background()\n"
         "print('during:', gc.isenabled())\n"
         "wait_for_preload()\n"

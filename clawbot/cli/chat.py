@@ -24,8 +24,8 @@ def chat(
     """Talk to the agent in the terminal (piped stdin: one message per line)."""
     from clawbot.runtime.llm import check_credentials, preload_in_background, wait_for_preload
 
-    preload_in_background()  # first: the first reply waits for litellm's import alone
     settings = load(model, home, console_session=session)
+    preload_in_background()  # the bot's own start runs beside it (see run)
     if "log_level" not in settings.model_fields_set and sys.stdin.isatty() and sys.stderr.isatty():
         # A person typing reads the conversation, not INFO lines between its messages.
         from clawbot.logs import setup_logging
