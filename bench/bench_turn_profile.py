@@ -4,6 +4,7 @@
     python bench/bench_turn_profile.py --count-lines     # lines run per function: counted
     python bench/bench_turn_profile.py --stub-litellm    # the model call returns at once
     python bench/bench_turn_profile.py --tool file_read  # each turn makes one tool call
+    python bench/bench_turn_profile.py --plain           # no profiler: for time, callgrind
 
 The turns are bench_pipeline.py's (in-memory channel -> router -> store -> runtime -> the
 scripted model through the real ``litellm.acompletion`` -> outbox), after one warm-up turn
@@ -12,6 +13,9 @@ and own time (cProfile, which slows small functions most), or with ``--count-lin
 Python lines each function ran: a count, the same however busy the machine is, to compare
 two trees. ``--stub-litellm`` answers every model call with one canned response, so the
 profile holds the framework alone. ``--save FILE`` keeps the cProfile data for pstats.
+``--plain`` runs the turns without either, for an outside tool: instructions per turn are
+what ``valgrind --tool=callgrind`` counts for ``--turns 3`` less ``--turns 0``, divided by
+the extra turns.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ async def main() -> None:
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--turns", type=int, default=3, help="turns per session, profiled")
     parser.add_argument("--count-lines", action="store_true")
+    parser.add_argument("--plain", action="store_true", help="run the turns, profile nothing")
     parser.add_argument("--stub-litellm", action="store_true")
     parser.add_argument("--tool", choices=["file_read", "list_dir"], default=None)
     parser.add_argument("--top", type=int, default=40)
@@ -128,7 +133,7 @@ async def main() -> None:
                     profile = cProfile.Profile()
                     if args.count_lines:
                         sys.settrace(counter.trace)
-                    else:
+                    elif not args.plain:
                         profile.enable()
                     for turn in range(args.turns):
                         await one_round(f"message {turn}")
@@ -141,6 +146,8 @@ async def main() -> None:
     what = "litellm stubbed" if args.stub_litellm else "scripted model through litellm"
     tool = f", one {args.tool} call each" if args.tool else ""
     print(f"turn profile: {args.sessions} sessions x {args.turns} turns ({what}{tool})")
+    if args.plain:
+        return
     if args.count_lines:
         print_lines(counter, turns, args.top)
     else:
