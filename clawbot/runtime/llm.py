@@ -62,8 +62,9 @@ def preload_in_background() -> None:
     Meant for the long-running commands, before their database opens and their adapters
     start: those run beside it. The garbage collector stays off until the import ends: a
     start makes some 340,000 objects that live until exit, and collecting while they piled
-    up walked them again and again (a fifth of the import's time). Then everything made so far is frozen out of the collector's reach, so its full
-    passes take milliseconds, where each stalled every chat for about 150 ms."""
+    up walked them again and again (a fifth of the import's time). Then everything made so
+    far is frozen out of the collector's reach, so its full passes take milliseconds, where
+    each stalled every chat for about 150 ms."""
     global _preload
     if _litellm is None and _preload is None:
         gc.disable()
