@@ -8,6 +8,7 @@ housekeeping), writing only what is missing; a live process's journal is never r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.scheduling.jobs import TurnJob
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
+from clawbot.store.rows import JobRow, LedgerRow, message_row
 from clawbot.testing import MemoryChannel
 
 from .conftest import STORE_SESSION as SESSION
@@ -161,6 +163,28 @@ async def test_a_message_in_any_script_accepted_before_a_crash_is_stored_as_writ
     await _restart(database)
 
     assert _texts(database) == [said]
+
+
+def test_an_intake_whose_turn_ended_keeps_everything_else_it_held() -> None:
+    """``Intake.finished`` builds the intake field by field (quicker than ``replace``): a
+    field added to Intake must be carried there too, which this list makes one notice."""
+    journal = clawbot.store.journal
+    assert [f.name for f in dataclasses.fields(journal.Intake)] == [
+        "ledger",
+        "message",
+        "job",
+        "replied",
+        "finish",
+    ]
+    intake = journal.Intake(
+        ledger=LedgerRow("telegram", "1", "55", SESSION.key, "2026-11-26"),
+        message=message_row(SESSION.key, 0, _said("hello")),
+        job=JobRow("turn-1", SESSION.key, "main", "queued", 0, None, None, None, None, "a", "b"),
+        replied=("turn-0",),
+    )
+    finish = journal.Finish((), "done", None, "2026-11-26")
+
+    assert intake.finished(finish) == dataclasses.replace(intake, finish=finish)
 
 
 def test_a_journal_line_holding_text_utf8_cannot_carry_is_written_with_escapes() -> None:

@@ -15,7 +15,6 @@ import contextlib
 import functools
 import logging
 import sqlite3
-from dataclasses import replace
 
 from clawbot.errors import StoreError
 from clawbot.scheduling.jobs import JobStatus
@@ -127,7 +126,7 @@ class PendingIntakes:
             log.warning("cannot write the intake journal (%s); using transactions from now on", exc)
             self._failed = True
             return False  # stored by a transaction instead, which reports what is wrong
-        self.waiting[index] = replace(self.waiting[index], finish=finish)
+        self.waiting[index] = self.waiting[index].finished(finish)
         if len(self.waiting) >= WRITE_BEHIND_TURNS:
             try:
                 self._database.commit_here(no_work)
