@@ -89,6 +89,17 @@ class DeliveryError(ClawbotError):
     hint = "check the channel's connection and token; the reply is kept in the transcript"
 
 
+class RateLimitedError(DeliveryError):
+    """The platform refused a call for now (HTTP 429, Telegram's flood control) and said
+    when to try again: the chat's pacer waits ``retry_after`` seconds, never retries sooner."""
+
+    hint = "nothing to do: clawbot waits as long as the platform asked and sends again"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = max(0.0, retry_after)
+
+
 class LeaseLostError(StoreError):
     """Another process took over a job whose lease this process let expire."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from clawbot.errors import DeliveryError
 from clawbot.messages import Attachment, InboundMessage, OutboundEdit, OutboundMessage
 
 if TYPE_CHECKING:
@@ -49,6 +50,15 @@ class ChannelLimits:
     length_unit: Literal["chars", "utf16"] = "chars"
     """How the platform counts ``max_message_chars``: Python characters (code points) or
     UTF-16 code units (Telegram), where an emoji beyond U+FFFF counts twice."""
+    message_interval: float = 0.0
+    """Seconds to leave between two calls that post to one chat (messages, edits, typing):
+    the platform's documented per-chat rate, which the chat's pacer keeps."""
+    edit_interval: float = 0.0
+    """Seconds to leave between two edits of one message while a reply streams; the
+    pacer drops intermediate previews rather than queueing them."""
+    drafts: bool = False
+    """The platform shows a streamed draft in private chats (Telegram's ``sendMessageDraft``)
+    instead of a message edited in place."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,12 @@ class Adapter(abc.ABC):
         """Replace the text of a message this adapter sent and remove its buttons (already
         gated by the outbox); raises ``DeliveryError`` when the platform refuses. Channels
         without buttons do nothing: their messages never need taking back."""
+
+    async def send_draft(self, chat_id: str, draft_id: int, text: str) -> None:
+        """Show ``text`` as the growing draft ``draft_id`` in a private chat, where
+        ``limits.drafts`` says the platform has drafts; the final reply is then sent as a
+        message. Raises ``RateLimitedError`` when the platform asks to wait."""
+        raise DeliveryError(f"the {self.name or 'this'} channel has no drafts")
 
     async def catch_up(self, chats: Sequence[ChatCursor]) -> int:
         """Hand ``on_message`` what was posted in ``chats`` while nobody received it, oldest
