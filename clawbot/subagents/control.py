@@ -86,9 +86,7 @@ class SubagentControl:
         self.announcer = Announcer(
             store=store, injector=self.injector, agents=agents, exchanges=self.exchanges
         )
-        self.peers = PeerMessages(
-            settings=settings, store=store, agents=agents, injector=self.injector
-        )
+        self.peers = PeerMessages(settings=settings, store=store, agents=agents)
         self.delegation = Delegation(
             settings=settings,
             store=store,

@@ -22,7 +22,7 @@ from clawbot.messages import INTERNAL_CHANNEL, Provenance
 from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
 from clawbot.store import Store
-from clawbot.subagents.injection import Injector, TurnOrigin
+from clawbot.subagents.injection import TurnOrigin
 from clawbot.subagents.records import ChildInfo, Injection
 
 log = logging.getLogger("clawbot.subagents")
@@ -61,13 +61,10 @@ class PeerGroups:
 class PeerMessages:
     """``sessions_send`` to a session that is not the sender's child."""
 
-    def __init__(
-        self, *, settings: Settings, store: Store, agents: AgentRegistry, injector: Injector
-    ) -> None:
+    def __init__(self, *, settings: Settings, store: Store, agents: AgentRegistry) -> None:
         self.groups = PeerGroups(settings)
         self.store = store
         self.agents = agents
-        self.injector = injector
         for name, group in settings.peer_groups.items():
             for agent_id in group.agents:
                 if agents.find(agent_id) is None:  # may be created later: not an error
