@@ -85,26 +85,8 @@ async def test_a_taken_over_turn_closes_the_jobs_merged_into_it(
     settings: Settings, scripted: ScriptedModel
 ) -> None:
     clock = ManualClock()
-    held = [asyncio.Event(), asyncio.Event()]
-    release = [asyncio.Event(), asyncio.Event()]
-
-    async def answer(request: ModelRequest) -> str:
-        calls = len(scripted.requests)
-        if calls <= 2:
-            held[calls - 1].set()
-            await release[calls - 1].wait()
-        return f"answer {calls}"
-
-    scripted.function = answer
-    async with await Clawbot.open(settings, clock=clock) as crashed:
-        lost = MemoryChannel()
-        crashed.connect(lost)
-        await crashed.router.receive(lost.message("one"))
-        await held[0].wait()
-        for text in ("two", "three"):
-            await crashed.router.receive(lost.message(text))
-        release[0].set()
-        await held[1].wait()  # the backlog turn runs "two" with "three" merged into it
+    crashed, release = await crash_during_a_backlog_turn(settings, clock, scripted)
+    try:
         async with await Clawbot.open(settings, clock=clock) as restarted:
             channel = MemoryChannel()
             restarted.connect(channel)
@@ -113,7 +95,9 @@ async def test_a_taken_over_turn_closes_the_jobs_merged_into_it(
             await restarted.scheduler.tick()
             await restarted.scheduler.wait_idle()
             jobs = await restarted.store.jobs.for_session("memory:chat1")
-            release[1].set()
+    finally:
+        release.set()
+        await crashed.close()
 
     assert channel.texts == ["answer 3"]
     assert [j.status for j in jobs] == ["done", "done", "done"]
