@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 INTERNAL_CHANNEL = "internal"
 """The reserved channel of agent-to-agent traffic; the outbox never delivers it externally."""
@@ -23,6 +23,23 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def well_formed(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD. JSON may carry one
+    (``"\\ud800"`` from a platform or a provider) and Python decodes it, but it has no UTF-8
+    form: stored or sent on as it is, it fails the write, and the same message again."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+    return text
+
+
+Text = Annotated[str, AfterValidator(well_formed)]
+"""A string that can be encoded as UTF-8, whatever the JSON it came from held."""
+
+
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -30,7 +47,7 @@ class Frozen(BaseModel):
 class Attachment(Frozen):
     """A file that came with a message; fetched on demand through its adapter, never eagerly."""
 
-    name: str
+    name: Text
     mime_type: str = "application/octet-stream"
     size: int | None = None
     ref: str = Field(description="adapter-specific handle used to fetch the bytes on demand")
@@ -40,8 +57,8 @@ class ReplyContext(Frozen):
     """The message an inbound message replies to, kept as context for the turn."""
 
     message_id: str
-    sender_name: str = ""
-    text: str = ""
+    sender_name: Text = ""
+    text: Text = ""
     from_bot: bool = False
 
 
@@ -53,8 +70,8 @@ class InboundMessage(Frozen):
     chat_type: ChatType = "dm"
     thread_id: str | None = None
     sender_id: str
-    sender_name: str = ""
-    text: str
+    sender_name: Text = ""
+    text: Text
     message_id: str | None = None
     mentioned: bool = False
     reply_to: ReplyContext | None = None
@@ -76,7 +93,7 @@ class OutboundMessage(Frozen):
 
     channel: str
     chat_id: str
-    text: str
+    text: Text
     thread_id: str | None = None
     reply_to_message_id: str | None = None
     session_key: str = ""
@@ -96,7 +113,7 @@ class OutboundEdit(Frozen):
     channel: str
     chat_id: str
     message_id: str
-    text: str
+    text: Text
     thread_id: str | None = None
     session_key: str = ""
     deliver: bool = True
@@ -104,7 +121,7 @@ class OutboundEdit(Frozen):
 
 class TextBlock(Frozen):
     type: Literal["text"] = "text"
-    text: str
+    text: Text
 
 
 class ToolCallBlock(Frozen):
@@ -124,7 +141,7 @@ class ToolResultBlock(Frozen):
     type: Literal["tool_result"] = "tool_result"
     tool_call_id: str
     name: str
-    content: str
+    content: Text
     is_error: bool = False
 
 

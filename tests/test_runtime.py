@@ -21,6 +21,20 @@ async def test_a_plain_message_gets_the_models_answer(
     assert scripted.requests[0].last_user_text == "hi"
 
 
+async def test_a_message_holding_a_lone_surrogate_is_answered_and_stored_with_a_replacement(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel, channel: MemoryChannel
+) -> None:
+    # JSON may carry "\ud800" (a platform's update, a provider's reply); it has no UTF-8 form
+    scripted.add("Got it \udfff.")
+
+    await chat.say("half an emoji: \ud83d!")
+
+    stored = await bot.store.transcripts.load("memory:chat1", 0)
+    assert channel.texts == ["Got it \ufffd."]
+    assert scripted.requests[0].last_user_text == "half an emoji: \ufffd!"
+    assert [e.text for e in stored] == ["half an emoji: \ufffd!", "Got it \ufffd."]
+
+
 async def test_a_scripted_model_told_not_to_record_keeps_no_requests_and_still_answers(
     chat: Chat, scripted: ScriptedModel, channel: MemoryChannel
 ) -> None:
