@@ -27,6 +27,7 @@ from clawbot.commands.subagents import register_subagent_commands
 from clawbot.errors import ConfigError
 from clawbot.home import prepare_home
 from clawbot.memory.recall import MemoryRecall
+from clawbot.redaction import redactor
 from clawbot.routing.router import AccessCheck, Router, allow_everyone
 from clawbot.runtime.llm import ModelClient
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
@@ -35,7 +36,6 @@ from clawbot.scheduling.scheduler import Scheduler
 from clawbot.security.approvals import Approvals
 from clawbot.security.gate import ToolGate
 from clawbot.security.paused_rounds import PausedRound
-from clawbot.security.redaction import redactor
 from clawbot.settings import Settings
 from clawbot.store import Store, open_store
 from clawbot.subagents.ceiling import session_reach

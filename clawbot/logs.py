@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from clawbot.security.redaction import REDACTED, SecretRedactor, redactor
+from clawbot.redaction import REDACTED, SecretRedactor, redactor
 
 __all__ = ["REDACTED", "SecretRedactor", "agent_scope", "redactor", "setup_logging"]
 

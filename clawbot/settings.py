@@ -33,7 +33,7 @@ from pydantic_settings import (
 )
 
 from clawbot.errors import ConfigError
-from clawbot.security.risk import DEFAULT_PROFILE, Autonomy, RiskProfile
+from clawbot.policies import DEFAULT_PROFILE, Autonomy, RiskProfile
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 CONFIG_NAME = "clawbot.toml"

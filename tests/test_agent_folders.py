@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from clawbot.agents.files import agent_toml, read_agent_file
-from clawbot.agents.profiles import AgentSpec, SiblingAccess, SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, SiblingAccess, SubagentPolicy
 from clawbot.app import Clawbot
+from clawbot.policies import ToolPolicy
 from clawbot.routing.sessions import Session
 from clawbot.security.reach import Reach, Root
 from clawbot.subagents.scratchpad import folder_of

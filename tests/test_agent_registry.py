@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from clawbot.agents.files import agent_toml, read_agent_file
-from clawbot.agents.profiles import AgentSpec, ContextPolicy, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, ContextPolicy
 from clawbot.agents.registry import AgentRegistry
 from clawbot.app import Clawbot
 from clawbot.errors import ConfigError
+from clawbot.policies import ToolPolicy
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agents.profiles import ToolPolicy
 from clawbot.app import Clawbot
-from clawbot.security.risk import RiskProfile
+from clawbot.policies import RiskProfile, ToolPolicy
 from clawbot.settings import PeerGroup
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 

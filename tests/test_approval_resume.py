@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agents.profiles import ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.clock import Clock, ManualClock
 from clawbot.messages import OutboundMessage
+from clawbot.policies import ToolPolicy
 from clawbot.settings import Settings
 from clawbot.store.approvals import SqliteApprovals
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call

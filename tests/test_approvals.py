@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from clawbot.agents.profiles import ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.messages import OutboundMessage
+from clawbot.policies import ToolPolicy
 from clawbot.routing.router import Receipt
 from clawbot.security.audit import audit_line
 from clawbot.settings import Settings

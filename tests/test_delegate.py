@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from clawbot.agents.files import agent_toml, read_agent_file
-from clawbot.agents.profiles import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, SubagentPolicy
 from clawbot.app import Clawbot
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, ToolCallBlock
+from clawbot.policies import ToolPolicy
 from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
 from clawbot.subagents.injection import TurnOrigin

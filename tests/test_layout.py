@@ -351,7 +351,7 @@ RECORDS = (
     "clawbot.security.approval_records",
     "clawbot.security.paused_rounds",
     "clawbot.security.audit",
-    "clawbot.security.redaction",
+    "clawbot.redaction",
     "clawbot.memory.records",
     "clawbot.memory.chunks",
     "clawbot.memory.ranking",
@@ -395,7 +395,7 @@ KNOWN_UPWARD = {
     # settings holds the risk profiles: RiskProfile and Autonomy belong in the foundation
     ("clawbot.settings", "clawbot.security.risk"),
     # logging masks secrets: the redactor could be foundation
-    ("clawbot.logs", "clawbot.security.redaction"),
+    ("clawbot.logs", "clawbot.redaction"),
     # a paused round keeps the ModelReply it waits in: the reply record belongs below runtime
     ("clawbot.security.paused_rounds", "clawbot.runtime.llm"),
     # the store embeds memories: the embedder should reach it as a protocol, not a module

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from clawbot.agents.profiles import ContextPolicy, ToolPolicy
+from clawbot.agents.profiles import ContextPolicy
 from clawbot.app import Clawbot
 from clawbot.errors import StoreError
 from clawbot.memory.recall import MEMORY_BLOCK
+from clawbot.policies import ToolPolicy
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 
 from .conftest import Chat, add_agent, parent_key

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 
 from clawbot.app import Clawbot
-from clawbot.security.redaction import (
+from clawbot.redaction import (
     CREDENTIAL_SHAPES,
     REDACTED,
     SECRET_SHAPES,

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agents.profiles import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, SubagentPolicy
 from clawbot.app import Clawbot
 from clawbot.messages import ToolCallBlock
+from clawbot.policies import ToolPolicy
 from clawbot.routing.sessions import Session
 from clawbot.security.reach import Reach, Root
 from clawbot.settings import Settings

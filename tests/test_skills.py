@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agents.profiles import AgentSpec, ToolPolicy
+from clawbot.agents.profiles import AgentSpec
 from clawbot.agents.skills import SkillError, SkillLibrary, parse_skill
 from clawbot.agents.workspace import RECHECK_SECONDS
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
+from clawbot.policies import ToolPolicy
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 
 from .conftest import Chat

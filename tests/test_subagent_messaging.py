@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from clawbot.agents.files import agent_toml
-from clawbot.agents.profiles import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, SubagentPolicy
 from clawbot.app import Clawbot
 from clawbot.channels.interface import ChannelLimits, SentMessage
 from clawbot.channels.outbox import Outbox
 from clawbot.channels.rendering import render_parts
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, OutboundMessage
+from clawbot.policies import ToolPolicy
 from clawbot.routing.sessions import Session
 from clawbot.settings import PeerGroup, Settings, load_settings
 from clawbot.subagents.messaging import REFUSAL, SubagentMessenger

@@ -11,10 +11,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from clawbot.agents.profiles import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, SubagentPolicy
 from clawbot.app import Clawbot
 from clawbot.errors import MalformedMetaError, SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance, TranscriptEntry
+from clawbot.policies import ToolPolicy
 from clawbot.routing.sessions import Session
 from clawbot.scheduling.jobs import TurnJob
 from clawbot.settings import Settings

@@ -26,10 +26,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from clawbot.agents.profiles import AgentSpec, SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import AgentSpec, SubagentPolicy
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
 from clawbot.messages import INTERNAL_CHANNEL, ToolResultBlock
+from clawbot.policies import ToolPolicy
 from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
 from clawbot.subagents.injection import TurnOrigin

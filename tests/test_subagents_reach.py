@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from clawbot.agents.profiles import SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import SubagentPolicy
 from clawbot.app import Clawbot
 from clawbot.errors import ToolError
+from clawbot.policies import ToolPolicy
 from clawbot.security.reach import Reach, Root
 from clawbot.settings import PeerGroup, Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call

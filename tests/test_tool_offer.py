@@ -3,8 +3,9 @@ of it is offered: the memoized shortcut (ToolOffer) never drifts from the resolv
 
 from __future__ import annotations
 
-from clawbot.agents.profiles import SubagentPolicy, ToolPolicy
+from clawbot.agents.profiles import SubagentPolicy
 from clawbot.app import Clawbot
+from clawbot.policies import ToolPolicy
 from clawbot.routing.sessions import Session
 from clawbot.runtime.resolved_turn import within_ceiling
 from clawbot.testing import MemoryChannel, ScriptedModel, call

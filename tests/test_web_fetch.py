@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from clawbot.agents.profiles import AgentSpec, ToolPolicy
+from clawbot.agents.profiles import AgentSpec
 from clawbot.app import default_tools
 from clawbot.messages import ToolCallBlock
+from clawbot.policies import ToolPolicy
 from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
 from clawbot.tools.html_text import html_to_text

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from clawbot.policies import ToolPolicy
+
 DEFAULT_AGENT_ID = "main"
 
 HIGH_RISK_GROUPS = frozenset({"group:shell", "group:network", "group:sessions", "group:agents"})
@@ -31,28 +33,6 @@ MESSAGE_GROUP = "group:message"
 SiblingAccess = Literal["read", "write"]
 EVERY_SIBLING = "*"
 _AGENT_ID = r"^[a-z0-9][a-z0-9_\-]{0,39}$"
-
-
-class ToolPolicy(BaseModel):
-    """Allow/deny lists of tool names, ``*`` wildcards and ``group:...`` names; deny wins."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    allow: tuple[str, ...] = ("*",)
-    deny: tuple[str, ...] = ()
-
-    def permits(self, name: str, groups: Iterable[str] = ()) -> bool:
-        labels = (name, *groups)
-        if self.denies(name, groups):
-            return False
-        return any(_matches(pattern, labels) for pattern in self.allow)
-
-    def denies(self, name: str, groups: Iterable[str] = ()) -> bool:
-        return any(_matches(pattern, (name, *groups)) for pattern in self.deny)
-
-
-def _matches(pattern: str, labels: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(label, pattern) for label in labels)
 
 
 class SubagentPolicy(BaseModel):

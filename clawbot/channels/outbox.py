@@ -20,8 +20,8 @@ from typing import Literal
 from clawbot.channels.interface import Adapter, SentMessage
 from clawbot.errors import DeliveryError
 from clawbot.messages import INTERNAL_CHANNEL, Action, OutboundEdit, OutboundMessage
+from clawbot.redaction import redactor
 from clawbot.routing.sessions import Session
-from clawbot.security.redaction import redactor
 
 log = logging.getLogger("clawbot.outbox")
 

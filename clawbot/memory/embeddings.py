@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from clawbot.errors import EmbeddingError
-from clawbot.security.redaction import redactor
+from clawbot.redaction import redactor
 
 if TYPE_CHECKING:
     import numpy as np

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from clawbot.security.risk import Risk
+from clawbot.policies import Risk
 
 ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
 ApprovalScope = Literal["once", "session"]

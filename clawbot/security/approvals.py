@@ -36,13 +36,13 @@ from clawbot.agents.chains import owners
 from clawbot.channels.outbox import Outbox
 from clawbot.clock import Clock
 from clawbot.messages import ToolCallBlock, ToolResultBlock
+from clawbot.policies import Risk, RiskProfile, strictest
 from clawbot.routing.sessions import Session
 from clawbot.security.approval_notices import ApprovalNotices, Note, no_note, said
 from clawbot.security.approval_records import ApprovalRequest, ApprovalScope, ApprovalStatus
 from clawbot.security.audit import AuditRecord, masked_arguments, requested_capabilities, summary
 from clawbot.security.grants import Grants
 from clawbot.security.paused_rounds import MalformedRoundError, PausedRound, ToolRound
-from clawbot.security.risk import Risk, RiskProfile, strictest
 from clawbot.settings import Settings
 from clawbot.store.interface import Store
 from clawbot.subagents.keys import child_id_of

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from clawbot.messages import ToolCallBlock
-from clawbot.security.redaction import redactor
+from clawbot.redaction import redactor
 
 AuditStatus = Literal["running", "ok", "error", "refused"]
 AuditKind = Literal["tool_call", "approval"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from clawbot.messages import ToolCallBlock, ToolResultBlock, TranscriptEntry, utcnow
+from clawbot.policies import RiskProfile
+from clawbot.redaction import redactor
 from clawbot.routing.sessions import Session
 from clawbot.security.approvals import ALLOWED, Approvals, Precheck
 from clawbot.security.audit import (
@@ -17,8 +19,6 @@ from clawbot.security.audit import (
     requested_capabilities,
 )
 from clawbot.security.paused_rounds import ToolRound
-from clawbot.security.redaction import redactor
-from clawbot.security.risk import RiskProfile
 from clawbot.store.protocols.security import AuditLog
 from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.origin import TurnOrigin

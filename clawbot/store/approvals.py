@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
+from clawbot.policies import Risk
+from clawbot.redaction import redactor
 from clawbot.security.approval_records import (
     ApprovalRequest,
     ApprovalScope,
@@ -16,8 +18,6 @@ from clawbot.security.approval_records import (
     OpenedRequest,
 )
 from clawbot.security.paused_rounds import PausedRound
-from clawbot.security.redaction import redactor
-from clawbot.security.risk import Risk
 from clawbot.store.database import Database
 
 _REQUEST_COLUMNS = (

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from clawbot.memory.embeddings import Embedder
 from clawbot.memory.ranking import Candidate, blend, coverage
 from clawbot.memory.records import Memory, MemoryHit, MemoryQuery
-from clawbot.security.redaction import redactor
+from clawbot.redaction import redactor
 from clawbot.store.database import Database
 from clawbot.store.memory_vectors import SemanticIndex, VectorMatrix, read_state
 from clawbot.store.rows import now

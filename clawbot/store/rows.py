@@ -14,7 +14,7 @@ from typing import NamedTuple
 from pydantic import TypeAdapter
 
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
-from clawbot.security.redaction import redactor
+from clawbot.redaction import redactor
 
 blocks = TypeAdapter(tuple[ContentBlock, ...])
 """Reads and writes a transcript row's ``content_json``."""

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from clawbot.messages import Provenance, TranscriptEntry
+from clawbot.redaction import redactor
 from clawbot.routing.sessions import Session
-from clawbot.security.redaction import redactor
 from clawbot.store.database import Database
 from clawbot.store.ledger import first_delivery, ledger_row
 from clawbot.store.records import COMPACTED_META, LiveTranscript, NewCompaction, StoredEntry

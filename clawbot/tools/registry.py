@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from clawbot.agents.profiles import HIGH_RISK_GROUPS
 from clawbot.errors import ClawbotError, ToolArgumentsError
 from clawbot.messages import ToolCallBlock, ToolResultBlock, TranscriptEntry
+from clawbot.policies import Risk
 from clawbot.security.reach import ReachSource, whole_workspace
-from clawbot.security.risk import Risk
 
 if TYPE_CHECKING:
     from clawbot.agents.switchboard import Switchboard
