@@ -42,7 +42,8 @@ from clawbot.app import Clawbot
 from clawbot.memory.embeddings import embedder_for
 from clawbot.memory.recall import MEMORY_BLOCK, memory_context
 from clawbot.memory.records import MemoryQuery
-from clawbot.runtime.llm import ModelClient, ModelReply
+from clawbot.runtime.llm import ModelClient
+from clawbot.runtime.replies import ModelReply
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel

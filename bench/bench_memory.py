@@ -34,9 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from clawbot.app import Clawbot
 from clawbot.channels.interface import SentMessage
 from clawbot.messages import OutboundMessage
+from clawbot.providers import litellm_module
 from clawbot.routing.access import AccessGateway
 from clawbot.routing.router import Receipt
-from clawbot.runtime.llm import ModelClient, ModelReply, litellm_module
+from clawbot.runtime.llm import ModelClient
+from clawbot.runtime.replies import ModelReply
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel
 

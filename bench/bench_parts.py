@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pipeline import Request, bare_litellm_seconds, flush_litellm_logging
 
 from clawbot.app import Clawbot
-from clawbot.runtime.llm import litellm_module
+from clawbot.providers import litellm_module
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel, ScriptedModel

@@ -30,7 +30,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from clawbot.app import Clawbot
-from clawbot.runtime.llm import litellm_module
+from clawbot.providers import litellm_module
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel
 

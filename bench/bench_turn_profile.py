@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from clawbot.app import Clawbot
-from clawbot.runtime.llm import litellm_module
+from clawbot.providers import litellm_module
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 

@@ -43,7 +43,6 @@ def _matches(pattern: str, labels: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(label, pattern) for label in labels)
 
 
-
 Risk = Literal["safe", "guarded", "unsafe"]
 Autonomy = Literal["read_only", "supervised", "full"]
 DEFAULT_PROFILE = "default"

@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 
 from clawbot.channels.interface import Adapter, InboundHandler, SentMessage
 from clawbot.messages import InboundMessage, OutboundMessage
-from clawbot.runtime.llm import litellm_module, trusted_text
+from clawbot.providers import litellm_module
+from clawbot.runtime.llm import trusted_text
 from clawbot.settings import Settings
 
 PROVIDER = "scripted"

@@ -11,12 +11,8 @@ import warnings
 import pytest
 
 from clawbot.app import Clawbot
-from clawbot.runtime.llm import (
-    KNOWN_PROVIDER_KEYS,
-    litellm_module,
-    missing_credentials,
-    reply_from_response,
-)
+from clawbot.providers import KNOWN_PROVIDER_KEYS, litellm_module, missing_credentials
+from clawbot.runtime.llm import reply_from_response
 from clawbot.testing import ScriptedModel, ScriptedUsage
 
 from .conftest import Chat
@@ -78,7 +74,7 @@ def test_the_command_lines_preload_takes_import_time_objects_out_of_full_collect
     the collector's full passes no longer walk litellm's import-time objects."""
     script = (
         "import gc, threading\n"
-        "from clawbot.runtime.llm import preload_in_background\n"
+        "from clawbot.providers import preload_in_background\n"
         "preload_in_background()\n"
         "for thread in threading.enumerate():\n"
         "    if thread.name == 'litellm-import':\n"

@@ -20,7 +20,8 @@ from clawbot.channels.interface import ChannelLimits, SentMessage
 from clawbot.channels.rendering import MARKUPS, Markup, render_parts
 from clawbot.clock import ManualClock
 from clawbot.messages import OutboundMessage
-from clawbot.runtime.llm import ModelClient, ModelReply
+from clawbot.runtime.llm import ModelClient
+from clawbot.runtime.replies import ModelReply
 from clawbot.scheduling.notices import gave_up_notice
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call

@@ -59,7 +59,8 @@ class Hold:
         return None
 
 sys.meta_path.insert(0, Hold())
-from clawbot.runtime.llm import ModelClient, preload_in_background
+from clawbot.providers import preload_in_background
+from clawbot.runtime.llm import ModelClient
 
 async def main():
     client = ModelClient()
@@ -148,7 +149,7 @@ def test_the_collector_is_off_while_the_preload_imports_and_on_again_after_it(
     preload ends they are frozen and the collector runs as usual."""
     script = (
         "import gc, threading\n"
-        "from clawbot.runtime.llm import preload_in_background, wait_for_preload\n"
+        "from clawbot.providers import preload_in_background, wait_for_preload\n"
         "preload_in_background()\n"
         "print('during:', gc.isenabled())\n"
         "wait_for_preload()\n"

@@ -14,8 +14,8 @@ import pytest
 import clawbot.runtime.turn
 from clawbot.app import Clawbot
 from clawbot.messages import ToolCallBlock, ToolResultBlock
-from clawbot.runtime.llm import ModelReply
 from clawbot.runtime.plugins import ModelCallNext, ToolCallNext, TurnPlugin, TurnPlugins, TurnStart
+from clawbot.runtime.replies import ModelReply
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedFailure, ScriptedModel, call
 from clawbot.tools.registry import Tool, make_tool
@@ -226,6 +226,7 @@ def test_the_runtime_imports_only_what_lies_below_it() -> None:
         "clawbot.clock",
         "clawbot.lru",
         "clawbot.logs",
+        "clawbot.providers",  # litellm's import
         "clawbot.routing.sessions",  # the Session record
         "clawbot.scheduling.jobs",  # the TurnJob record
         "clawbot.scheduling.backlog",  # the backlog record (below the store)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from clawbot.agents.registry import AgentRegistry
-from clawbot.runtime.llm import KNOWN_PROVIDER_KEYS, litellm_module, provider_of
+from clawbot.providers import KNOWN_PROVIDER_KEYS, litellm_module, provider_of
 from clawbot.settings import Settings
 
 MAX_LINES = 60

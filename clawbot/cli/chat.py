@@ -22,7 +22,7 @@ def chat(
     ] = None,
 ) -> None:
     """Talk to the agent in the terminal (piped stdin: one message per line)."""
-    from clawbot.runtime.llm import check_credentials, preload_in_background, wait_for_preload
+    from clawbot.providers import check_credentials, preload_in_background, wait_for_preload
 
     settings = load(model, home, console_session=session)
     preload_in_background()  # the bot's own start runs beside it (see run)

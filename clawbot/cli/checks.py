@@ -88,7 +88,7 @@ def _channel_checks(settings: Settings, channels: Mapping[str, type[Adapter]]) -
 
 
 def _model_check(settings: Settings) -> Check:
-    from clawbot.runtime.llm import missing_credentials
+    from clawbot.providers import missing_credentials
 
     subject = f"model {settings.model}"
     missing = missing_credentials(settings.model)

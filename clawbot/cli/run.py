@@ -63,7 +63,7 @@ def run(
     home: HomeOption = None,
 ) -> None:
     """Serve the agent on Telegram, Discord and Slack until SIGINT/SIGTERM."""
-    from clawbot.runtime.llm import check_credentials, preload_in_background, wait_for_preload
+    from clawbot.providers import check_credentials, preload_in_background, wait_for_preload
 
     settings = load(model, home)
     import asyncio

@@ -150,7 +150,7 @@ class LitellmEmbedder:
         return unit_rows(np.asarray(rows, dtype=np.float32))
 
     async def _request(self, batch: list[str]) -> list[list[float]]:
-        from clawbot.runtime.llm import litellm_module  # offline, and without litellm's banners
+        from clawbot.providers import litellm_module  # offline, and without litellm's banners
 
         try:
             response: Any = await litellm_module().aembedding(

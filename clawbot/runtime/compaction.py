@@ -26,8 +26,10 @@ from typing import Any, Literal
 
 from clawbot.errors import ClawbotError, CompactionError, ContextLengthError
 from clawbot.messages import ToolResultBlock
+from clawbot.providers import litellm_module
 from clawbot.routing.sessions import Session
-from clawbot.runtime.llm import ModelClient, ModelReply, litellm_module
+from clawbot.runtime.llm import ModelClient
+from clawbot.runtime.replies import ModelReply
 from clawbot.runtime.transcripts import Transcript, TranscriptCache
 from clawbot.scheduling.backlog import shorten
 from clawbot.settings import Settings

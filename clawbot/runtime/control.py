@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from clawbot.messages import Provenance, TextBlock, ToolCallBlock, ToolResultBlock, TranscriptEntry
-from clawbot.runtime.llm import ModelReply
+from clawbot.runtime.replies import ModelReply
 
 _BY_AGENT = Provenance(source="agent")  # immutable, so one instance serves every entry
 

@@ -30,7 +30,7 @@ from clawbot.routing.sessions import Session
 
 if TYPE_CHECKING:
     from clawbot.agents.profiles import AgentSpec
-    from clawbot.runtime.llm import ModelReply
+    from clawbot.runtime.replies import ModelReply
     from clawbot.runtime.transcripts import Transcript
     from clawbot.security.paused_rounds import PausedRound
     from clawbot.tools.registry import Tool, ToolContext

@@ -1,7 +1,7 @@
 """What model calls used: the tokens and the cost litellm reports for each call, kept in the
-assistant entry's meta (``usage`` and ``cost_usd``, see :class:`clawbot.runtime.llm.ModelReply`),
-summed over a turn for a subagent's report or over a session for the listings, and shown
-compactly.
+assistant entry's meta (``usage`` and ``cost_usd``, see
+:class:`clawbot.runtime.replies.ModelReply`), summed over a turn for a subagent's report or
+over a session for the listings, and shown compactly.
 
 Unknown stays unknown: a provider that counts no tokens, a model without a price, gives
 None, never a made-up zero.

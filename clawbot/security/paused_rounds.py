@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from clawbot.errors import ClawbotError
 from clawbot.messages import Frozen, ToolCallBlock, ToolResultBlock, TranscriptEntry
-from clawbot.runtime.llm import ModelReply
+from clawbot.runtime.replies import ModelReply
 
 
 class MalformedRoundError(ClawbotError):
