@@ -26,6 +26,7 @@ from clawbot.commands.registry import CommandRegistry
 from clawbot.commands.subagents import register_subagent_commands
 from clawbot.errors import ConfigError
 from clawbot.home import prepare_home
+from clawbot.memory.embeddings import configured_embedder
 from clawbot.memory.recall import MemoryRecall
 from clawbot.redaction import redactor
 from clawbot.routing.router import AccessCheck, Router, allow_everyone
@@ -101,7 +102,8 @@ class Clawbot:
         prepare_home(settings)
         redactor.add(*settings.secret_values())  # masked in transcripts and replies too
         workspace = Workspace(settings.workspace_dir, clock=clock)
-        store = await open_store(settings)  # the embedding model loads at its first use
+        # the embedding model loads at its first use
+        store = await open_store(settings, configured_embedder(settings))
         try:
             await store.check_writable()
             await store.check_intact()  # a damaged file: one clear error, not one a message

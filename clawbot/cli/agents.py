@@ -28,11 +28,12 @@ def _open_registry(settings: Settings, work: Callable[[AgentRegistry], Awaitable
     from clawbot.agents.registry import AgentRegistry
     from clawbot.errors import ClawbotError
     from clawbot.home import prepare_home
+    from clawbot.memory.embeddings import configured_embedder
     from clawbot.store import open_store
 
     async def run() -> None:
         prepare_home(settings)
-        store = await open_store(settings)
+        store = await open_store(settings, configured_embedder(settings))
         try:
             registry = await AgentRegistry.open(store, settings.agents_dir)
             for problem in registry.problems:

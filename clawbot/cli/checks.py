@@ -116,11 +116,12 @@ def _home_check(settings: Settings) -> Check:
 
 
 async def _database_check(settings: Settings) -> Check:
+    from clawbot.memory.embeddings import configured_embedder
     from clawbot.store import open_store
 
     subject = f"database {settings.db_path}"
     try:
-        store = await open_store(settings)
+        store = await open_store(settings, configured_embedder(settings))
     except ClawbotError as exc:
         return Check("problem", subject, str(exc))
     try:
@@ -137,9 +138,10 @@ async def _peer_groups_check(settings: Settings) -> Check:
 
     from clawbot.agents.files import load_agent_folder
     from clawbot.agents.profiles import DEFAULT_AGENT_ID
+    from clawbot.memory.embeddings import configured_embedder
     from clawbot.store import open_store
 
-    store = await open_store(settings)
+    store = await open_store(settings, configured_embedder(settings))
     try:
         known = {record.spec.agent_id for record in await store.agents.list()}
     finally:

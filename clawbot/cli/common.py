@@ -101,9 +101,11 @@ def with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
 async def open_store(settings: Settings) -> Store:
     """The home's store; a store that cannot be opened is one clear line."""
     from clawbot.errors import ClawbotError
+    from clawbot.memory.embeddings import configured_embedder
     from clawbot.store import open_store
 
     try:
-        return await open_store(settings)  # the embedding model loads at its first use
+        # the embedding model loads at its first use
+        return await open_store(settings, configured_embedder(settings))
     except ClawbotError as exc:
         fail(str(exc), code=1)

@@ -17,18 +17,15 @@ import asyncio
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from clawbot.errors import EmbeddingError
 from clawbot.redaction import redactor
+from clawbot.store.protocols.memories import Embedder
 
 if TYPE_CHECKING:
-    import numpy as np
-    from numpy.typing import NDArray
-
     from clawbot.settings import Settings
-
-    Vectors = NDArray[np.float32]
+    from clawbot.store.protocols.memories import Vectors
 
 OFF = "off"
 LOCAL = "local"
@@ -40,17 +37,6 @@ INLINE_TEXTS = 16
 more (an import, a backfill) go to a thread."""
 BATCH = 128
 """Texts per litellm embedding request."""
-
-
-class Embedder(Protocol):
-    """Texts in, unit-length float32 vectors out, one row per text."""
-
-    @property
-    def name(self) -> str:
-        """Which model and size: stored with every vector, so a change re-embeds."""
-        ...
-
-    async def embed(self, texts: Sequence[str]) -> Vectors: ...
 
 
 def unit_rows(matrix: Vectors) -> Vectors:

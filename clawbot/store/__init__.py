@@ -6,8 +6,9 @@ front of it (named outside the store by tests and benchmarks only).
 
 Below every stage: it imports the foundation and the records each stage keeps below it
 (``routing.sessions``, ``scheduling.jobs``, ``security.audit``, ``subagents.records``...),
-never a stage's behaviour, ``app``, ``cli`` or ``adapters``; the embedder it reaches in
-``memory.embeddings`` is the exception tests/test_layout.py lists."""
+never a stage's behaviour, ``app``, ``cli`` or ``adapters``. Semantic recall's embedding
+model is given to :func:`open_store` from above, as the ``Embedder`` protocol of
+``clawbot.store.protocols.memories``."""
 
 from clawbot.store.backend import open_store
 from clawbot.store.ids import new_id

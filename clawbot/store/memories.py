@@ -28,16 +28,16 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from clawbot.memory.embeddings import Embedder
 from clawbot.memory.ranking import Candidate, blend, coverage
 from clawbot.memory.records import Memory, MemoryHit, MemoryQuery
 from clawbot.redaction import redactor
 from clawbot.store.database import Database
 from clawbot.store.memory_vectors import SemanticIndex, VectorMatrix, read_state
+from clawbot.store.protocols.memories import Embedder
 from clawbot.store.rows import now
 
 if TYPE_CHECKING:
-    from clawbot.memory.embeddings import Vectors
+    from clawbot.store.protocols.memories import Vectors
 
 MAX_WORDS = 16
 """Words of a query looked at (the first ones)."""

@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clawbot.errors import ClawbotError
 from clawbot.memory.chunks import embedded_texts
-from clawbot.memory.embeddings import Embedder
 from clawbot.store.database import Database
+from clawbot.store.protocols.memories import Embedder
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from clawbot.memory.embeddings import Vectors
+    from clawbot.store.protocols.memories import Vectors
 
 log = logging.getLogger("clawbot.memory")
 

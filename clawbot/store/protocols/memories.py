@@ -4,9 +4,29 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from clawbot.memory.records import Memory, MemoryHit, MemoryQuery
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    Vectors = NDArray[np.float32]
+    """Float32 rows of unit length, one per text: a dot product is the cosine similarity."""
+
+
+class Embedder(Protocol):
+    """Texts in, unit-length float32 vectors out, one row per text: what semantic recall
+    needs of an embedding model (``clawbot.memory.embeddings`` has them; the one configured
+    is given to :func:`clawbot.store.open_store`)."""
+
+    @property
+    def name(self) -> str:
+        """Which model and size: stored with every vector, so a change re-embeds."""
+        ...
+
+    async def embed(self, texts: Sequence[str]) -> Vectors: ...
 
 
 class Memories(Protocol):
