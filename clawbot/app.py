@@ -10,7 +10,6 @@ from typing import Any
 
 from clawbot.agents.model_catalog import ModelCatalog
 from clawbot.agents.registry import AgentRegistry
-from clawbot.agents.skills import skill_tools
 from clawbot.agents.switchboard import Switchboard
 from clawbot.agents.workspace import Workspace
 from clawbot.channels.interface import Adapter
@@ -52,6 +51,7 @@ from clawbot.tools.memory import memory_tools
 from clawbot.tools.registry import ToolRegistry
 from clawbot.tools.sandbox import find_bubblewrap
 from clawbot.tools.shell import shell_tools
+from clawbot.tools.skills import skill_tools
 from clawbot.tools.web import web_fetch_tool
 
 

@@ -2,9 +2,10 @@
 
 A skill's front matter gives its ``name``, ``description`` and optional ``requires.tools``.
 Only the active agent's allowed skills are listed in its system prompt (name and
-description); the body is read on demand with the ``skill_read`` tool. Skills are
-discovered once and re-read only when a SKILL.md file changes, each opened beneath the
-workspace's root (``clawbot.agents.beneath``): no link leads a skill out of the workspace.
+description); the body is read on demand with the ``skill_read`` tool
+(``clawbot.tools.skills``). Skills are discovered once and re-read only when a SKILL.md file
+changes, each opened beneath the workspace's root (``clawbot.agents.beneath``): no link
+leads a skill out of the workspace.
 """
 
 from __future__ import annotations
@@ -16,16 +17,12 @@ import stat
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
-
-from pydantic import Field
 
 from clawbot.agents.beneath import Beneath
 from clawbot.agents.profiles import AgentSpec
 from clawbot.agents.workspace import RECHECK_SECONDS
 from clawbot.clock import Clock, SystemClock
-from clawbot.errors import ClawbotError, ToolError
-from clawbot.tools.registry import Tool, ToolContext, make_tool
+from clawbot.errors import ClawbotError
 
 log = logging.getLogger("clawbot.skills")
 
@@ -252,27 +249,3 @@ def skills_prompt(skills: Collection[Skill]) -> str:
     ]
     lines += [f"- {skill.name}: {skill.description}" for skill in skills]
     return "\n".join(lines)
-
-
-async def skill_read(
-    name: Annotated[str, Field(description="the skill's name, as listed under Skills")],
-    ctx: ToolContext,
-) -> str:
-    """Read the instructions of one of your skills."""
-    for skill in ctx.skills:
-        if skill.name == name:
-            return skill.body
-    available = ", ".join(s.name for s in ctx.skills) or "none"
-    if name in ctx.withheld_skills:
-        raise ToolError(
-            f"the skill {name!r} is not available to you: a subagent uses only skills the "
-            "session that started it may use (and whose tools it holds)",
-            hint=f"your skills: {available}; report back if you need that one",
-        )
-    raise ToolError(
-        f"no skill named {name!r} is available to you", hint=f"your skills: {available}"
-    )
-
-
-def skill_tools() -> list[Tool]:
-    return [make_tool(skill_read, risk="safe", groups=("group:skills",))]

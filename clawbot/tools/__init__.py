@@ -2,8 +2,8 @@
 
 ``registry`` is the typed tool shape and the registry (schemas from signatures); one module
 per family of built-in tools: ``files`` (workspace-confined), ``agents``, ``memory``,
-``shell`` (with ``sandbox``, bubblewrap, and the private ``shell_paths``) and ``web``
-(web_fetch, with the private ``html_text``).
+``skills`` (``skill_read``), ``shell`` (with ``sandbox``, bubblewrap, and the private
+``shell_paths``) and ``web`` (web_fetch, with the private ``html_text``).
 
 It never imports ``runtime``, ``scheduling``, ``subagents``, ``commands``, ``routing``,
 ``app``, ``cli`` or ``adapters``.
@@ -17,5 +17,6 @@ __all__ = [
     "registry",
     "sandbox",
     "shell",
+    "skills",
     "web",
 ]

@@ -38,8 +38,8 @@ MAX_ERROR_CHARS = 300
 
 
 class ListedSkill(Protocol):
-    """What a tool may read of a skill listed to the agent (a ``clawbot.agents.skills.Skill``):
-    the skill module builds on tools, so tools know skills only by this shape."""
+    """What a tool may read of a skill listed to the agent (a ``clawbot.agents.skills.Skill``,
+    known to the context by this shape only)."""
 
     @property
     def name(self) -> str: ...
