@@ -6,9 +6,8 @@ import pytest
 
 from clawbot.agents.chains import AgentChains
 from clawbot.messages import INTERNAL_CHANNEL
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_key
 from clawbot.store import SqliteStore
-from clawbot.subagents.keys import child_key
 
 
 async def _child(store: SqliteStore, owner: Session, child_id: str, agent_id: str) -> Session:

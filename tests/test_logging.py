@@ -9,8 +9,7 @@ import pytest
 
 from clawbot.logs import RedactingFormatter, SecretRedactor, agent_scope, redactor, setup_logging
 from clawbot.messages import INTERNAL_CHANNEL, TextBlock, TranscriptEntry
-from clawbot.routing.sessions import Session
-from clawbot.subagents.keys import child_key
+from clawbot.routing.sessions import Session, child_key
 from clawbot.testing import ScriptedModel, call
 
 from .conftest import Chat

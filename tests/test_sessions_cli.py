@@ -14,10 +14,9 @@ from typer.testing import CliRunner
 
 from clawbot.cli.main import app
 from clawbot.messages import INTERNAL_CHANNEL, TextBlock, TranscriptEntry
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_key
 from clawbot.scheduling.jobs import TurnJob
 from clawbot.store import SqliteStore, new_id
-from clawbot.subagents.keys import child_key
 
 runner = CliRunner()
 

@@ -17,9 +17,8 @@ from clawbot.messages import (
     ToolResultBlock,
     TranscriptEntry,
 )
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_key
 from clawbot.scheduling.records import TurnHandle
-from clawbot.subagents.keys import child_key
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, ScriptedUsage
 
 from .conftest import Chat

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clawbot.subagents.keys import child_id_of, child_key, parent_key_of
+from clawbot.routing.sessions import child_id_of, child_key, parent_key_of
 
 
 def test_a_child_key_is_the_internal_channel_the_parents_key_and_the_child_id() -> None:

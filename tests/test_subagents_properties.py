@@ -31,10 +31,9 @@ from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
 from clawbot.messages import INTERNAL_CHANNEL, ToolResultBlock
 from clawbot.policies import ToolPolicy
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_key
 from clawbot.settings import Settings
 from clawbot.subagents.injection import TurnOrigin
-from clawbot.subagents.keys import child_key
 from clawbot.subagents.records import (
     ANNOUNCE_META,
     CHILD_META,

@@ -10,7 +10,7 @@ the parse tree and the walk the markups share, and ``telegram_html``, ``slack_mr
 ``discord_markdown`` are each platform's markup (used by ``rendering``).
 
 Lowest of the stages: it imports only the foundation (``messages``, ``errors``,
-``settings``) and the records below the store (``routing.sessions``, ``security.redaction``).
+``settings``, ``redaction``) and the records below the store (``routing.sessions``).
 It never imports the store, another stage, ``app``, ``cli`` or ``adapters``.
 """
 

@@ -6,8 +6,9 @@ recall's ``embeddings`` (the models), ``chunks`` and ``ranking`` (pure, used by 
 The store is ``clawbot.store.memories`` and ``memory_vectors``, the tools
 ``clawbot.tools.memory``, the command ``clawbot.commands.memory``.
 
-It sits above the runtime (recall is a turn plug-in, embeddings call litellm through
-``runtime.llm``) and never imports ``scheduling``, ``subagents``, ``commands``,
+It sits above the runtime (recall is a turn plug-in; embeddings call litellm through
+``clawbot.providers``, and the store reaches them through its ``Embedder`` protocol, given
+to ``open_store`` from above) and never imports ``scheduling``, ``subagents``, ``commands``,
 ``routing``, ``app``, ``cli`` or ``adapters``.
 """
 

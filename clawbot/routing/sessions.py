@@ -1,11 +1,16 @@
-"""Sessions: one conversation each, keyed by where it happens (channel + chat + thread)."""
+"""Sessions: one conversation each, keyed by where it happens (channel + chat + thread).
+
+A child session's key is defined here once too: ``internal:<parent key>/<child id>``. The
+key names its parent, so a grandchild's key holds the whole chain; the child id (the part
+after the parent's key) is what a person types in ``/subagents stop <id>``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from clawbot.messages import ChatType, InboundMessage
+from clawbot.messages import INTERNAL_CHANNEL, ChatType, InboundMessage
 
 
 def session_key(channel: str, chat_id: str, thread_id: str | None = None) -> str:
@@ -51,3 +56,32 @@ class Session:
             chat_type=message.chat_type,
             agent_id=agent_id,
         )
+
+
+_PREFIX = f"{INTERNAL_CHANNEL}:"
+
+
+def child_key(parent_key: str, child_id: str) -> str:
+    """The key of ``parent_key``'s child ``child_id`` (which holds no ``/``)."""
+    if not child_id or "/" in child_id:
+        raise ValueError(f"a child id is not empty and holds no '/': {child_id!r}")
+    return f"{_PREFIX}{parent_key}/{child_id}"
+
+
+def child_id_of(key: str) -> str | None:
+    """The child id in a child session's key; None for a key that is not a child's."""
+    parent, child = _split(key)
+    return child if parent else None
+
+
+def parent_key_of(key: str) -> str | None:
+    """The parent's key in a child session's key; None for a key that is not a child's."""
+    parent, _ = _split(key)
+    return parent or None
+
+
+def _split(key: str) -> tuple[str, str]:
+    if not key.startswith(_PREFIX):
+        return "", ""
+    parent, slash, child = key[len(_PREFIX) :].rpartition("/")
+    return (parent, child) if slash and parent and child else ("", "")

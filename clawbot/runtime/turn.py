@@ -396,9 +396,10 @@ class Runtime:
         ancestors = await self.chains.ancestors(context.session)
         chain = (*ancestors, resolved.agent.agent_id)
         profiles = self.profiles.of_chain(ancestors, resolved.agent)
+        tool = self.tools.get(call.name)
         return await self.gate.run(
             call,
-            tool=self.tools.get(call.name),
+            risk=tool.risk if tool is not None else None,
             session=context.session,
             agent_id=resolved.agent.agent_id,
             run_id=context.turn_id,

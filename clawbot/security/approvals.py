@@ -37,7 +37,7 @@ from clawbot.channels.outbox import Outbox
 from clawbot.clock import Clock
 from clawbot.messages import ToolCallBlock, ToolResultBlock
 from clawbot.policies import Risk, RiskProfile, strictest
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_id_of
 from clawbot.security.approval_notices import ApprovalNotices, Note, no_note, said
 from clawbot.security.approval_records import ApprovalRequest, ApprovalScope, ApprovalStatus
 from clawbot.security.audit import AuditRecord, masked_arguments, requested_capabilities, summary
@@ -45,7 +45,6 @@ from clawbot.security.grants import Grants
 from clawbot.security.paused_rounds import MalformedRoundError, PausedRound, ToolRound
 from clawbot.settings import Settings
 from clawbot.store.interface import Store
-from clawbot.subagents.keys import child_id_of
 
 log = logging.getLogger("clawbot.approvals")
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from clawbot.messages import ToolCallBlock, ToolResultBlock, TranscriptEntry, utcnow
-from clawbot.policies import RiskProfile
+from clawbot.policies import Risk, RiskProfile
 from clawbot.redaction import redactor
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_id_of
 from clawbot.security.approvals import ALLOWED, Approvals, Precheck
 from clawbot.security.audit import (
     MAX_ERROR_CHARS,
@@ -18,11 +18,9 @@ from clawbot.security.audit import (
     masked_arguments,
     requested_capabilities,
 )
+from clawbot.security.origin import TurnOrigin
 from clawbot.security.paused_rounds import ToolRound
 from clawbot.store.protocols.security import AuditLog
-from clawbot.subagents.keys import child_id_of
-from clawbot.subagents.origin import TurnOrigin
-from clawbot.tools.registry import Tool
 
 
 class ToolGate:
@@ -39,7 +37,7 @@ class ToolGate:
         self,
         call: ToolCallBlock,
         *,
-        tool: Tool | None,
+        risk: Risk | None,
         session: Session,
         agent_id: str,
         run_id: str,
@@ -52,12 +50,14 @@ class ToolGate:
         tool_round: ToolRound | None = None,
         check: Precheck | None = None,
     ) -> ToolResultBlock:
-        """``tool_round``: the round the call is part of, saved with an approval request it
-        waits for (so a restart resumes the turn at this call). ``check``: the error the
-        call would end in anyway, asked before a person is (see ``Approvals.authorize``)."""
+        """``risk``: the called tool's declared level, None when the registry has no such
+        tool (the call is refused). ``tool_round``: the round the call is part of, saved
+        with an approval request it waits for (so a restart resumes the turn at this call).
+        ``check``: the error the call would end in anyway, asked before a person is (see
+        ``Approvals.authorize``)."""
         trace_id = TurnOrigin.of(session, run_id, inputs).trace.trace_id
         requested = requested_capabilities(call)
-        refused = tool is None or call.name not in allowed
+        refused = risk is None or call.name not in allowed
         record_id = await self.log.started(
             AuditRecord(
                 kind="tool_call",
@@ -82,10 +82,10 @@ class ToolGate:
         verdict = ALLOWED
         result: ToolResultBlock | None = None
         try:
-            if not refused and tool is not None and self.approvals is not None:
+            if not refused and risk is not None and self.approvals is not None:
                 verdict = await self.approvals.authorize(
                     call,
-                    tool.risk,
+                    risk,
                     session=session,
                     run_id=run_id,
                     trace_id=trace_id,

@@ -12,7 +12,7 @@ from typing import Literal
 from clawbot.agents.registry import AgentRegistry
 from clawbot.errors import MalformedMetaError, SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance, TranscriptEntry
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_id_of
 from clawbot.runtime.turn import Runtime
 from clawbot.scheduling.records import StopReport
 from clawbot.scheduling.scheduler import Scheduler
@@ -22,7 +22,6 @@ from clawbot.subagents.announce import Announcer
 from clawbot.subagents.delegation import Delegation
 from clawbot.subagents.exchanges import PeerExchanges
 from clawbot.subagents.injection import Injector, TurnOrigin
-from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.peers import PeerMessages, PeerView
 from clawbot.subagents.records import ChildInfo, Injection
 from clawbot.subagents.spawning import Spawned, Spawner

@@ -26,7 +26,7 @@ from clawbot.agents.profiles import AgentSpec
 from clawbot.agents.registry import AgentRegistry
 from clawbot.errors import MalformedMetaError, SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_id_of, child_key
 from clawbot.runtime.turn import Runtime
 from clawbot.scheduling.records import TurnOutcome
 from clawbot.scheduling.recovery import orphaned
@@ -35,7 +35,6 @@ from clawbot.scheduling.turns import DEADLINE_ERROR
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
 from clawbot.subagents.injection import Injector, TurnOrigin
-from clawbot.subagents.keys import child_id_of, child_key
 from clawbot.subagents.records import CHILD_META, ChildInfo, Injection
 from clawbot.tools.registry import Tool
 

@@ -18,9 +18,9 @@ from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.scheduling.jobs import Lane
 from clawbot.scheduling.records import TurnHandle
 from clawbot.scheduling.scheduler import Scheduler
+from clawbot.security.origin import TurnOrigin
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
-from clawbot.subagents.origin import TurnOrigin
 from clawbot.subagents.records import (
     ChildInfo,
     Injection,

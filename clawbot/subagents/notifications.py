@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from xml.sax.saxutils import escape
 
-from clawbot.subagents.keys import child_id_of
+from clawbot.routing.sessions import child_id_of
 from clawbot.subagents.records import AnnouncePayload, AnnounceStatus
 
 STATUS_WORDS: dict[AnnounceStatus, str] = {

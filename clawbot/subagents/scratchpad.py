@@ -38,9 +38,9 @@ from clawbot.agents.profiles import SCRATCHPAD_GROUP
 from clawbot.agents.workspace import Workspace, shown_path
 from clawbot.errors import ClawbotError, MalformedMetaError, ToolError, WorkspaceError
 from clawbot.messages import TranscriptEntry
+from clawbot.routing.sessions import child_id_of
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.security.reach import Reach, Root
-from clawbot.subagents.keys import child_id_of
 from clawbot.subagents.notifications import task_notification
 from clawbot.subagents.records import AnnouncePayload, headers_of, parse_meta, payloads_in
 from clawbot.tools.files import file_read, file_write

@@ -18,7 +18,7 @@ from clawbot.agents.profiles import AgentSpec
 from clawbot.agents.registry import AgentRegistry
 from clawbot.errors import SubagentError
 from clawbot.messages import INTERNAL_CHANNEL, Provenance
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_key
 from clawbot.runtime.turn import Runtime
 from clawbot.scheduling.scheduler import Scheduler
 from clawbot.settings import Settings
@@ -26,7 +26,6 @@ from clawbot.store import Store, new_id
 from clawbot.subagents.ceiling import children_skills
 from clawbot.subagents.coordinator import children_ceiling
 from clawbot.subagents.injection import Injector, TurnOrigin
-from clawbot.subagents.keys import child_key
 from clawbot.subagents.records import CHILD_META, ChildInfo, Injection
 
 LABEL_CHARS = 60

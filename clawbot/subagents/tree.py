@@ -13,13 +13,12 @@ from datetime import datetime
 from typing import Protocol
 
 from clawbot.agents.chains import MAX_CHAIN, owners
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_id_of
 from clawbot.runtime.usage import format_usd
 from clawbot.scheduling.records import StopReport
 from clawbot.scheduling.turns import DEADLINE_ERROR
 from clawbot.store import SessionActivity, Store
 from clawbot.store.protocols.conversations import Sessions
-from clawbot.subagents.keys import child_id_of
 
 # The session meta key under which spawning keeps a child's record (its label among others).
 _SPAWN_RECORD = "subagent"

@@ -1,6 +1,7 @@
 """Where a turn stands on its chain of agents: the hop and trace it inherits from the
-injected messages it answers. Read by injection (to pass them on) and by the audit log (to
-file each tool call under its trace); it needs nothing of the scheduler or the store."""
+injected messages it answers. Read by injection (``subagents``, to pass them on) and by the
+tool gate (to file each tool call's audit record under its trace), so it lives in the lower
+of the two; it needs nothing of the scheduler."""
 
 from __future__ import annotations
 
