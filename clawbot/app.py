@@ -23,6 +23,7 @@ from clawbot.commands.memory import register_memory_commands
 from clawbot.commands.queue import register_queue_commands
 from clawbot.commands.registry import CommandRegistry
 from clawbot.commands.subagents import register_subagent_commands
+from clawbot.commands.voice import register_voice_commands
 from clawbot.errors import ConfigError
 from clawbot.home import prepare_home
 from clawbot.memory.embeddings import configured_embedder
@@ -31,6 +32,7 @@ from clawbot.redaction import redactor
 from clawbot.routing.router import AccessCheck, Router, allow_everyone
 from clawbot.runtime.llm import ModelClient
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
+from clawbot.runtime.speech import VoiceReplies
 from clawbot.runtime.turn import AgentResolver, Runtime
 from clawbot.scheduling.scheduler import Scheduler
 from clawbot.security.approvals import Approvals
@@ -50,6 +52,7 @@ from clawbot.tools.files import file_tools
 from clawbot.tools.memory import memory_tools
 from clawbot.tools.registry import ToolRegistry
 from clawbot.tools.sandbox import find_bubblewrap
+from clawbot.tools.sending import send_file_tool
 from clawbot.tools.shell import shell_tools
 from clawbot.tools.skills import skill_tools
 from clawbot.tools.web import web_fetch_tool
@@ -150,6 +153,7 @@ class Clawbot:
                 MemoryRecall(store.memories),
                 CoordinatorNotes(),
                 ApprovalTurns(approvals),
+                VoiceReplies(settings, outbox),
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(
@@ -189,6 +193,7 @@ class Clawbot:
             for tool in [
                 *session_tools(subagents),
                 message_tool(messenger),
+                send_file_tool(outbox),
                 *memory_tools(store.memories, agent_registry.get),
             ]:
                 registry.add(tool)
@@ -204,6 +209,7 @@ class Clawbot:
             register_approval_commands(commands, approvals)
             register_subagent_commands(commands, store, scheduler, scheduler.clock)
             register_memory_commands(commands, store.memories, agent_registry.get)
+            register_voice_commands(commands, settings)
             register_compaction_commands(
                 commands, runtime.compactor, lambda session: runtime.resolve(session).model
             )

@@ -17,6 +17,9 @@ INTERNAL_CHANNEL = "internal"
 
 ChatType = Literal["dm", "group", "channel"]
 Role = Literal["user", "assistant", "tool", "system"]
+FileKind = Literal["photo", "voice", "audio", "document"]
+"""How a chat should show a file the bot sends: a picture, a voice note, a track to play, or
+a file to download. Each adapter maps it to its platform's call."""
 
 
 def utcnow() -> datetime:
@@ -114,6 +117,23 @@ class OutboundEdit(Frozen):
     chat_id: str
     message_id: str
     text: Text
+    thread_id: str | None = None
+    session_key: str = ""
+    deliver: bool = True
+
+
+class OutboundFile(Frozen):
+    """A file on its way out (``send_file``, a reply read aloud): its bytes, how the chat
+    should show it and a caption in Markdown. It passes the outbox's gate as a message
+    does; the adapter picks the platform call by ``kind``."""
+
+    channel: str
+    chat_id: str
+    name: str
+    data: bytes = Field(repr=False)
+    kind: FileKind = "document"
+    mime_type: str = "application/octet-stream"
+    caption: str = ""
     thread_id: str | None = None
     session_key: str = ""
     deliver: bool = True

@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     provider_retries: int = Field(default=3, ge=0, le=10)
     retry_backoff: float = Field(default=1.0, ge=0)
     turn_deadline: float = Field(default=600.0, gt=0)
+    tts_model: str | None = Field(
+        default=None,
+        description="a litellm speech model (openai/tts-1) that reads replies aloud as voice "
+        "notes in the conversations that ask for it with /voice on; none: no voice notes",
+    )
+    tts_voice: str = Field(default="alloy", min_length=1, description="the speech model's voice")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     db_synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL"
 

@@ -7,12 +7,18 @@ Like pydantic-ai's ``TestModel`` / ``FunctionModel``: register a model, use its 
     with model.installed():
         ...  # run clawbot with model.model_string
     assert model.requests[1].tool_results == ["hi"]
+
+The same model string is a speech model too (``litellm.aspeech``, ``CLAWBOT_TTS_MODEL``): it
+answers :func:`scripted_audio` of the text, or its ``speech`` failure, and keeps each
+request in ``speech_requests``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hashlib
 import itertools
 import json
 import time
@@ -21,8 +27,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator,
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from clawbot.channels.interface import Adapter, InboundHandler, SentMessage
-from clawbot.messages import InboundMessage, OutboundMessage
+from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, SentMessage
+from clawbot.messages import InboundMessage, OutboundFile, OutboundMessage
 from clawbot.providers import litellm_module
 from clawbot.runtime.llm import trusted_text
 from clawbot.settings import Settings
@@ -100,11 +106,31 @@ class ModelRequest:
 ReplyFunction = Callable[[ModelRequest], Step | Awaitable[Step]]
 
 
+@dataclass(frozen=True)
+class SpeechRequest:
+    """One ``aspeech`` request as the model received it."""
+
+    model: str
+    input: str
+    voice: str | None
+    response_format: str | None
+
+
+def scripted_audio(text: str) -> bytes:
+    """What a scripted speech model says for ``text``: the same bytes every time, shaped as
+    OGG/Opus begins (an Ogg page holding an ``OpusHead``), so it goes out as a voice note,
+    followed by a digest of the text. Not playable: nothing here plays it."""
+    page = b"OggS\x00\x02" + bytes(20) + b"\x01\x13"  # one segment of 19 bytes
+    head = b"OpusHead\x01\x01\x38\x01\x80\xbb\x00\x00\x00\x00\x00"
+    return page + head + hashlib.sha256(text.encode()).digest()
+
+
 @dataclass
 class ScriptedModel:
     """Answers each request with the next scripted step, or from ``function`` when given.
 
-    When the script runs out it answers ``default_text``. ``delay`` adds simulated model
+    When the script runs out it answers ``default_text``; as a speech model it answers
+    :func:`scripted_audio` of the text, or fails as ``speech`` says. ``delay`` adds simulated model
     latency (in seconds) to every call; ``usage`` is what every response says the call
     used (tokens and cost; none by default). Each request is kept in ``requests`` for assertions;
     ``record=False`` keeps none, for long runs (load tests, benchmarks) that would otherwise
@@ -119,6 +145,9 @@ class ScriptedModel:
     usage: ScriptedUsage | None = None
     record: bool = True
     requests: list[ModelRequest] = field(default_factory=list)
+    speech: ScriptedFailure | None = None
+    """When set, every speech request fails this way (a speech provider that is down)."""
+    speech_requests: list[SpeechRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._steps: deque[Step] = deque(self.script)
@@ -142,6 +171,14 @@ class ScriptedModel:
             step = self.function(request)
             return await step if asyncio.iscoroutine(step) else step  # type: ignore[return-value]
         return self._steps.popleft() if self._steps else self.default_text
+
+    async def speak(self, request: SpeechRequest) -> bytes:
+        self.speech_requests.append(request)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.speech is not None:
+            raise _failure(litellm_module(), self.speech, request.model)
+        return scripted_audio(request.input)
 
     def next_call_id(self) -> str:
         return f"call_{next(self._ids)}"
@@ -174,6 +211,7 @@ def install(model: ScriptedModel) -> None:
         from litellm.utils import custom_llm_setup
 
         custom_llm_setup()  # type: ignore[no-untyped-call]
+    _install_speech(litellm)
     _models[model.name] = model
 
 
@@ -255,6 +293,54 @@ def _make_handler(litellm: Any) -> Any:
     return ScriptedHandler()
 
 
+def _install_speech(litellm: Any) -> None:
+    """Give scripted models speech, once. litellm 1.102.4 has no seam for it: ``speech``
+    (what ``aspeech`` runs on a worker thread) picks the provider by name from a fixed list
+    and fails on ``LlmProviders("scripted")`` before any handler of
+    ``custom_provider_map`` is asked. So ``litellm.main.speech`` is wrapped, minimally: a
+    ``scripted/`` model is answered by its ScriptedModel, every other model goes on to
+    litellm's own function untouched. ``aspeech`` itself (its call logging, its mapping of
+    failures to litellm's exceptions) runs as for any provider."""
+    import litellm.main as main
+
+    original = main.speech
+    if getattr(original, "scripted", False):
+        return
+
+    @functools.wraps(original)
+    def speech(*args: Any, **kwargs: Any) -> Any:
+        model = str(args[0] if args else kwargs.get("model", ""))
+        if not model.startswith(f"{PROVIDER}/"):
+            return original(*args, **kwargs)
+        return _Deferred(lambda: _speak(litellm, model, kwargs))
+
+    speech.scripted = True  # type: ignore[attr-defined]
+    main.speech = speech
+
+
+async def _speak(litellm: Any, model_string: str, kwargs: dict[str, Any]) -> Any:
+    import httpx
+    from litellm.types.llms.openai import HttpxBinaryResponseContent
+
+    model = _models.get(model_string.split("/", 1)[-1])
+    if model is None:
+        raise litellm.NotFoundError(
+            message=f"no scripted model named {model_string!r} is installed",
+            model=model_string,
+            llm_provider=PROVIDER,
+        )
+    request = SpeechRequest(
+        model=model_string,
+        input=str(kwargs.get("input", "")),
+        voice=kwargs.get("voice"),
+        response_format=kwargs.get("response_format"),
+    )
+    audio = await model.speak(request)
+    return HttpxBinaryResponseContent(
+        httpx.Response(200, content=audio, headers={"content-type": "audio/ogg"})
+    )
+
+
 class _Deferred(Coroutine[Any, Any, T]):
     """A coroutine that makes the real one (``start()``) only when it is first run, so
     dropping it unawaited leaves nothing behind to warn about."""
@@ -301,9 +387,13 @@ class MemoryChannel(Adapter):
     """An in-process channel: tests and benchmarks push InboundMessages in and read what
     the outbox delivered from ``sent``."""
 
+    limits = ChannelLimits(max_upload_bytes=50 * 1024 * 1024, max_caption_chars=1024)
+
     def __init__(self, name: str = "memory") -> None:
         self.name = name
         self.sent: list[OutboundMessage] = []
+        self.files: list[OutboundFile] = []
+        """Files the outbox delivered, in order (``sent`` holds the messages)."""
         self._on_message: InboundHandler | None = None
         self._sent_more = asyncio.Event()
 
@@ -321,6 +411,11 @@ class MemoryChannel(Adapter):
         self.sent.append(message)
         self._sent_more.set()
         return [SentMessage(channel=self.name, chat_id=message.chat_id)]
+
+    async def send_file(self, file: OutboundFile) -> list[SentMessage]:
+        self.files.append(file)
+        self._sent_more.set()
+        return [SentMessage(channel=self.name, chat_id=file.chat_id)]
 
     async def sent_when(self, wanted: Callable[[OutboundMessage], bool]) -> OutboundMessage:
         """The first message sent (already or from now on) that ``wanted`` accepts: wait for

@@ -34,6 +34,10 @@ def test_the_slack_manifest_asks_for_the_scopes_names_and_commands_need() -> Non
     assert {"users:read", "commands", "chat:write", "im:history", "app_mentions:read"} <= scopes
 
 
+def test_the_slack_manifest_asks_for_files_write_which_sending_files_needs() -> None:
+    assert "files:write" in listed(slack_manifest(), "bot")
+
+
 def test_the_slack_manifest_subscribes_to_messages_and_mentions_and_turns_on_buttons() -> None:
     manifest = slack_manifest()
     assert {"app_mention", "message.im", "message.channels"} <= listed(manifest, "bot_events")

@@ -42,6 +42,7 @@ from adapters.discord.buttons import (
 )
 from adapters.discord.catch_up import CatchUp
 from adapters.discord.downloads import CdnDownloads
+from adapters.discord.files import MAX_UPLOAD_BYTES, send_file
 from adapters.discord.gateway import guard_parsers, intents
 from adapters.discord.inbound import inbound_from_message, place
 from adapters.discord.sending import (
@@ -60,7 +61,13 @@ from clawbot.channels.interface import (
 )
 from clawbot.channels.rendering import render_parts
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError
-from clawbot.messages import Attachment, InboundMessage, OutboundEdit, OutboundMessage
+from clawbot.messages import (
+    Attachment,
+    InboundMessage,
+    OutboundEdit,
+    OutboundFile,
+    OutboundMessage,
+)
 from clawbot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -97,7 +104,12 @@ class DiscordAdapter(Adapter):
     """Connects one Discord bot. One instance per process (see ``_point_library_at_api``)."""
 
     name = CHANNEL
-    limits = ChannelLimits(max_message_chars=MAX_MESSAGE_CHARS, markup="discord_markdown")
+    limits = ChannelLimits(
+        max_message_chars=MAX_MESSAGE_CHARS,
+        markup="discord_markdown",
+        max_upload_bytes=MAX_UPLOAD_BYTES,
+        max_caption_chars=MAX_MESSAGE_CHARS,
+    )
 
     def __init__(
         self,
@@ -383,6 +395,15 @@ class DiscordAdapter(Adapter):
                 SentMessage(channel=CHANNEL, chat_id=message.chat_id, message_id=str(posted.id))
             )
         return sent
+
+    async def send_file(self, file: OutboundFile) -> list[SentMessage]:
+        """The file as a message's attachment (``adapters.discord.files``)."""
+        target_id = file.thread_id or file.chat_id
+        if not target_id.isdigit():
+            raise DeliveryError(f"discord chat id {target_id!r} is not a Discord channel id")
+        target = self._running_client(file.chat_id).get_partial_messageable(int(target_id))
+        posted = await send_file(target, file, self.limits, attempts=self._send_attempts)
+        return [SentMessage(channel=CHANNEL, chat_id=file.chat_id, message_id=str(posted.id))]
 
     async def edit(self, edit: OutboundEdit) -> None:
         """Edit the part that carried the buttons (``discord_buttons.edit_message``)."""

@@ -60,6 +60,7 @@ from adapters.slack.connections import (
     socket_mode_handler,
 )
 from adapters.slack.downloads import SlackFiles
+from adapters.slack.files import MAX_UPLOAD_BYTES, upload
 from adapters.slack.inbound import BotIdentity, event_to_inbound, second_delivery
 from adapters.slack.interactions import Interactions, post_privately
 from adapters.slack.sending import edit_to_post_args, error_code, part_to_post_args, post_part
@@ -68,7 +69,13 @@ from adapters.slack.users import UserDirectory
 from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.channels.rendering import render_parts
 from clawbot.errors import ClawbotError, ConfigError
-from clawbot.messages import Attachment, InboundMessage, OutboundEdit, OutboundMessage
+from clawbot.messages import (
+    Attachment,
+    InboundMessage,
+    OutboundEdit,
+    OutboundFile,
+    OutboundMessage,
+)
 
 if TYPE_CHECKING:
     from clawbot.settings import Settings
@@ -82,7 +89,12 @@ class SlackAdapter(Adapter):
     """Slack through slack-bolt; Socket Mode by default, the Events API over HTTP as an option."""
 
     name = CHANNEL
-    limits = ChannelLimits(max_message_chars=4000, markup="slack_mrkdwn")
+    limits = ChannelLimits(
+        max_message_chars=4000,
+        markup="slack_mrkdwn",
+        max_upload_bytes=MAX_UPLOAD_BYTES,
+        max_caption_chars=4000,
+    )
     max_send_attempts = 4
     max_retry_after = 60.0
     connect_timeout = 30.0
@@ -334,6 +346,17 @@ class SlackAdapter(Adapter):
             )
             sent.append(SentMessage(channel=CHANNEL, chat_id=message.chat_id, message_id=ts))
         return sent
+
+    async def send_file(self, file: OutboundFile) -> list[SentMessage]:
+        """The file shared into the chat (``adapters.slack.files``)."""
+        ts = await upload(
+            self._client,
+            file,
+            self.limits,
+            attempts=self.max_send_attempts,
+            max_wait=self.max_retry_after,
+        )
+        return [SentMessage(channel=CHANNEL, chat_id=file.chat_id, message_id=ts)]
 
     async def edit(self, edit: OutboundEdit) -> None:  # see slack_buttons.update
         await update(self._client, edit, *edit_to_post_args(edit, self.limits))

@@ -18,6 +18,7 @@ from telegram.constants import ChatAction
 from telegram.error import BadRequest, TelegramError
 
 from adapters.telegram.buttons import PressAnswers, edit_text, press_to_inbound
+from adapters.telegram.files import MAX_CAPTION_CHARS, MAX_UPLOAD_BYTES, send_file
 from adapters.telegram.inbound import BotIdentity, update_to_inbound
 from adapters.telegram.intake import BotApiRequest, PollingIntake, WebhookIntake
 from adapters.telegram.redaction import RedactToken, library_loggers
@@ -26,7 +27,7 @@ from adapters.telegram.setting_checks import settings_problems, start_error
 from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.channels.rendering import render_parts
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
-from clawbot.messages import Attachment, OutboundEdit, OutboundMessage
+from clawbot.messages import Attachment, OutboundEdit, OutboundFile, OutboundMessage
 from clawbot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,13 @@ class TelegramAdapter(Adapter):
     """Telegram through python-telegram-bot, pointed at ``settings.telegram_api_base``."""
 
     name = CHANNEL
-    limits = ChannelLimits(max_message_chars=4096, markup="telegram_html", length_unit="utf16")
+    limits = ChannelLimits(
+        max_message_chars=4096,
+        markup="telegram_html",
+        length_unit="utf16",
+        max_upload_bytes=MAX_UPLOAD_BYTES,
+        max_caption_chars=MAX_CAPTION_CHARS,
+    )
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -250,6 +257,11 @@ class TelegramAdapter(Adapter):
                 raise
             sent.append(SentMessage(CHANNEL, message.chat_id, str(result.message_id)))
         return sent
+
+    async def send_file(self, file: OutboundFile) -> list[SentMessage]:
+        """A photo, voice note, audio or document (``adapters.telegram.files``)."""
+        result = await send_file(self._bot(), file, self.limits, scrub=self._scrub)
+        return [SentMessage(CHANNEL, file.chat_id, str(result.message_id))]
 
     async def edit(self, edit: OutboundEdit) -> None:
         """``editMessageText`` of the part that carried the buttons (see ``edit_text``)."""

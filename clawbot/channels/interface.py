@@ -14,7 +14,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from clawbot.errors import DeliveryError
-from clawbot.messages import Attachment, InboundMessage, OutboundEdit, OutboundMessage
+from clawbot.messages import (
+    Attachment,
+    InboundMessage,
+    OutboundEdit,
+    OutboundFile,
+    OutboundMessage,
+)
 
 if TYPE_CHECKING:
     from clawbot.settings import Settings
@@ -59,6 +65,10 @@ class ChannelLimits:
     drafts: bool = False
     """The platform shows a streamed draft in private chats (Telegram's ``sendMessageDraft``)
     instead of a message edited in place."""
+    max_upload_bytes: int = 0
+    """The biggest file the platform takes from a bot; 0: the channel sends no files."""
+    max_caption_chars: int = 0
+    """How long a file's caption may be, counted as ``max_message_chars`` is."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +129,12 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         """Deliver one outbound message (already gated by the outbox)."""
+
+    async def send_file(self, file: OutboundFile) -> list[SentMessage]:
+        """Deliver one file (already gated by the outbox), shown as ``file.kind`` says where
+        the platform can, its caption cut to ``limits.max_caption_chars``; raises
+        ``DeliveryError`` when the platform refuses it."""
+        raise DeliveryError(f"the {self.name or 'this'} channel cannot send files")
 
     async def edit(self, edit: OutboundEdit) -> None:  # noqa: B027
         """Replace the text of a message this adapter sent and remove its buttons (already

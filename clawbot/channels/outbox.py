@@ -1,8 +1,9 @@
 """The outbox: THE delivery gate, the only path from clawbot to any adapter's ``send``.
 
-Rule: a message reaches a platform only if ``deliver is True`` and its channel is not the
-internal channel. Nothing else in the code base calls ``Adapter.send``, so this is also
-where strings shaped like API keys and tokens are masked before they reach a chat.
+Rule: a message (or a file) reaches a platform only if ``deliver is True`` and its channel
+is not the internal channel. Nothing else in the code base calls ``Adapter.send`` or
+``Adapter.send_file``, so this is also where strings shaped like API keys and tokens are
+masked before they reach a chat (a file's caption too; its bytes are the person's to ask for).
 
 The one exception to "internal text stays internal" is :meth:`Outbox.deliver_on_behalf`: a
 subagent allowed to (``subagents.message``) posts to its root session's chat, under its
@@ -19,14 +20,20 @@ from typing import Literal
 
 from clawbot.channels.interface import Adapter, SentMessage
 from clawbot.errors import DeliveryError
-from clawbot.messages import INTERNAL_CHANNEL, Action, OutboundEdit, OutboundMessage
+from clawbot.messages import (
+    INTERNAL_CHANNEL,
+    Action,
+    OutboundEdit,
+    OutboundFile,
+    OutboundMessage,
+)
 from clawbot.redaction import redactor
 from clawbot.routing.sessions import Session
 
 log = logging.getLogger("clawbot.outbox")
 
 
-def may_deliver(message: OutboundMessage | OutboundEdit) -> bool:
+def may_deliver(message: OutboundMessage | OutboundEdit | OutboundFile) -> bool:
     """The delivery rule, in one place."""
     return message.deliver is True and message.channel != INTERNAL_CHANNEL
 
@@ -79,6 +86,29 @@ class Outbox:
             log.exception(
                 "delivery to %s crashed for session %s", message.channel, message.session_key
             )
+            return Delivery(status="failed", error=f"{type(exc).__name__}: {exc}")
+        return Delivery(status="sent", parts=tuple(parts))
+
+    async def send_file(self, file: OutboundFile) -> Delivery:
+        """A file through the same gate as a message: withheld from an internal session or
+        one that does not deliver, ``failed`` with the platform's reason."""
+        if not may_deliver(file):
+            log.info("withheld file %r for %s", file.name, file.session_key or file.channel)
+            return Delivery(status="withheld")
+        adapter = self._adapters.get(file.channel)
+        if adapter is None:
+            return Delivery(status="failed", error=f"no adapter is connected for {file.channel!r}")
+        masked = redactor.redact(file.caption)
+        if masked is not file.caption:
+            log.warning("masked a secret in a file's caption for session %s", file.session_key)
+            file = file.model_copy(update={"caption": masked})
+        try:
+            parts = await adapter.send_file(file)
+        except DeliveryError as exc:
+            log.error("file delivery failed for session %s: %s", file.session_key, exc)
+            return Delivery(status="failed", error=exc.message)
+        except Exception as exc:
+            log.exception("file delivery to %s crashed for %s", file.channel, file.session_key)
             return Delivery(status="failed", error=f"{type(exc).__name__}: {exc}")
         return Delivery(status="sent", parts=tuple(parts))
 

@@ -10,7 +10,7 @@ The tree and its walk are ``markdown_tree``; each platform's markup is a module 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from markdown_it.tree import SyntaxTreeNode
@@ -58,6 +58,19 @@ def render_parts(markdown: str, limits: ChannelLimits) -> list[RenderedPart]:
     for chunk in split_markdown(markdown, limit):
         _render_fitting(chunk, markup, limit, parts)
     return parts
+
+
+def render_caption(markdown: str, limits: ChannelLimits) -> RenderedPart | None:
+    """A file's caption for one platform, None when there is none. A caption is one text
+    beside the file, never split: one longer than ``limits.max_caption_chars`` is cut
+    where the chunker would cut it, and ends with an ellipsis."""
+    if not markdown.strip() or limits.max_caption_chars < 2:
+        return None
+    parts = render_parts(markdown, replace(limits, max_message_chars=limits.max_caption_chars - 1))
+    if len(parts) < 2:
+        return parts[0] if parts else None
+    first = parts[0]
+    return RenderedPart(text=first.text + "…", plain=first.plain + "…", markup=first.markup)
 
 
 def _render_fitting_units(chunk: str, markup: Markup, limit: int, out: list[RenderedPart]) -> None:

@@ -4,7 +4,8 @@
 ``clawbot.messages``: adapters use it too); ``builtin``
 /start, /help, /new and /status; then ``agents`` (/agents, /agent, /models, /model,
 /skills, /context), ``approvals`` (/approve, /deny, /grants), ``compaction`` (/compact),
-``memory`` (/memory), ``queue`` (/queue, /stop) and ``subagents`` (/subagents). Commands
+``memory`` (/memory), ``queue`` (/queue, /stop), ``subagents`` (/subagents) and ``voice``
+(/voice). Commands
 see narrow protocols (``SessionControl``, ``QueueControl``, ``SubagentControl``), never the
 router.
 
@@ -20,4 +21,5 @@ __all__ = [
     "queue",
     "registry",
     "subagents",
+    "voice",
 ]

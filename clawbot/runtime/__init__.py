@@ -7,7 +7,8 @@ store); ``usage`` the tokens and cost each call used (below the store);
 a conversation summarized in its place; ``resolved_turn`` what a turn resolves to;
 ``tool_offer`` which tools a session may use (private); ``control`` what a turn is told
 and gives back; ``plugins`` how features take part in a turn (tools, ephemeral context,
-hooks around a turn, a model call and a tool call, a start and a stop).
+hooks around a turn, a model call and a tool call, a start and a stop); ``speech`` reads
+a reply aloud once it went out (``/voice on``, a plugin).
 
 It knows no feature by name: memory, subagents, approvals and what comes next plug in
 through ``plugins``, bound in ``clawbot.app``. It never imports ``memory``,
@@ -23,6 +24,7 @@ __all__ = [
     "plugins",
     "replies",
     "resolved_turn",
+    "speech",
     "transcripts",
     "turn",
     "usage",

@@ -11,6 +11,8 @@ bot is assembled (``clawbot.app``). It may contribute, each optional:
   turn resumes from instead of asking the model again (``resume_round``), a wrapper around
   each model call (``around_model``) and around each tool call (``around_tool``), the way
   toolsets wrap a call;
+- a word once the turn's reply reached the chat (``reply_sent``): what follows a reply
+  (the reply read aloud), never what replaces it;
 - a life of its own beside the bot's (``start`` when the bot is assembled, ``stop`` when it
   closes): a connection to keep, a loop to run.
 
@@ -21,6 +23,7 @@ nothing.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
     from clawbot.runtime.transcripts import Transcript
     from clawbot.security.paused_rounds import PausedRound
     from clawbot.tools.registry import Tool, ToolContext
+
+log = logging.getLogger("clawbot.runtime")
 
 ToolCallNext = Callable[[], Awaitable[ToolResultBlock]]
 """Runs the tool call (the next wrapper; innermost the tool itself, inside the gate)."""
@@ -94,6 +99,10 @@ class TurnPlugin:
     async def turn_ended(self, turn: TurnStart) -> None:
         """The turn ended, however it ended (done, failed, yielded, cancelled)."""
 
+    async def reply_sent(self, session: Session, reply: str) -> None:
+        """The turn's final reply reached ``session``'s chat. The session's next turn waits
+        for this hook; a failure here is logged and changes nothing about the turn."""
+
     async def around_model(self, turn: TurnStart, proceed: ModelCallNext) -> ModelReply:
         """Wraps one model call of the turn: return ``await proceed()``, or a reply of your
         own (a failure raised here ends the turn as a provider failure would)."""
@@ -129,6 +138,7 @@ class TurnPlugins:
         self._resume = self._with("resume_round")
         self._round = self._with("round_ended")
         self._ended = self._with("turn_ended")
+        self._replied = self._with("reply_sent")
         self._around = self._with("around_tool")
         self._model = self._with("around_model")
         self._start = self._with("start")
@@ -173,6 +183,15 @@ class TurnPlugins:
                 failure = failure or exc
         if failure is not None:
             raise failure
+
+    async def reply_sent(self, session: Session, reply: str) -> None:
+        """Every plugin hears that the reply went out; a failure is logged, never raised:
+        the reply is out and the turn is over."""
+        for plugin in self._replied:
+            try:
+                await plugin.reply_sent(session, reply)
+            except Exception:
+                log.exception("plugin %s failed after the reply to %s", plugin.name, session.key)
 
     async def run_tool(
         self, call: ToolCallBlock, turn: TurnStart, innermost: ToolCallNext

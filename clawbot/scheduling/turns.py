@@ -170,6 +170,8 @@ class TurnRunner:
         if delivery.status == "failed":
             await self.store.jobs.mark_delivery_failed(job.id, delivery.error or "unknown")
         self.marks.mark(job.id)
+        if delivery.status == "sent" and result.status == "done":
+            await self._reply_sent(run, result.reply)
         return TurnOutcome(
             job_id=job.id,
             status="done" if result.status == "done" else "failed",
@@ -177,6 +179,18 @@ class TurnRunner:
             delivery=delivery,
             result=result,
         )
+
+    async def _reply_sent(self, run: Run, reply: str) -> None:
+        """The plugins hear the reply went out (a voice note follows it). The turn ended
+        with its reply, so a /stop or a shutdown meanwhile only cuts what follows short."""
+        try:
+            await self.runtime.plugins.reply_sent(run.queue.session, reply)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if run.cancel_reason is None or task is None:
+                raise
+            task.uncancel()
+            log.info("session %s: what follows the reply was stopped", run.queue.key)
 
     async def _inputs(self, run: Run) -> Sequence[TranscriptEntry]:
         """The messages this turn answers, for what their meta carries (an announce's

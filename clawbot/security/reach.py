@@ -31,7 +31,7 @@ from clawbot.errors import ToolError
 
 WHOLE = "."
 """The root that stands for the whole workspace."""
-READING_TOOLS = frozenset({"file_read", "list_dir"})
+READING_TOOLS = frozenset({"file_read", "list_dir", "send_file"})
 WRITING_TOOLS = frozenset({"file_write", "file_edit", "shell_exec"})
 """Tools that write the workspace: a shell writes wherever its sandbox lets it."""
 REFUSAL_HINT = (

@@ -3,7 +3,8 @@
 ``registry`` is the typed tool shape and the registry (schemas from signatures); one module
 per family of built-in tools: ``files`` (workspace-confined), ``agents``, ``memory``,
 ``skills`` (``skill_read``), ``shell`` (with ``sandbox``, bubblewrap, and the private
-``shell_paths``) and ``web`` (web_fetch, with the private ``html_text``).
+``shell_paths``), ``web`` (web_fetch, with the private ``html_text``) and ``sending``
+(send_file: a workspace file to the person's chat, through the outbox).
 
 It never imports ``runtime``, ``scheduling``, ``subagents``, ``commands``, ``routing``,
 ``app``, ``cli`` or ``adapters``.
@@ -16,6 +17,7 @@ __all__ = [
     "memory",
     "registry",
     "sandbox",
+    "sending",
     "shell",
     "skills",
     "web",

@@ -317,6 +317,43 @@ async def list_dir(
     return await _off_loop(ctx, path, False, _list_entries)
 
 
+async def file_bytes(ctx: ToolContext, path: str, limit: int, limit_text: str) -> bytes:
+    """The whole of a workspace file, opened as every file tool opens one (beneath the
+    workspace's root, the session's reach checked on the walk, a plain file only), refused
+    past ``limit`` bytes with ``limit_text`` naming the limit: for tools that hand a file on
+    (``send_file``)."""
+    return await _off_loop(ctx, _file_path(path), False, _read_whole, limit, limit_text)
+
+
+async def file_size(ctx: ToolContext, path: str) -> int:
+    """The size of a workspace file, opened as :func:`file_bytes` opens it (a precheck's)."""
+    return await _off_loop(ctx, _file_path(path), False, _size)
+
+
+def _read_whole(target: _Target, limit: int, limit_text: str) -> bytes:
+    fd, info = _open_plain_file(target, os.O_RDONLY, missing_hint="use list_dir to see what exists")
+    with os.fdopen(fd, "rb") as file:
+        if info.st_size > limit:
+            raise too_big(target.shown, info.st_size, limit_text)
+        data = file.read(limit + 1)  # it may have grown since
+    if len(data) > limit:
+        raise too_big(target.shown, len(data), limit_text)
+    return data
+
+
+def _size(target: _Target) -> int:
+    fd, info = _open_plain_file(target, os.O_RDONLY, missing_hint="use list_dir to see what exists")
+    os.close(fd)
+    return info.st_size
+
+
+def too_big(shown: str, size: int, limit_text: str) -> ToolError:
+    return ToolError(
+        f"{shown} is {size:,} bytes, over {limit_text}",
+        hint="send a smaller file: compress it, or split it into parts",
+    )
+
+
 def _within_reach(*, write: bool) -> ToolPrecheck:
     """A file tool's precheck: its path resolves in the workspace and the session may read
     it (or write it), so nobody is asked to approve a call its reach refuses anyway."""

@@ -33,7 +33,10 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from aiohttp import WSMsgType, web
 
 from clawbot.channels.interface import Adapter
-from tests.standins.harness import ButtonHarness, SentRecord
+from tests.standins.harness import ButtonHarness, FileHarness, SentRecord
+
+from .discord_uploads import MAX_UPLOAD_BYTES, DiscordUploads
+from .uploads import ReceivedFile
 
 if TYPE_CHECKING:
     from discord.types.guild import Guild as GuildPayload
@@ -113,7 +116,8 @@ class _Session:
 
 class DiscordStandIn:
     """The server: REST under ``/api/v10``, the gateway websocket at ``/``, files under
-    ``/attachments``. State is inspectable by tests (``requests``, ``messages``)."""
+    ``/attachments``. State is inspectable by tests (``requests``, ``messages``; the files
+    the bot uploaded in ``uploads``, ``tests.standins.discord_uploads``)."""
 
     def __init__(self, token: str = BOT_TOKEN) -> None:
         self.token = token
@@ -128,6 +132,7 @@ class DiscordStandIn:
         self.resumes: list[dict[str, Any]] = []
         self.typing: list[str] = []
         self.files: dict[str, StoredFile] = {}
+        self.uploads = DiscordUploads(self)
         self.channels: dict[str, dict[str, Any]] = {
             GENERAL_CHANNEL_ID: self._text_channel(GENERAL_CHANNEL_ID, "general", 0),
             NEWS_CHANNEL_ID: self._text_channel(NEWS_CHANNEL_ID, "announcements", 5),
@@ -158,7 +163,7 @@ class DiscordStandIn:
     # ---- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_UPLOAD_BYTES + 2 * 1024 * 1024)
         api = "/api/v10"
         app.router.add_get("/", self._gateway)
         app.router.add_get(api + "/users/@me", self._me)
@@ -577,6 +582,8 @@ class DiscordStandIn:
         return web.Response(status=204)
 
     async def _post_message(self, request: web.Request) -> web.Response:
+        if request.content_type == "multipart/form-data":
+            return await self.uploads.post(request)
         body = await request.json()
         self.requests.append(("POST", request.path, body))
         if not self._authorized(request):
@@ -1180,9 +1187,33 @@ class DiscordHarness:
             out.append(str(thread["parent_id"]) if thread else channel_id)
         return out
 
+    @property
+    def upload_limit(self) -> int:
+        return self.server.uploads.limit
+
+    @upload_limit.setter
+    def upload_limit(self, limit: int) -> None:
+        self.server.uploads.limit = limit
+
+    def received_files(self) -> list[ReceivedFile]:
+        return list(self.server.uploads.received)
+
+    async def wait_files(self, count: int, timeout: float = 5.0) -> list[ReceivedFile]:
+        received = self.server.uploads.received
+
+        async def reached() -> None:
+            while len(received) < count:
+                self.server.sent_changed.clear()
+                if len(received) < count:
+                    await self.server.sent_changed.wait()
+
+        await asyncio.wait_for(reached(), timeout)
+        return self.received_files()
+
     async def stop(self) -> None:
         await self.server.stop()
 
 
 if TYPE_CHECKING:
     _conforms: type[ButtonHarness] = DiscordHarness
+    _uploads: type[FileHarness] = DiscordHarness

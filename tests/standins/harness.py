@@ -1,6 +1,6 @@
 """The harness clawbot's own stand-ins fulfil: the shipped ``PlatformHarness`` (what the
 conformance suite in ``clawbot.conformance`` drives) plus buttons and private answers, for
-tests/test_approval_buttons.py."""
+tests/test_approval_buttons.py, and files the bot uploads, for tests/test_files_out.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import Protocol
 
 from clawbot.channels.harness import PlatformHarness, SentRecord
 
-__all__ = ["ButtonHarness", "PlatformHarness", "SentRecord"]
+from .uploads import ReceivedFile
+
+__all__ = ["ButtonHarness", "FileHarness", "PlatformHarness", "ReceivedFile", "SentRecord"]
 
 
 class ButtonHarness(PlatformHarness, Protocol):
@@ -38,3 +40,16 @@ class ButtonHarness(PlatformHarness, Protocol):
         """Press a button under a message the bot sent, as ``sender_id``, the way the platform
         delivers it; returns once the bot acknowledged the press as the platform requires (an
         AssertionError if it did not)."""
+
+
+class FileHarness(PlatformHarness, Protocol):
+    """A stand-in that takes uploads as its platform does, within its size limit."""
+
+    upload_limit: int
+    """The biggest file the stand-in takes, as the platform's limit (a test may lower it)."""
+
+    def received_files(self) -> list[ReceivedFile]:
+        """The files the bot uploaded, in order."""
+
+    async def wait_files(self, count: int, timeout: float = 5.0) -> list[ReceivedFile]:
+        """Wait until the bot uploaded at least ``count`` files; return them all."""

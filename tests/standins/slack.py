@@ -55,6 +55,9 @@ from aiohttp import web
 from clawbot.channels.harness import SentRecord
 from clawbot.channels.interface import Adapter
 
+from .slack_uploads import MAX_UPLOAD_BYTES, SlackUploads
+from .uploads import ReceivedFile
+
 BOT_TOKEN = "xoxb-1111-2222-standinbottoken"
 APP_TOKEN = "xapp-1-A0001-3333-standinapptoken"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -140,8 +143,9 @@ def signed_headers(raw: bytes, content_type: str, secret: str) -> dict[str, str]
 
 
 class SlackStandIn:
-    """The server side: Web API, Socket Mode websocket, file downloads, and (through
-    :attr:`sender`) delivery of events and slash commands under Slack's acknowledgement rules."""
+    """The server side: Web API, Socket Mode websocket, file downloads and uploads
+    (:attr:`uploads`, ``tests.standins.slack_uploads``), and (through :attr:`sender`)
+    delivery of events and slash commands under Slack's acknowledgement rules."""
 
     def __init__(self) -> None:
         self.bot_token = BOT_TOKEN
@@ -163,6 +167,7 @@ class SlackStandIn:
         """When set, ``users.info`` answers this error (e.g. ``missing_scope``)."""
         self.connections_opened = 0
         self.sender = EventSender(self)
+        self.uploads = SlackUploads(self)
         self._fail_queue: list[tuple[int, float]] = []
         self._reject_formatting: list[str] = []
         self._ts = itertools.count(1)
@@ -184,8 +189,9 @@ class SlackStandIn:
         return f"{self.base_url}/api/"
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_UPLOAD_BYTES + 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_post("/upload/v1/{ticket}", self.uploads.receive)
         app.router.add_get("/link/", self._socket_mode)
         app.router.add_get("/files-pri/{file_id}/{name}", self._download)
         app.router.add_post("/commands/{id}", self._response_url)
@@ -309,6 +315,8 @@ class SlackStandIn:
             "chat.postEphemeral": self._post_ephemeral,
             "chat.update": self._update_message,
             "files.info": self._files_info,
+            "files.getUploadURLExternal": self.uploads.get_upload_url,
+            "files.completeUploadExternal": self.uploads.complete,
             "users.info": self._users_info,
             "assistant.threads.setStatus": self._set_status,
         }.get(method)
@@ -926,6 +934,24 @@ class SlackHarness:
     def typing_events(self) -> list[str]:
         """Always empty for a regular bot: Slack gives bots no typing indicator (module doc)."""
         return list(self.standin.typing)
+
+    @property
+    def upload_limit(self) -> int:
+        return self.standin.uploads.limit
+
+    @upload_limit.setter
+    def upload_limit(self, limit: int) -> None:
+        self.standin.uploads.limit = limit
+
+    def received_files(self) -> list[ReceivedFile]:
+        return list(self.standin.uploads.received)
+
+    async def wait_files(self, count: int, timeout: float = 5.0) -> list[ReceivedFile]:
+        async with asyncio.timeout(timeout):
+            while len(self.standin.uploads.received) < count:
+                self.standin._posted_changed.clear()
+                await self.standin._posted_changed.wait()
+        return self.received_files()
 
     def _last_bot_message(self, chat: str) -> str:
         for record in reversed(self.standin.posted):

@@ -39,12 +39,17 @@ from aiohttp import web
 from clawbot.channels.harness import SentRecord
 from clawbot.channels.interface import Adapter
 
+from .telegram_uploads import TelegramUploads, Upload
+from .uploads import ReceivedFile
+
 DEFAULT_TOKEN = "123456789:AAHstandinTOKENxxxxxxxxxxxxxxxxxxxx_"
 DEFAULT_BOT_ID = 7000000001
 DEFAULT_BOT_USERNAME = "clawbot_test_bot"
 DEFAULT_GROUP_ID = -1001000000001
 OTHER_BOT = {"id": 5550001, "is_bot": True, "first_name": "OtherBot", "username": "other_bot"}
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
+MAX_REQUEST_BYTES = 60 * 1024 * 1024
+"""What the server reads of one request: room for a 50 MB upload and its form."""
 WEBHOOK_RETRY_SECONDS = 0.05
 """Telegram retries a failed webhook delivery after a growing pause; short here, so tests
 that watch a redelivery need not wait for it."""
@@ -177,7 +182,8 @@ class StoredFile:
 
 
 class TelegramStandIn:
-    """The Bot API server: updates queue, sent messages, files and injected failures.
+    """The Bot API server: updates queue, sent messages, files (the bot's uploads in
+    ``uploads``: ``tests.standins.telegram_uploads``) and injected failures.
 
     ``on_call`` sees each API call as it arrives, ``on_result`` each result before it is
     answered and ``on_webhook_answer`` each webhook delivery as soon as its answer (or failure)
@@ -217,6 +223,7 @@ class TelegramStandIn:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}
         self.files: dict[str, StoredFile] = {}
+        self.uploads = TelegramUploads(self)
         self.webhook_url = ""
         self.webhook_secret: str | None = None
         self.fail_sends: list[tuple[int, float]] = []
@@ -249,7 +256,7 @@ class TelegramStandIn:
 
     async def start(self) -> None:
         """Listen on a free port (or the previous one when coming back after an outage)."""
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_route("*", "/bot{token}/{method}", self._api)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
@@ -373,13 +380,20 @@ class TelegramStandIn:
         elif request.can_read_body:
             form = await request.post()
             params.update({k: _jsonish(v) for k, v in form.items() if isinstance(v, str)})
+            params.update(
+                {
+                    k: Upload(v.filename, v.content_type, v.file.read())
+                    for k, v in form.items()
+                    if isinstance(v, web.FileField)
+                }
+            )
         return params
 
     async def _api(self, request: web.Request) -> web.Response:
         if request.match_info["token"] != self.token:
             return self._error(ApiError(401, "Unauthorized"))
         method = request.match_info["method"]
-        handler = getattr(self, f"_m_{method.lower()}", None)
+        handler = getattr(self, f"_m_{method.lower()}", None) or self.uploads.method(method.lower())
         if handler is None:
             return self._error(ApiError(404, "Not Found"))
         params = await self._params(request)
@@ -929,3 +943,20 @@ class TelegramHarness:
 
     def typing_events(self) -> list[str]:
         return list(self.server.typing)
+
+    # uploads
+
+    @property
+    def upload_limit(self) -> int:
+        return self.server.uploads.limit
+
+    @upload_limit.setter
+    def upload_limit(self, limit: int) -> None:
+        self.server.uploads.limit = limit
+
+    def received_files(self) -> list[ReceivedFile]:
+        return list(self.server.uploads.received)
+
+    async def wait_files(self, count: int, timeout: float = 5.0) -> list[ReceivedFile]:
+        await self.server.wait_for(lambda: len(self.server.uploads.received) >= count, timeout)
+        return self.received_files()
