@@ -103,6 +103,11 @@ class World:
         (received,) = await self.harness.wait_files(1)
         return received
 
+    def telegram_calls(self, method: str) -> list[dict[str, Any]]:
+        """The parameters of each call of ``method`` the Telegram stand-in took."""
+        assert isinstance(self.harness, TelegramHarness)
+        return [params for name, params in self.harness.server.calls if name == method]
+
     def tool_result(self) -> str:
         (result,) = self.model.requests[-1].tool_results
         return result
@@ -202,6 +207,44 @@ async def test_a_file_the_platform_refuses_is_reported_to_the_model(world: World
     assert world.tool_result().startswith("error: report.pdf was not sent: ")
     assert "too large" in world.tool_result().lower()
     assert world.harness.received_files() == []
+
+
+async def test_a_rate_limited_upload_goes_again_once_the_platform_allows_and_arrives_once(
+    world: World,
+) -> None:
+    world.harness.fail_next_sends(1, status=429, retry_after=0)
+
+    received = await world.send("report.pdf", PDF)
+
+    assert received.data == PDF
+    assert len(world.harness.received_files()) == 1
+    assert world.tool_result().startswith("Sent report.pdf to the chat as a document")
+
+
+TELEGRAM = [pytest.param(PLATFORMS[0], id="telegram")]
+
+
+@pytest.mark.parametrize("world", TELEGRAM, indirect=True)
+async def test_on_telegram_a_caption_refused_as_html_goes_as_plain_text(world: World) -> None:
+    world.harness.reject_formatting_next()
+
+    received = await world.send("report.pdf", PDF, caption="The **Q3** report")
+
+    assert received.caption == "The Q3 report"
+    assert "parse_mode" not in world.telegram_calls("sendDocument")[-1]
+
+
+@pytest.mark.parametrize("world", TELEGRAM, indirect=True)
+async def test_on_telegram_a_photo_over_10_mb_goes_as_a_document(world: World) -> None:
+    image = png() + bytes(10 * MB)  # a PNG Telegram would not take as a photo
+
+    received = await world.send("poster.png", image)
+
+    assert (received.kind, received.name, len(received.data)) == (
+        "document",
+        "poster.png",
+        len(image),
+    )
 
 
 # spoken replies ----------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 ``payload_json`` part with the message and ``files[n]`` parts with the files, as Discord
 takes them.
 
-Checked as Discord checks them: every file named in ``attachments`` by its index, each at
-most the upload limit (10 MB for a bot in a server without boosts: 413, code 40005,
-"Request entity too large"), the content at most 2,000 characters. The message the bot
+Checked as Discord checks them (after the failures a test queued, as for messages): every
+file named in ``attachments`` by its index, each at most the upload limit (10 MB for a bot
+in a server without boosts: 413, code 40005, "Request entity too large"), the content at
+most 2,000 characters. The message the bot
 posted carries its attachments (served from the stand-in's CDN), and the files are kept in
 ``received``.
 """
@@ -12,6 +13,7 @@ posted carries its attachments (served from the stand-in's CDN), and the files a
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -46,6 +48,14 @@ class DiscordUploads:
         channel = standin._channel(channel_id)
         if channel is None:
             return _json({"message": "Unknown Channel", "code": 10003}, status=404)
+        if standin.fail_sends:  # as for messages: a 429 with Retry-After, or a failure
+            status, retry_after = standin.fail_sends.pop(0)
+            if status != 429:
+                return _json({"message": f"{status}: stand-in failure", "code": 0}, status=status)
+            headers = standin._ratelimit_headers(0, retry_after)
+            headers["Retry-After"] = str(math.ceil(retry_after))
+            body = {"message": "You are being rate limited.", "retry_after": retry_after}
+            return _json({**body, "global": False}, status=429, headers=headers)
         files = {key: value for key, value in form.items() if isinstance(value, web.FileField)}
         uploads = []
         for described in body.get("attachments") or []:

@@ -1,6 +1,7 @@
 """The Slack stand-in's external uploads, the three steps Slack has instead of one call:
 
-1. ``files.getUploadURLExternal`` (``filename`` and ``length`` required) answers a
+1. ``files.getUploadURLExternal`` (``filename`` and ``length`` required; first the failures a
+   test queued, as for messages: 429 with ``Retry-After``) answers a
    ``file_id`` and an ``upload_url`` served by the stand-in, good for one upload;
 2. the bytes posted to that URL (raw, or as a multipart file part), at most the upload
    limit (1 GB: past it HTTP 413) and exactly ``length`` of them (else HTTP 400), answered
@@ -48,6 +49,11 @@ class SlackUploads:
     def get_upload_url(self, args: dict[str, Any]) -> web.Response:
         from .slack import _ok_false
 
+        standin = self.standin
+        if standin._fail_queue:  # as for messages: 429 with Retry-After, or a failure
+            status, retry_after = standin._fail_queue.pop(0)
+            error = "ratelimited" if status == 429 else "internal_error"
+            return _ok_false(error, status=status, headers={"Retry-After": f"{retry_after:g}"})
         filename = str(args.get("filename") or "")
         try:
             length = int(args.get("length") or 0)

@@ -1,10 +1,11 @@
 """The Telegram stand-in's uploads: ``sendPhoto``, ``sendVoice``, ``sendAudio`` and
 ``sendDocument`` with the file as a multipart part, as the Bot API takes them.
 
-Checked as Telegram checks them: the file must be an upload (a part with a file name), at
-most 50 MB (413 ``Request Entity Too Large`` past it), a photo at most 10 MB and an image,
-a voice note OGG/Opus, MP3 or M4A, audio MP3 or M4A; a caption at most 1,024 characters
-once its HTML is parsed (``message caption is too long``), its HTML valid.
+Checked as Telegram checks them (after the failures a test queued, as for messages: a 429
+with ``retry_after``, a caption's HTML refused): the file must be an upload (a part with a
+file name), at most 50 MB (413 ``Request Entity Too Large`` past it), a photo at most 10 MB
+and an image, a voice note OGG/Opus, MP3 or M4A, audio MP3 or M4A; a caption at most 1,024
+characters once its HTML is parsed (``message caption is too long``), its HTML valid.
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ class TelegramUploads:
     async def _upload(self, kind: str, params: dict[str, Any]) -> Any:
         from .telegram import ApiError, _utf16_len, parse_telegram_html
 
+        standin = self.standin
+        if standin.fail_sends:  # as for messages: a 429 with retry_after, or a failure
+            status, retry_after = standin.fail_sends.pop(0)
+            if status == 429:
+                wait = f"retry after {retry_after:g}"
+                raise ApiError(429, f"Too Many Requests: {wait}", {"retry_after": retry_after})
+            raise ApiError(status, "Internal Server Error")
         upload = params.get(kind)
         if not isinstance(upload, Upload):
             raise ApiError(400, f"Bad Request: there is no {kind} in the request")
@@ -70,13 +78,15 @@ class TelegramUploads:
         if kind == "audio" and not is_audio(data):
             raise ApiError(400, "Bad Request: wrong file type for an audio file")
         caption = str(params.get("caption") or "")
+        if params.get("parse_mode") and standin.reject_formatting:
+            standin.reject_formatting -= 1
+            raise ApiError(400, "Bad Request: can't parse entities: Unsupported start tag")
         if str(params.get("parse_mode") or "").upper() == "HTML":
             caption = parse_telegram_html(caption)
         if _utf16_len(caption) > MAX_CAPTION_UNITS:
             raise ApiError(400, "Bad Request: message caption is too long")
         chat_id = int(params["chat_id"])
         thread = params.get("message_thread_id")
-        standin = self.standin
         message: dict[str, Any] = {
             "message_id": standin.next_message_id(),
             "from": standin.bot_user,
