@@ -89,6 +89,7 @@ async def test_agent_switches_on_an_exact_id_and_the_next_turn_uses_its_model_an
         "file_write",
         "file_edit",
         "list_dir",
+        "send_file",
         "skill_read",
     }
     assert other.requests[0].last_user_text == "hello coder"

@@ -63,6 +63,7 @@ async def test_session_set_agent_switches_and_the_next_turn_uses_the_new_agent(
         "file_write",
         "file_edit",
         "list_dir",
+        "send_file",
         "skill_read",
     }
     assert "You are the coder" in other.requests[0].system
@@ -252,7 +253,12 @@ async def test_agent_update_changes_the_agent_from_the_next_turn(
     )
     coder = bot.agents.get("coder")
     assert coder.tools.allow == ("group:files", "skill_read")
-    assert set(other.requests[0].tool_names) == {"file_read", "list_dir", "skill_read"}
+    assert set(other.requests[0].tool_names) == {
+        "file_read",
+        "list_dir",
+        "send_file",
+        "skill_read",
+    }
 
 
 async def test_agent_update_cannot_change_an_agents_id(

@@ -79,6 +79,7 @@ async def test_a_tool_calling_turn_with_two_rounds_reaches_a_final_answer(
         "file_write",
         "file_edit",
         "list_dir",
+        "send_file",
         "shell_exec",
         "web_fetch",
         "skill_read",
