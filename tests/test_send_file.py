@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clawbot.agents.profiles import ToolPolicy
 from clawbot.app import Clawbot
 from clawbot.channels.outbox import Outbox
 from clawbot.messages import ToolCallBlock
+from clawbot.policies import ToolPolicy
+from clawbot.redaction import REDACTED
 from clawbot.security.reach import Reach, Root
-from clawbot.security.redaction import REDACTED
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 from clawbot.tools.registry import ToolRegistry
