@@ -107,6 +107,25 @@ def test_doctor_says_which_key_the_model_needs(tmp_path: Path) -> None:
     )
 
 
+def test_doctor_says_which_key_the_speech_model_needs(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["doctor", "--home", str(tmp_path / "home")],
+        env={
+            "TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN,
+            "OPENAI_API_KEY": OPENAI_KEY,
+            "CLAWBOT_TTS_MODEL": "mistral/voxtral-mini-tts",
+            "MISTRAL_API_KEY": "",
+        },
+    )
+
+    assert result.exit_code == 1
+    assert (
+        "problem  speech model mistral/voxtral-mini-tts: no API key — set MISTRAL_API_KEY"
+        in result.stdout
+    )
+
+
 def test_doctor_without_any_channel_says_what_to_set(tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["doctor", "--home", str(tmp_path / "home")], env={"OPENAI_API_KEY": OPENAI_KEY}

@@ -44,6 +44,8 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
     """Every check, in the order a person fixes things: channels, model, home, database."""
     checks = _channel_checks(settings, channels)
     checks.append(_model_check(settings))
+    if settings.tts_model:
+        checks.append(_model_check(settings, settings.tts_model, "speech model"))
     home = _home_check(settings)
     checks.append(home)
     if home.status == "ok":
@@ -87,11 +89,13 @@ def _channel_checks(settings: Settings, channels: Mapping[str, type[Adapter]]) -
     return checks
 
 
-def _model_check(settings: Settings) -> Check:
+def _model_check(settings: Settings, model: str | None = None, what: str = "model") -> Check:
+    """The model's provider key (or another model's: the speech model's)."""
     from clawbot.providers import missing_credentials
 
-    subject = f"model {settings.model}"
-    missing = missing_credentials(settings.model)
+    model = model or settings.model
+    subject = f"{what} {model}"
+    missing = missing_credentials(model)
     if missing:
         return Check("problem", subject, f"no API key — set {' or '.join(missing)}")
     return Check("ok", subject, "provider credentials are present")
