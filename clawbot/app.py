@@ -153,7 +153,7 @@ class Clawbot:
                 MemoryRecall(store.memories),
                 CoordinatorNotes(),
                 ApprovalTurns(approvals),
-                VoiceReplies(settings, outbox),
+                *([VoiceReplies(settings, outbox)] if settings.tts_model else []),
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(

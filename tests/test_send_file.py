@@ -156,3 +156,14 @@ async def test_an_agent_whose_only_file_tool_is_send_file_sends_from_its_own_fol
 
     assert scripted.requests[-1].tool_names == ["send_file"]
     assert [(f.name, f.kind, f.data) for f in channel.files] == [("flyer.pdf", "document", PDF)]
+
+
+async def test_a_file_whose_name_holds_a_newline_goes_out_under_a_printable_name(
+    bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    (bot.workspace.root / "two\nlines.txt").write_text("hi")
+    scripted.add(call("send_file", path="two\nlines.txt"), "Sent.")
+
+    await chat.say("send it")
+
+    assert [file.name for file in channel.files] == ["two_lines.txt"]

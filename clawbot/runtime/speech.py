@@ -66,7 +66,8 @@ async def synthesize(model: str, text: str, *, voice: str, timeout: float) -> by
 
 
 class VoiceReplies(TurnPlugin):
-    """Reads a reply aloud once it reached the chat, where the conversation asked for it."""
+    """Reads a reply aloud once it reached the chat, where the conversation asked for it.
+    Installed only with a speech model set: without one no turn pays for the hook."""
 
     name = "voice"
 
