@@ -14,6 +14,7 @@ import pytest
 import clawbot.runtime.turn
 from clawbot.app import Clawbot
 from clawbot.messages import ToolCallBlock, ToolResultBlock
+from clawbot.routing.sessions import Session
 from clawbot.runtime.plugins import ModelCallNext, ToolCallNext, TurnPlugin, TurnPlugins, TurnStart
 from clawbot.runtime.replies import ModelReply
 from clawbot.settings import Settings
@@ -253,3 +254,37 @@ def test_the_runtime_imports_only_what_lies_below_it() -> None:
                 if name.startswith("clawbot") and not name.startswith(allowed):
                     reaching.append(f"{path.name}: {name}")
     assert reaching == []
+
+
+class ReplyWatcher(TurnPlugin):
+    """Writes down what the chat held when it heard a reply went out; ``fail`` first."""
+
+    def __init__(self, name: str, channel: MemoryChannel, *, fail: bool = False) -> None:
+        self.name = name
+        self.channel = channel
+        self.fail = fail
+        self.heard: list[tuple[str, list[str]]] = []
+
+    async def reply_sent(self, session: Session, reply: str) -> None:
+        self.heard.append((reply, list(self.channel.texts)))
+        if self.fail:
+            raise RuntimeError("the watcher broke")
+
+
+async def test_a_plugin_hears_the_reply_once_it_reached_the_chat_and_a_failing_one_harms_nothing(
+    settings: Settings, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    channel = MemoryChannel()
+    broken, watcher = ReplyWatcher("broken", channel, fail=True), ReplyWatcher("watcher", channel)
+    async with await Clawbot.open(settings, plugins=[broken, watcher]) as bot:
+        bot.connect(channel)
+        scripted.add("The answer.")
+
+        await Chat(bot, channel).say("question")
+        await bot.scheduler.wait_idle()
+        jobs = await bot.store.jobs.for_session("memory:chat1")
+
+    assert watcher.heard == [("The answer.", ["The answer."])]  # after the text went out
+    assert broken.heard == watcher.heard
+    assert [job.status for job in jobs] == ["done"]
+    assert "plugin broken failed after the reply to memory:chat1" in caplog.text
