@@ -262,7 +262,8 @@ async def test_voice_on_sends_each_reply_as_a_voice_note_after_its_text(world: W
     assert voice.after > reply  # the text first
     assert voice.kind == world.platform.shows["voice"] and voice.content_type == "audio/ogg"
     assert voice.data == scripted_audio("Hi there, Ann.")
-    assert [r.input for r in world.model.speech_requests] == ["Hi there, Ann."]
+    asked = [(r.input, r.voice, r.response_format) for r in world.model.speech_requests]
+    assert asked == [("Hi there, Ann.", "alloy", "opus")]
 
 
 async def test_a_speech_failure_is_told_once_and_the_text_still_arrives(world: World) -> None:
