@@ -58,6 +58,12 @@ def _size(count: int) -> str:
     return f"{count / 1024 / 1024:g} MB"
 
 
+def printable_name(name: str) -> str:
+    """``name`` with control and format characters shown as ``_``: a newline would break an
+    upload's headers, and a right-to-left mark would disguise the name's extension."""
+    return "".join(ch if ch.isprintable() else "_" for ch in name)
+
+
 def send_file_tool(outbox: Outbox) -> Tool:
     """The ``send_file`` tool, bound to one bot's outbox."""
 
@@ -75,7 +81,7 @@ def send_file_tool(outbox: Outbox) -> Tool:
         session = ctx.session
         limit = upload_limit(outbox, session.channel)
         data = await file_bytes(ctx, path, limit.max_bytes, limit.text)
-        name = PurePosixPath(path).name
+        name = printable_name(PurePosixPath(path).name)
         kind, mime_type = file_kind(data[:HEAD_BYTES], name)
         delivery = await outbox.send_file(
             OutboundFile(
