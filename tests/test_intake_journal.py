@@ -577,3 +577,30 @@ async def test_a_reply_noted_after_its_turn_reached_sqlite_is_not_sent_again_aft
         await reopened.close()
 
     assert unsent == []
+
+
+async def test_a_journalled_turn_a_later_message_marks_replied_is_stored_marked_without_an_update(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "clawbot.db"
+    store = await _opened(database)
+    statements: list[str] = []
+    store.database._conn._conn.set_trace_callback(statements.append)
+    await _accept(store, "turn-1", "what is two and two", status="running", owner=store.owner)
+    await _answer(store, "turn-1", "four")
+    await store.jobs.submit(  # the next message carries the mark of turn-1's sent reply
+        SESSION,
+        TurnJob(id="turn-2", session_key=SESSION.key, status="running", owner=store.owner),
+        entry=_said("and three and three"),
+        replied=["turn-1"],
+    )
+    await store.flush()
+    try:
+        unsent = [j.id for j in await store.jobs.unreplied()]
+        open_jobs = [j.id for j in await store.jobs.open()]
+    finally:
+        await store.close()
+
+    assert unsent == []
+    assert open_jobs == ["turn-2"]
+    assert not [sql for sql in statements if sql.startswith("UPDATE turn_jobs SET replied")]

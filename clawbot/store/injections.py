@@ -128,7 +128,7 @@ class SqliteInjections:
             input_id = None
             if message is not None and item is None:
                 input_id = db.execute(INSERT_MESSAGE, message).lastrowid
-            db.execute(INSERT_JOB, (*job_row, input_id, None, None, None))
+            db.execute(INSERT_JOB, (*job_row, input_id, None, None, None, 0))
             if item is not None:
                 insert_backlog(db, session.key, item, stamp)
             mark_replied(db, replied)

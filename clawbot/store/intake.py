@@ -54,8 +54,13 @@ class PendingIntakes:
     # the database's hook --------------------------------------------------------------
 
     def write(self, db: sqlite3.Connection, count: int) -> None:
-        for intake in self.waiting[:count]:
-            store_intake(db, intake, dedup=False)
+        batch = self.waiting[:count]
+        # A reply mark rides with a later intake; when the job it marks is in this batch
+        # too, its row goes in marked instead of being updated after (a statement a turn).
+        ids = {intake.job_id for intake in batch}
+        answered = {job_id for intake in batch for job_id in intake.replied if job_id in ids}
+        for intake in batch:
+            store_intake(db, intake, dedup=False, answered=answered)
 
     def stored(self, count: int) -> None:
         del self.waiting[:count]

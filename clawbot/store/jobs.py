@@ -158,7 +158,7 @@ class SqliteJobs:
         def submit(db: sqlite3.Connection) -> bool:
             if ledger is not None and not first_delivery(db, ledger):
                 return False
-            db.execute(INSERT_JOB, (*job_row, None, None, None, None))
+            db.execute(INSERT_JOB, (*job_row, None, None, None, None, 0))
             if item is not None:
                 insert_backlog(db, session.key, item, stamp)
             mark_replied(db, replied)

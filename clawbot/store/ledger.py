@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime, timedelta
 
 from clawbot.channels.interface import ChatCursor
@@ -38,21 +39,31 @@ def first_delivery(db: sqlite3.Connection, row: LedgerRow) -> bool:
     return db.execute(INSERT_SEEN, row).rowcount == 1
 
 
-def store_intake(db: sqlite3.Connection, intake: Intake, *, dedup: bool = True) -> bool:
+def store_intake(
+    db: sqlite3.Connection,
+    intake: Intake,
+    *,
+    dedup: bool = True,
+    answered: AbstractSet[str] = frozenset(),
+) -> bool:
     """Write an accepted message's rows; False (and nothing written) for a redelivery. An
     intake accepted from the journal is written whatever the ledger says (``dedup`` off):
-    it was checked when accepted, and its turn runs already."""
+    it was checked when accepted, and its turn runs already. ``answered``: the jobs written
+    in this same transaction whose replies went out, so their rows go in marked replied
+    and their marks take no statement of their own."""
     if intake.ledger is not None:
         first = first_delivery(db, intake.ledger)
         if dedup and not first:
             return False
     message_id = db.execute(INSERT_MESSAGE, intake.message).lastrowid
     finish = intake.finish
+    job = intake.job
+    replied = 1 if job.id in answered else 0
     if finish is None:
-        db.execute(INSERT_JOB, (*intake.job, message_id, None, None, None))
+        db.execute(INSERT_JOB, (*job, message_id, None, None, None, replied))
     else:  # the job goes in as it ended, pointing at its answer
         answer = insert_messages(db, finish.rows)
-        job, status, at = intake.job, finish.status, finish.at
+        status, at = finish.status, finish.at
         reply = answer if status == "done" else None
         db.execute(
             INSERT_JOB,
@@ -72,9 +83,13 @@ def store_intake(db: sqlite3.Connection, intake: Intake, *, dedup: bool = True) 
                 finish.error,
                 at,  # finished_at
                 reply,
+                replied,
             ),
         )
-    mark_replied(db, intake.replied)
+    marks = intake.replied
+    if answered:
+        marks = tuple(job_id for job_id in marks if job_id not in answered)
+    mark_replied(db, marks)
     return True
 
 

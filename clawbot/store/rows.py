@@ -115,8 +115,10 @@ class JobRow(NamedTuple):
 INSERT_JOB = (
     "INSERT INTO turn_jobs (id, session_key, lane, status, attempts, owner, lease_until,"
     " reply_to, started_at, created_at, updated_at, input_message_id, error, finished_at,"
-    " reply_message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " reply_message_id, replied) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+"""A job row: its ``JobRow``, then the input message's row id, error, finish time, answer's
+row id and whether its reply went out (1 for a turn answered before its rows were written)."""
 
 
 def marks(values: Sequence[object]) -> str:
