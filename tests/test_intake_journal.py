@@ -8,7 +8,6 @@ housekeeping), writing only what is missing; a live process's journal is never r
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import os
@@ -166,10 +165,10 @@ async def test_a_message_in_any_script_accepted_before_a_crash_is_stored_as_writ
 
 
 def test_an_intake_whose_turn_ended_keeps_everything_else_it_held() -> None:
-    """``Intake.finished`` builds the intake field by field (quicker than ``replace``): a
+    """``Intake.finished`` builds the intake field by field (quicker than ``_replace``): a
     field added to Intake must be carried there too, which this list makes one notice."""
     journal = clawbot.store.journal
-    assert [f.name for f in dataclasses.fields(journal.Intake)] == [
+    assert list(journal.Intake._fields) == [
         "ledger",
         "message",
         "job",
@@ -184,7 +183,7 @@ def test_an_intake_whose_turn_ended_keeps_everything_else_it_held() -> None:
     )
     finish = journal.Finish((), "done", None, "2026-11-26")
 
-    assert intake.finished(finish) == dataclasses.replace(intake, finish=finish)
+    assert intake.finished(finish) == intake._replace(finish=finish)
 
 
 def test_a_journal_line_holding_text_utf8_cannot_carry_is_written_with_escapes() -> None:
