@@ -27,7 +27,7 @@ from clawbot.routing.pairing import (
     new_code,
     normalize_code,
 )
-from clawbot.routing.router import AccessDecision
+from clawbot.routing.router import ALLOW, AccessDecision
 from clawbot.settings import DmPolicy, Settings
 from clawbot.store import Store
 
@@ -138,7 +138,7 @@ class AccessGateway:
 
     async def __call__(self, message: InboundMessage) -> AccessDecision:
         if message.channel in OWNER_CHANNELS:
-            return AccessDecision(allow=True)
+            return ALLOW
         is_command = parse_command(message.text) is not None
         if message.chat_type == "dm":
             return await self._dm(message, is_command)
@@ -158,7 +158,7 @@ class AccessGateway:
             log.info("ignored a %s DM: DMs are disabled on this channel", message.channel)
             return IGNORE
         if await self.sender_allowed(message.channel, message.sender_id):
-            return AccessDecision(allow=True)
+            return ALLOW
         # /start is how Telegram opens a chat with a bot: a newcomer's first message, so
         # under pairing it asks for a code like any other first message (nothing runs).
         if policy == "allowlist" or (is_command and not is_start(message.text)):
