@@ -15,7 +15,11 @@ two trees. ``--stub-litellm`` answers every model call with one canned response,
 profile holds the framework alone. ``--save FILE`` keeps the cProfile data for pstats.
 ``--plain`` runs the turns without either, for an outside tool: instructions per turn are
 what ``valgrind --tool=callgrind`` counts for ``--turns 3`` less ``--turns 0``, divided by
-the extra turns.
+the extra turns. Under such a tool a turn takes some 50 ms, so timers meant to fire once
+in hundreds of turns (the journal's 0.2 s write-behind, the reply marks' flush, the
+workspace's once-a-second recheck) fire every few turns and change the work counted:
+``--fixed-timers`` pushes them out, so the turns do what they do at full speed (a hundred
+journalled turns to a commit).
 """
 
 from __future__ import annotations
@@ -87,7 +91,10 @@ async def main() -> None:
     parser.add_argument("--tool", choices=["file_read", "list_dir"], default=None)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--save", type=Path, default=None)
+    parser.add_argument("--fixed-timers", action="store_true", help="for a slowed-down run")
     args = parser.parse_args()
+    if args.fixed_timers:
+        push_out_timers()
 
     model = ScriptedModel(name="bench", default_text="Fine, thanks.", record=False)
     with model.installed():
@@ -154,6 +161,19 @@ async def main() -> None:
         print_profile(profile, turns, args.top)
         if args.save:
             profile.dump_stats(args.save)
+
+
+def push_out_timers() -> None:
+    """Timers that fire once in hundreds of turns at full speed, set to an hour."""
+    import clawbot.agents.skills
+    import clawbot.agents.workspace
+    import clawbot.scheduling.delivery
+    import clawbot.store.intake
+
+    clawbot.store.intake.WRITE_BEHIND_SECONDS = 3600.0
+    clawbot.scheduling.delivery.REPLIED_FLUSH_SECONDS = 3600.0
+    clawbot.agents.workspace.RECHECK_SECONDS = 3600.0
+    vars(clawbot.agents.skills)["RECHECK_SECONDS"] = 3600.0  # its own copy of the name
 
 
 def print_lines(counter: LineCounter, turns: int, top: int) -> None:

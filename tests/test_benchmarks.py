@@ -67,7 +67,15 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         ),
         (
             "bench_turn_profile.py",
-            ["--sessions", "3", "--turns", "1", "--count-lines", "--stub-litellm"],
+            [
+                "--sessions",
+                "3",
+                "--turns",
+                "1",
+                "--count-lines",
+                "--stub-litellm",
+                "--fixed-timers",
+            ],
             ["litellm stubbed", "Python lines run per turn", "in clawbot/"],
         ),
         (
