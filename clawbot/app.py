@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from clawbot.agents.home import prepare_home
 from clawbot.agents.model_catalog import ModelCatalog
 from clawbot.agents.registry import AgentRegistry
 from clawbot.agents.switchboard import Switchboard
@@ -25,7 +26,6 @@ from clawbot.commands.registry import CommandRegistry
 from clawbot.commands.subagents import register_subagent_commands
 from clawbot.commands.voice import register_voice_commands
 from clawbot.errors import ConfigError
-from clawbot.home import prepare_home
 from clawbot.memory.embeddings import configured_embedder
 from clawbot.memory.recall import MemoryRecall
 from clawbot.redaction import redactor

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from clawbot.agents.files import read_agent_file
+from clawbot.agents.home import prepare_home
 from clawbot.agents.profiles import AgentSpec
 from clawbot.agents.registry import AgentRegistry
-from clawbot.home import prepare_home
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 

@@ -336,7 +336,6 @@ FOUNDATION = (
     "clawbot.settings",
     "clawbot.clock",
     "clawbot.lru",
-    "clawbot.home",
     "clawbot.logs",
     "clawbot.redaction",
     "clawbot.policies",

@@ -21,7 +21,7 @@ DATABASE_SPY = """
 import os, sys, threading
 import clawbot.store
 
-async def spy(settings):
+async def spy(settings, embedder=None):
     preloading = any(t.name == "litellm-import" for t in threading.enumerate())
     print("preload started before the database opens:", preloading, flush=True)
     os._exit(0)

@@ -94,7 +94,7 @@ class Workspace:
 
     def __init__(self, root: Path, *, clock: Clock | None = None) -> None:
         if not root.is_dir():
-            # The default workspace is re-created at start (clawbot.home), so a missing one
+            # The default workspace is re-created at start (clawbot.agents.home), so a missing one
             # was configured explicitly.
             raise WorkspaceError(
                 f"the workspace folder {root} does not exist",

@@ -25,9 +25,9 @@ def _open_registry(settings: Settings, work: Callable[[AgentRegistry], Awaitable
     """Run ``work`` on the registry as the bot would load it (the agents folder applied)."""
     import asyncio
 
+    from clawbot.agents.home import prepare_home
     from clawbot.agents.registry import AgentRegistry
     from clawbot.errors import ClawbotError
-    from clawbot.home import prepare_home
     from clawbot.memory.embeddings import configured_embedder
     from clawbot.store import open_store
 

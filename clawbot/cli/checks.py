@@ -102,7 +102,7 @@ def _model_check(settings: Settings, model: str | None = None, what: str = "mode
 
 
 def _home_check(settings: Settings) -> Check:
-    from clawbot.home import prepare_home
+    from clawbot.agents.home import prepare_home
 
     subject = f"home {settings.home}"
     try:

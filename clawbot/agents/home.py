@@ -12,7 +12,7 @@ from pathlib import Path
 from clawbot.errors import ConfigError
 from clawbot.settings import Settings
 
-SHIPPED_ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_WORKSPACE = SHIPPED_ROOT / "workspace"
 SHIPPED_AGENTS = SHIPPED_ROOT / "agents"
 SEEDED_MARKER = ".seeded"
