@@ -48,9 +48,13 @@ OUTSIDE = "top secret edit-me"
 OUTSIDE_ONLY = "outside-only.txt"
 
 SWAPPER = """
-import ctypes, os, sys
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive a killed test run
+if os.getppid() == 1:
+    sys.exit("the test that started this swapper is gone")
 os.chdir(sys.argv[1])
-exchange = ctypes.CDLL(None, use_errno=True).renameat2
+exchange = libc.renameat2
 AT_FDCWD, RENAME_EXCHANGE = -100, 2
 names = [(name.encode(), (name + ".swap").encode()) for name in sys.argv[2:]]
 for name, swap in names:
