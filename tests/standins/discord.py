@@ -404,7 +404,7 @@ class DiscordStandIn:
 
     def _changed(self) -> None:
         """Wake whoever waits in :meth:`until`: a session opened or closed, a message posted
-        (or asked to be)."""
+        (or asked to be) or edited, an interaction answered."""
         woken, self._change = self._change, asyncio.Event()
         woken.set()
 
@@ -434,10 +434,7 @@ class DiscordStandIn:
         session = self._session
         ws = self._ws
         assert session is not None and ws is not None
-        session.sequence += 1
-        frame = {"op": OP_DISPATCH, "t": event, "s": session.sequence, "d": data}
-        session.events.append(frame)
-        await self._send(ws, frame)
+        await self._send(ws, self._frame(session, event, data))
 
     async def publish(self, event: str, data: dict[str, Any]) -> bool:
         """Dispatch to the session connected now, without waiting for one: with none
@@ -446,9 +443,7 @@ class DiscordStandIn:
         session, ws = self._session, self._ws
         if session is None:
             return False
-        session.sequence += 1
-        frame = {"op": OP_DISPATCH, "t": event, "s": session.sequence, "d": data}
-        session.events.append(frame)
+        frame = self._frame(session, event, data)
         if not self.connected.is_set() or ws is None:
             return False
         try:
@@ -509,7 +504,6 @@ class DiscordStandIn:
             self.identify_payloads.append(data)
             session = _Session(session_id=f"sess-{self.snowflake()}")
             self._sessions[session.session_id] = session
-            self._session, self._ws = session, ws
             ready = {
                 "v": 10,
                 "user": self.bot_user,
@@ -520,22 +514,37 @@ class DiscordStandIn:
                 "private_channels": [],
                 "relationships": [],
             }
-            self.connected.set()
-            self._changed()
-            await self.dispatch("READY", ready)
-            await self.dispatch("GUILD_CREATE", self.guild_payload())
+            first = [("READY", ready), ("GUILD_CREATE", self.guild_payload())]
+            await self._open(session, ws, [self._frame(session, *event) for event in first])
         elif op == OP_RESUME:
             self.resumes.append(data)
             known = self._sessions.get(data.get("session_id", ""))
             if data.get("token") != self.token or known is None:
                 await self._send(ws, {"op": OP_INVALID_SESSION, "d": False})
                 return
-            self._session, self._ws = known, ws
-            for missed in [e for e in known.events if e["s"] > (data.get("seq") or 0)]:
-                await self._send(ws, missed)
+            missed = [e for e in known.events if e["s"] > (data.get("seq") or 0)]
+            await self._open(known, ws, [*missed, self._frame(known, "RESUMED", {})])
+
+    @staticmethod
+    def _frame(session: _Session, event: str, data: dict[str, Any]) -> dict[str, Any]:
+        """The next DISPATCH of ``session`` (kept for RESUME replays)."""
+        session.sequence += 1
+        frame = {"op": OP_DISPATCH, "t": event, "s": session.sequence, "d": data}
+        session.events.append(frame)
+        return frame
+
+    async def _open(
+        self, session: _Session, ws: web.WebSocketResponse, frames: list[dict[str, Any]]
+    ) -> None:
+        """Make ``session`` the live one on ``ws``, opening with ``frames`` (READY, or the
+        replay and RESUMED): as on Discord, what happens meanwhile comes after them, in
+        order, on this connection."""
+        async with self._ws_lock:
+            self._session, self._ws = session, ws
             self.connected.set()
-            self._changed()
-            await self.dispatch("RESUMED", {})
+            for frame in frames:
+                await ws.send_str(json.dumps(frame))
+        self._changed()
 
     # ---- REST ------------------------------------------------------------------------------
 
@@ -783,6 +792,7 @@ class DiscordStandIn:
         message["edited_timestamp"] = _iso()
         self.messages[message["id"]] = message
         self.sent_changed.set()
+        self._changed()
         return _json(message, headers=self._ratelimit_headers(4, 1.0))
 
     async def _interaction_callback(self, request: web.Request) -> web.Response:
@@ -803,6 +813,7 @@ class DiscordStandIn:
             return self._error(400, "Invalid Form Body", 50035)
         self.interaction_answers.append((interaction_id, kind))
         self.sent_changed.set()
+        self._changed()
         answer = {
             "interaction": {
                 "id": interaction_id,
@@ -844,6 +855,7 @@ class DiscordStandIn:
             self.messages[message["id"]] = message
             self.posted.append(message["id"])
         self.sent_changed.set()
+        self._changed()
         return _json(message)
 
     async def _get_file(self, request: web.Request) -> web.StreamResponse:
