@@ -107,6 +107,11 @@ class OutboundMessage(Frozen):
     """A sender to show this to alone, where the channel can (a Slack ephemeral message, the
     answer to the Telegram button press or the Discord interaction ``reply_to_message_id``
     names); elsewhere it is sent like any reply. For answers only their asker needs."""
+    idempotency_key: str | None = None
+    """The same each time one answer is sent (its job's id): a reply sent again after a crash
+    (recovery cannot tell whether the platform took it) carries the key it went out with,
+    and a channel whose platform offers idempotent sends (Discord's ``nonce``) shows it
+    once."""
 
 
 class OutboundEdit(Frozen):

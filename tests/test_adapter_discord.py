@@ -332,6 +332,28 @@ async def test_rate_limit_outlasting_the_library_retries_still_stores_once(
     assert [r.text for r in running.harness.sent()] == ["persistent"]
 
 
+async def test_an_answer_sent_again_under_its_key_shows_once(running: Running) -> None:
+    """Recovery sends an answer again when it cannot know whether Discord took it (a crash
+    between the POST and the record of it): under the same key, each part's nonce makes
+    Discord return the message it created instead of posting another."""
+    text = "\n\n".join(f"Paragraph {n} " + "words " * 60 for n in range(12))
+    answer = outbound(GENERAL_CHANNEL_ID, text, idempotency_key="turn_0001")
+
+    first = await running.adapter.send(answer)
+    again = await running.adapter.send(answer)
+
+    assert len(first) > 1
+    assert again == first
+    assert [r.message_id for r in running.harness.sent()] == [s.message_id for s in first]
+
+
+async def test_answers_under_other_keys_or_none_are_each_shown(running: Running) -> None:
+    for key in ("turn_0001", "turn_0002", None, None):
+        await running.adapter.send(outbound(GENERAL_CHANNEL_ID, "ok", idempotency_key=key))
+
+    assert [r.text for r in running.harness.sent()] == ["ok"] * 4
+
+
 async def test_endless_rate_limit_raises_delivery_error_naming_the_chat(
     running: Running,
 ) -> None:

@@ -48,6 +48,7 @@ from adapters.discord.inbound import inbound_from_message, place
 from adapters.discord.sending import (
     MAX_MESSAGE_CHARS,
     outbound_arguments,
+    part_nonce,
     send_part,
     tell_not_taken_in,
 )
@@ -378,6 +379,7 @@ class DiscordAdapter(Adapter):
             raise DeliveryError(f"discord chat id {target_id!r} is not a Discord channel id")
         target = client.get_partial_messageable(int(target_id))
         parts = render_parts(message.text, self.limits)
+        key = message.idempotency_key
         sent: list[SentMessage] = []
         for index, part in enumerate(parts):
             reply_to = message.reply_to_message_id if index == 0 else None
@@ -385,7 +387,13 @@ class DiscordAdapter(Adapter):
             view = view_for(message.actions) if last and message.actions else None
             try:
                 posted = await send_part(
-                    target, part, reply_to, message.chat_id, view, attempts=self._send_attempts
+                    target,
+                    part,
+                    reply_to,
+                    message.chat_id,
+                    view,
+                    attempts=self._send_attempts,
+                    nonce=part_nonce(key, index) if key is not None else None,
                 )
             except DeliveryError as exc:
                 if sent:

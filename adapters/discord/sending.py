@@ -1,11 +1,18 @@
 """Sending to Discord: a rendered part as ``Messageable.send`` arguments, the send of a part
 that goes again escaped when Discord refuses it and waits out rate limits, and the notice
 that a message was not taken in.
+
+A part of a keyed answer (``OutboundMessage.idempotency_key``) carries a nonce derived from
+the key: Discord, told to enforce it (discord.py sends ``enforce_nonce: true`` with every
+nonce), returns the message it already created for that nonce within the last few minutes
+instead of posting another. So an answer recovery sends again after a crash, not knowing
+whether Discord took it before the process died, shows once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from typing import Any
 
@@ -25,6 +32,14 @@ NOTICE_TIMEOUT = 10.0
 """Seconds telling a chat that a message was lost may take before it is given up."""
 _ALLOWED_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True)
 """An agent's reply may ping the people it names, never @everyone or a whole role."""
+NONCE_BYTES = 12
+"""A nonce's digest size: 24 hex characters, within Discord's 25."""
+
+
+def part_nonce(key: str, index: int) -> str:
+    """The nonce of part ``index`` of the answer keyed ``key``: the same at every sending of
+    that part, by any process, and a different one for any other part or key."""
+    return hashlib.blake2b(f"{key}/{index}".encode(), digest_size=NONCE_BYTES).hexdigest()
 
 
 def outbound_arguments(
@@ -33,17 +48,21 @@ def outbound_arguments(
     channel_id: int,
     reply_to_message_id: str | None = None,
     as_plain: bool = False,
+    nonce: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``Messageable.send`` delivering one rendered part.
 
     Discord has no parse mode to switch off, so the plain fallback escapes the plain text's
-    markdown characters (when that still fits) to make Discord show it literally.
+    markdown characters (when that still fits) to make Discord show it literally. Without a
+    ``nonce`` discord.py draws a random one (``part_nonce`` makes a repeat show once).
     """
     content = part.text
     if as_plain:
         escaped = discord.utils.escape_markdown(part.plain)
         content = escaped if len(escaped) <= MAX_MESSAGE_CHARS else part.plain
     arguments: dict[str, Any] = {"content": content, "allowed_mentions": _ALLOWED_MENTIONS}
+    if nonce is not None:
+        arguments["nonce"] = nonce
     if reply_to_message_id and reply_to_message_id.isdigit():
         arguments["reference"] = discord.MessageReference(
             message_id=int(reply_to_message_id),
@@ -94,14 +113,18 @@ async def send_part(
     view: discord.ui.View | None = None,
     *,
     attempts: int,
+    nonce: str | None = None,
 ) -> discord.Message:
-    """Post one part. Only a 429 is retried: Discord stored nothing then, so a retry cannot
-    duplicate; a timeout might have been stored, so it is reported instead of retried.
+    """Post one part (as ``nonce``, when given: see ``part_nonce``). Only a 429 is retried:
+    Discord stored nothing then, so a retry cannot duplicate; a timeout might have been
+    stored, so it is reported instead of retried.
 
     A ``view`` (buttons) goes with the part; it is unregistered from discord.py's view store
     once sent, since presses are taken from ``on_interaction`` (``DiscordAdapter._press``)."""
     plain = part.markup == "plain" or part.text == part.plain
-    arguments = outbound_arguments(part, channel_id=target.id, reply_to_message_id=reply_to)
+    arguments = outbound_arguments(
+        part, channel_id=target.id, reply_to_message_id=reply_to, nonce=nonce
+    )
     for attempt in range(1, attempts + 1):
         if view is not None:
             arguments["view"] = view
@@ -123,7 +146,11 @@ async def send_part(
                 )
                 plain = True
                 arguments = outbound_arguments(
-                    part, channel_id=target.id, reply_to_message_id=reply_to, as_plain=True
+                    part,
+                    channel_id=target.id,
+                    reply_to_message_id=reply_to,
+                    as_plain=True,
+                    nonce=nonce,
                 )
                 continue
             else:

@@ -12,6 +12,7 @@ from typing import Literal
 from clawbot.channels.outbox import Delivery, Outbox
 from clawbot.messages import OutboundMessage
 from clawbot.routing.sessions import Session
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.store import Store
 
 log = logging.getLogger("clawbot.scheduler")
@@ -28,19 +29,20 @@ class Replies:
     def __init__(self, outbox: Outbox) -> None:
         self.outbox = outbox
 
-    async def send(
-        self, session: Session, text: str, reply_to: str | None, *, kind: ReplyKind
-    ) -> Delivery:
+    async def send(self, session: Session, text: str, job: TurnJob, *, kind: ReplyKind) -> Delivery:
+        """Send ``job``'s one answer (a reply or a notice), keyed by the job: sent again by
+        recovery, it carries the same idempotency key."""
         return await self.outbox.deliver(
             OutboundMessage(
                 channel=session.channel,
                 chat_id=session.chat_id,
                 thread_id=session.thread_id,
                 text=text,
-                reply_to_message_id=reply_to,  # DMs too: the adapter decides how to show it
+                reply_to_message_id=job.reply_to,  # DMs too: the adapter decides how to show it
                 session_key=session.key,
                 deliver=session.deliver,
                 kind=kind,
+                idempotency_key=job.id,
             )
         )
 

@@ -106,7 +106,7 @@ class Recovery:
                 text = await self._failure_notice(job)
             log.info("session %s: sending the reply of job %s again", session.key, job.id)
             kind: ReplyKind = "reply" if job.status == "done" else "error"
-            await self.replies.send(session, text, job.reply_to, kind=kind)
+            await self.replies.send(session, text, job, kind=kind)
             self.marks.mark(job.id)
 
     async def _failure_notice(self, job: TurnJob) -> str:
@@ -139,7 +139,7 @@ class Recovery:
         session = await self.store.sessions.get(job.session_key)
         if session is not None:
             text = gave_up_notice(asked, job.attempts)
-            await self.replies.send(session, text, job.reply_to, kind="error")
+            await self.replies.send(session, text, job, kind="error")
         self.marks.mark(job.id)
 
 

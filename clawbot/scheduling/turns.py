@@ -166,7 +166,7 @@ class TurnRunner:
         if result.status == "yielded":
             await self._yielded(run, result, inputs)
             return None
-        delivery = await self.replies.send(session, result.reply, run.job.reply_to, kind="reply")
+        delivery = await self.replies.send(session, result.reply, run.job, kind="reply")
         if delivery.status == "failed":
             await self.store.jobs.mark_delivery_failed(job.id, delivery.error or "unknown")
         self.marks.mark(job.id)
@@ -293,7 +293,7 @@ class TurnRunner:
             f"{DEADLINE_ERROR}{limit} exceeded",
             notice_of=run.job.id,
         )
-        delivery = await self.replies.send(run.queue.session, text, run.job.reply_to, kind="error")
+        delivery = await self.replies.send(run.queue.session, text, run.job, kind="error")
         self.marks.mark(run.job.id)
         return TurnOutcome(job_id=run.job.id, status="failed", reply=text, delivery=delivery)
 
@@ -310,7 +310,7 @@ class TurnRunner:
                 "session %s: could not record turn %s as failed: %s", run.queue.key, run.job.id, exc
             )
             self._unclosed.append(jobs)
-        delivery = await self.replies.send(run.queue.session, text, run.job.reply_to, kind="error")
+        delivery = await self.replies.send(run.queue.session, text, run.job, kind="error")
         self.marks.mark(run.job.id)
         return TurnOutcome(job_id=run.job.id, status="failed", reply=text, delivery=delivery)
 

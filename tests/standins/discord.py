@@ -13,6 +13,11 @@ one with flags 64 (EPHEMERAL) is shown to the presser alone and kept apart from 
 messages (``ephemeral``). ``PATCH
 /channels/{id}/messages/{id}`` edits a message the bot posted (``components: []`` removes its
 buttons); a deleted message is unknown (10008), another's cannot be edited (50005).
+
+A message posted with a ``nonce`` (at most 25 characters) carries it; with ``enforce_nonce``
+(which discord.py sends with every nonce) a nonce the bot used within the last few minutes
+(``NONCE_SECONDS``) creates nothing: the message it created then is returned, or 10008 when
+that one was deleted.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -62,6 +67,10 @@ OP_DISPATCH, OP_HEARTBEAT, OP_IDENTIFY, OP_RESUME = 0, 1, 2, 6
 OP_RECONNECT, OP_INVALID_SESSION, OP_HELLO, OP_HEARTBEAT_ACK = 7, 9, 10, 11
 INTENT_MESSAGE_CONTENT = 1 << 15
 INTERACTION_ANSWER_SECONDS = 3.0
+NONCE_SECONDS = 120.0
+"""How long an enforced nonce returns the message it created: "the past few minutes" in
+Discord's documentation, taken at its shortest here."""
+MAX_NONCE_CHARS = 25
 
 _MARKDOWN = re.compile(r"[*_~`|]|^\s*(?:>|#{1,3}\s|-#\s|[-*]\s)|\[[^\]]*\]\([^)]*\)", re.M)
 _ESCAPED = re.compile(r"\\.")
@@ -140,6 +149,11 @@ class DiscordStandIn:
         self.threads: dict[str, dict[str, Any]] = {}
         self.dm_channels: dict[str, dict[str, Any]] = {}
         self.fail_sends: list[tuple[int, float]] = []
+        self.nonces: dict[str, tuple[str, float]] = {}
+        """Nonce -> (the message it created, monotonic time) of each message the bot posted
+        with one."""
+        self._answers_held: asyncio.Event | None = None
+        self._change = asyncio.Event()
         self.reject_formatting = False
         self.sent_changed = asyncio.Event()
         self.connected = asyncio.Event()
@@ -386,6 +400,32 @@ class DiscordStandIn:
             "content_type": content_type,
         }
 
+    # ---- waiting on the world --------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """Wake whoever waits in :meth:`until`: a session opened or closed, a message posted
+        (or asked to be) or edited, an interaction answered."""
+        woken, self._change = self._change, asyncio.Event()
+        woken.set()
+
+    async def until(self, condition: Callable[[], bool], timeout: float) -> None:
+        """Return once ``condition`` (on this server's state) holds, looking again at each
+        change; TimeoutError after ``timeout`` seconds."""
+        async with asyncio.timeout(timeout):
+            while not condition():
+                await self._change.wait()
+
+    def hold_answers(self) -> None:
+        """From now on a message the bot posts is created (and shown), but the answer to its
+        POST waits for :meth:`release_answers`: the bot cannot know it was taken, as when it
+        dies or its connection drops in between."""
+        self._answers_held = asyncio.Event()
+
+    def release_answers(self) -> None:
+        held, self._answers_held = self._answers_held, None
+        if held is not None:
+            held.set()
+
     # ---- gateway ---------------------------------------------------------------------------
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
@@ -394,10 +434,7 @@ class DiscordStandIn:
         session = self._session
         ws = self._ws
         assert session is not None and ws is not None
-        session.sequence += 1
-        frame = {"op": OP_DISPATCH, "t": event, "s": session.sequence, "d": data}
-        session.events.append(frame)
-        await self._send(ws, frame)
+        await self._send(ws, self._frame(session, event, data))
 
     async def publish(self, event: str, data: dict[str, Any]) -> bool:
         """Dispatch to the session connected now, without waiting for one: with none
@@ -406,9 +443,7 @@ class DiscordStandIn:
         session, ws = self._session, self._ws
         if session is None:
             return False
-        session.sequence += 1
-        frame = {"op": OP_DISPATCH, "t": event, "s": session.sequence, "d": data}
-        session.events.append(frame)
+        frame = self._frame(session, event, data)
         if not self.connected.is_set() or ws is None:
             return False
         try:
@@ -427,6 +462,7 @@ class DiscordStandIn:
         (INVALID_SESSION) and the client has to IDENTIFY anew, missing what came meanwhile."""
         ws = self._ws
         self.connected.clear()
+        self._changed()
         if end_session and self._session is not None:
             self._sessions.pop(self._session.session_id, None)
         if ws is not None:
@@ -448,6 +484,7 @@ class DiscordStandIn:
             if self._ws is ws:
                 self._ws = None
                 self.connected.clear()
+                self._changed()
         return ws
 
     async def _on_frame(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
@@ -467,7 +504,6 @@ class DiscordStandIn:
             self.identify_payloads.append(data)
             session = _Session(session_id=f"sess-{self.snowflake()}")
             self._sessions[session.session_id] = session
-            self._session, self._ws = session, ws
             ready = {
                 "v": 10,
                 "user": self.bot_user,
@@ -478,20 +514,37 @@ class DiscordStandIn:
                 "private_channels": [],
                 "relationships": [],
             }
-            self.connected.set()
-            await self.dispatch("READY", ready)
-            await self.dispatch("GUILD_CREATE", self.guild_payload())
+            first = [("READY", ready), ("GUILD_CREATE", self.guild_payload())]
+            await self._open(session, ws, [self._frame(session, *event) for event in first])
         elif op == OP_RESUME:
             self.resumes.append(data)
             known = self._sessions.get(data.get("session_id", ""))
             if data.get("token") != self.token or known is None:
                 await self._send(ws, {"op": OP_INVALID_SESSION, "d": False})
                 return
-            self._session, self._ws = known, ws
-            for missed in [e for e in known.events if e["s"] > (data.get("seq") or 0)]:
-                await self._send(ws, missed)
+            missed = [e for e in known.events if e["s"] > (data.get("seq") or 0)]
+            await self._open(known, ws, [*missed, self._frame(known, "RESUMED", {})])
+
+    @staticmethod
+    def _frame(session: _Session, event: str, data: dict[str, Any]) -> dict[str, Any]:
+        """The next DISPATCH of ``session`` (kept for RESUME replays)."""
+        session.sequence += 1
+        frame = {"op": OP_DISPATCH, "t": event, "s": session.sequence, "d": data}
+        session.events.append(frame)
+        return frame
+
+    async def _open(
+        self, session: _Session, ws: web.WebSocketResponse, frames: list[dict[str, Any]]
+    ) -> None:
+        """Make ``session`` the live one on ``ws``, opening with ``frames`` (READY, or the
+        replay and RESUMED): as on Discord, what happens meanwhile comes after them, in
+        order, on this connection."""
+        async with self._ws_lock:
+            self._session, self._ws = session, ws
             self.connected.set()
-            await self.dispatch("RESUMED", {})
+            for frame in frames:
+                await ws.send_str(json.dumps(frame))
+        self._changed()
 
     # ---- REST ------------------------------------------------------------------------------
 
@@ -586,6 +639,7 @@ class DiscordStandIn:
             return await self.uploads.post(request)
         body = await request.json()
         self.requests.append(("POST", request.path, body))
+        self._changed()
         if not self._authorized(request):
             return self._error(401, "401: Unauthorized")
         channel_id = request.match_info["channel_id"]
@@ -624,6 +678,27 @@ class DiscordStandIn:
             )
         if not content.strip():
             return self._error(400, "Cannot send an empty message", 50006)
+        nonce = body.get("nonce")
+        if nonce is not None and len(str(nonce)) > MAX_NONCE_CHARS:
+            return self._error(
+                400,
+                "Invalid Form Body",
+                50035,
+                errors={
+                    "nonce": {
+                        "_errors": [
+                            {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 25 or fewer."}
+                        ]
+                    }
+                },
+            )
+        if nonce is not None and body.get("enforce_nonce"):
+            earlier = self.nonces.get(str(nonce))
+            if earlier is not None and time.monotonic() - earlier[1] <= NONCE_SECONDS:
+                if earlier[0] in self.deleted:
+                    return self._error(404, "Unknown Message", 10008)
+                message = self.messages[earlier[0]]
+                return _json(message, headers=self._ratelimit_headers(4, 1.0))
         if self.reject_formatting and is_formatted(content):
             self.reject_formatting = False
             return self._error(
@@ -671,10 +746,17 @@ class DiscordStandIn:
         )
         if components:
             message["components"] = components
+        if nonce is not None:
+            message["nonce"] = str(nonce)
+            self.nonces[str(nonce)] = (message["id"], time.monotonic())
         self.messages[message["id"]] = message
         self.posted.append(message["id"])
         self.sent_changed.set()
+        self._changed()
         await self.publish("MESSAGE_CREATE", message)  # Discord echoes the bot's own too
+        held = self._answers_held
+        if held is not None:
+            await held.wait()
         return _json(message, headers=self._ratelimit_headers(4, 1.0))
 
     async def _patch_message(self, request: web.Request) -> web.Response:
@@ -710,6 +792,7 @@ class DiscordStandIn:
         message["edited_timestamp"] = _iso()
         self.messages[message["id"]] = message
         self.sent_changed.set()
+        self._changed()
         return _json(message, headers=self._ratelimit_headers(4, 1.0))
 
     async def _interaction_callback(self, request: web.Request) -> web.Response:
@@ -730,6 +813,7 @@ class DiscordStandIn:
             return self._error(400, "Invalid Form Body", 50035)
         self.interaction_answers.append((interaction_id, kind))
         self.sent_changed.set()
+        self._changed()
         answer = {
             "interaction": {
                 "id": interaction_id,
@@ -771,6 +855,7 @@ class DiscordStandIn:
             self.messages[message["id"]] = message
             self.posted.append(message["id"])
         self.sent_changed.set()
+        self._changed()
         return _json(message)
 
     async def _get_file(self, request: web.Request) -> web.StreamResponse:
