@@ -158,7 +158,35 @@ class Settings(BaseSettings):
     allowed_groups: Annotated[list[str], NoDecode] = Field(default_factory=list)
     group_require_mention: bool = True
     ignore_other_bots: bool = True
-    attachment_max_bytes: int = Field(default=20_000_000, ge=0)
+    attachment_max_bytes: int = Field(
+        default=20_000_000,
+        ge=0,
+        description="largest file (document, voice note, audio) the bot downloads, in bytes",
+    )
+    image_max_bytes: int = Field(
+        default=5_000_000,
+        ge=0,
+        description="largest image the bot downloads to show a model, in bytes (providers "
+        "refuse bigger ones: 5 MB at Anthropic, 20 MB at OpenAI)",
+    )
+    attachments_per_message: int = Field(
+        default=10, ge=1, le=100, description="files one message may carry; more are refused"
+    )
+    images_per_request: int = Field(
+        default=4,
+        ge=0,
+        le=50,
+        description="images of the conversation one model request shows, the latest; older "
+        "ones are named only (each is downloaded again for every turn that shows it)",
+    )
+    media_download_timeout: float = Field(
+        default=60.0, gt=0, le=3600, description="seconds one attachment's download may take"
+    )
+    transcription_model: str = Field(
+        default="",
+        description="the litellm speech-to-text model voice notes and audio are transcribed "
+        "with, e.g. openai/whisper-1 or groq/whisper-large-v3; empty: voice is not set up",
+    )
     shutdown_timeout: float = Field(default=20.0, gt=0)
     dm_policies: Annotated[dict[str, DmPolicy], NoDecode] = Field(
         default_factory=dict, description="per-channel DM policy overrides, channel:policy"

@@ -369,6 +369,7 @@ STAGES = (
     "security",
     "tools",
     "runtime",
+    "media",
     "memory",
     "scheduling",
     "subagents",

@@ -21,6 +21,7 @@ from clawbot.errors import ClawbotError
 from clawbot.lru import LRUCache
 from clawbot.messages import (
     INTERNAL_CHANNEL,
+    AttachmentBlock,
     InboundMessage,
     OutboundMessage,
     Provenance,
@@ -324,21 +325,17 @@ def _user_entry(message: InboundMessage, *, turn_id: str | None) -> TranscriptEn
         quoted = message.reply_to.text[:500]
         who = message.reply_to.sender_name or "someone"
         text = f"[replying to {who}: {quoted}]\n{text}"
-    if message.attachments:
-        listing = ", ".join(
-            f"{a.name} ({a.mime_type}, {a.size if a.size is not None else '?'} bytes)"
-            for a in message.attachments
-        )
-        text = f"{text}\n[attachments: {listing}]".strip()
     meta: dict[str, Any] = {}
     if message.chat_type != "dm":
         # In a group the model must know who is speaking.
         who = message.sender_name or message.sender_id
-        text = f"[{who}] {text}"
+        text = f"[{who}] {text}" if text else f"[{who}]"
         meta["sender"] = who
+    # Files stay references to the platform's copies; a turn fetches what it needs.
+    attached = tuple(AttachmentBlock.of(message.channel, a) for a in message.attachments)
     return TranscriptEntry(
         role="user",
-        content=(TextBlock(text=text),),
+        content=(TextBlock(text=text), *attached),
         provenance=Provenance(
             channel=message.channel,
             sender_id=message.sender_id,
