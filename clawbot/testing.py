@@ -11,6 +11,11 @@ Like pydantic-ai's ``TestModel`` / ``FunctionModel``: register a model, use its 
 The same model string is a speech model too (``litellm.aspeech``, ``CLAWBOT_TTS_MODEL``): it
 answers :func:`scripted_audio` of the text, or its ``speech`` failure, and keeps each
 request in ``speech_requests``.
+
+A scripted model may see images (``vision=True``: litellm's model info says so, and each
+request's image blocks are in ``ModelRequest.images``) and transcribe audio as a
+speech-to-text model (``transcripts``, answered in order; ``transcriptions`` keeps what it
+heard): see ``clawbot.scripted_media``.
 """
 
 from __future__ import annotations
@@ -28,9 +33,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, SentMessage
-from clawbot.messages import InboundMessage, OutboundFile, OutboundMessage
+from clawbot.errors import InputError
+from clawbot.messages import Attachment, InboundMessage, OutboundFile, OutboundMessage
 from clawbot.providers import litellm_module
 from clawbot.runtime.llm import trusted_text
+from clawbot.scripted_media import (
+    TranscriptionRequest,
+    declare_vision,
+    forget_vision,
+    install_transcription,
+)
 from clawbot.settings import Settings
 
 PROVIDER = "scripted"
@@ -93,14 +105,33 @@ class ModelRequest:
     def last_user_text(self) -> str:
         for message in reversed(self.messages):
             if message["role"] == "user":
-                return str(message["content"])
+                return _text_of(message["content"])
         return ""
+
+    @property
+    def images(self) -> list[str]:
+        """The images the request shows (their data URLs), in order."""
+        return [
+            part["image_url"]["url"]
+            for message in self.messages
+            if isinstance(message.get("content"), list)
+            for part in message["content"]
+            if part.get("type") == "image_url"
+        ]
 
     @property
     def tool_results(self) -> list[str]:
         """The tools' outputs in this request as the tools returned them, without the
         untrusted-data mark the model sees around each (that is in ``messages``)."""
         return [trusted_text(str(m["content"])) for m in self.messages if m["role"] == "tool"]
+
+
+def _text_of(content: Any) -> str:
+    """A message's text: the string, or the text parts of a list of parts, one a line."""
+    if isinstance(content, list):
+        texts = (part.get("text", "") for part in content if part.get("type") == "text")
+        return "\n".join(str(text) for text in texts)
+    return str(content)
 
 
 ReplyFunction = Callable[[ModelRequest], Step | Awaitable[Step]]
@@ -148,10 +179,24 @@ class ScriptedModel:
     speech: ScriptedFailure | None = None
     """When set, every speech request fails this way (a speech provider that is down)."""
     speech_requests: list[SpeechRequest] = field(default_factory=list)
+    vision: bool = False
+    transcripts: Sequence[str | ScriptedFailure] = ()
+    transcriptions: list[TranscriptionRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._steps: deque[Step] = deque(self.script)
+        self._heard: deque[str | ScriptedFailure] = deque(self.transcripts)
         self._ids = itertools.count(1)
+
+    def hear(self, *transcripts: str | ScriptedFailure) -> ScriptedModel:
+        """Append transcripts (answers for the next transcriptions, in order)."""
+        self._heard.extend(transcripts)
+        return self
+
+    def transcribe(self, request: TranscriptionRequest) -> str | ScriptedFailure:
+        """The next scripted transcript (``default_text`` once they ran out)."""
+        self.transcriptions.append(request)
+        return self._heard.popleft() if self._heard else self.default_text
 
     def add(self, *steps: Step) -> ScriptedModel:
         """Append steps to the script (answers for the next requests, in order)."""
@@ -212,12 +257,28 @@ def install(model: ScriptedModel) -> None:
 
         custom_llm_setup()  # type: ignore[no-untyped-call]
     _install_speech(litellm)
+    install_transcription(litellm, _transcribed)
+    declare_vision(litellm, model.model_string, model.vision)
     _models[model.name] = model
 
 
 def uninstall(model: ScriptedModel) -> None:
     if _models.get(model.name) is model:
         del _models[model.name]
+        forget_vision(litellm_module(), model.model_string)
+
+
+def _transcribed(name: str, request: TranscriptionRequest) -> str | Exception:
+    litellm: Any = litellm_module()
+    model = _models.get(name)
+    if model is None:
+        return litellm.NotFoundError(  # type: ignore[no-any-return]
+            message=f"no scripted model named {name!r} is installed",
+            model=request.model,
+            llm_provider=PROVIDER,
+        )
+    heard = model.transcribe(request)
+    return _failure(litellm, heard, request.model) if isinstance(heard, ScriptedFailure) else heard
 
 
 def _make_handler(litellm: Any) -> Any:
@@ -394,6 +455,8 @@ class MemoryChannel(Adapter):
         self.sent: list[OutboundMessage] = []
         self.files: list[OutboundFile] = []
         """Files the outbox delivered, in order (``sent`` holds the messages)."""
+        self.served: dict[str, bytes] = {}
+        """What ``fetch_attachment`` serves, by ref (a ref not here: gone, as on a platform)."""
         self._on_message: InboundHandler | None = None
         self._sent_more = asyncio.Event()
 
@@ -426,6 +489,21 @@ class MemoryChannel(Adapter):
                     return message
             self._sent_more.clear()
             await self._sent_more.wait()
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        data = self.served.get(attachment.ref)
+        if data is None:
+            raise InputError(f"{attachment.name} is no longer on the {self.name} channel")
+        if len(data) > max_bytes:
+            raise InputError(f"{attachment.name} is over the {max_bytes}-byte limit")
+        return data
+
+    def attach(self, name: str, data: bytes, mime_type: str, **fields: Any) -> Attachment:
+        """A file this channel serves, as a message carries it (``fields``: ``duration``,
+        ``voice``)."""
+        ref = f"{self.name}-file-{len(self.served) + 1}"
+        self.served[ref] = data
+        return Attachment(name=name, mime_type=mime_type, size=len(data), ref=ref, **fields)
 
     def message(
         self, text: str, *, chat_id: str = "chat1", sender_id: str = "user1", **fields: Any

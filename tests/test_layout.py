@@ -380,6 +380,7 @@ STAGES = (
 TOP = (
     "clawbot.app",
     "clawbot.testing",
+    "clawbot.scripted_media",
     "clawbot.conformance",
     "clawbot.__main__",
     "clawbot.cli",

@@ -115,6 +115,7 @@ class MediaIn(TurnPlugin):
         return any(MEDIA_META in entry.meta for entry in entries)
 
     async def _tell(self, session: Session, notices: list[str]) -> None:
+        notices = list(dict.fromkeys(notices))  # two voice notes: told once it is not set up
         text = (
             notices[0]
             if len(notices) == 1

@@ -215,6 +215,12 @@ class Router:
         text = message.text
         if not text.strip() and not message.attachments:
             return "Your message was empty. Type something for the agent, or /help."
+        files, most = len(message.attachments), self.settings.attachments_per_message
+        if files > most:
+            return (
+                f"Your message carries {files} files; I take at most {most} in one message "
+                "(CLAWBOT_ATTACHMENTS_PER_MESSAGE). Send them in smaller groups."
+            )
         limit = self.settings.max_message_chars
         if len(text) > limit:
             return (
