@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from clawbot.errors import ProviderError
-from clawbot.runtime.llm import litellm_module
+from clawbot.providers import litellm_module
 
 log = logging.getLogger("clawbot.media")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from clawbot.runtime.llm import litellm_module
+from clawbot.providers import litellm_module
 
 _SIGNATURES = (
     (b"\xff\xd8\xff", "image/jpeg"),
