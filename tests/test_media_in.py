@@ -5,6 +5,7 @@ workspace. The platforms' own downloads are in tests/test_media_platforms.py."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -14,12 +15,14 @@ from typing import Any
 import pytest
 
 from clawbot.app import Clawbot
+from clawbot.clock import ManualClock
 from clawbot.messages import Attachment
 from clawbot.routing.router import Handled
 from clawbot.settings import Settings
-from clawbot.testing import MemoryChannel, ScriptedFailure, ScriptedModel, call
+from clawbot.testing import MemoryChannel, ModelRequest, ScriptedFailure, ScriptedModel, call
 from tests.conftest import add_agent
 from tests.media_files import OGG_VOICE, pdf, png
+from tests.test_recovery import HeldModel
 
 KEY = "memory:chat1"
 PNG = png()
@@ -409,3 +412,80 @@ async def test_several_problems_of_one_message_are_told_in_one_notice(
     assert told.splitlines()[0] == "About what you sent:"
     assert told.count("Voice messages are not set up here") == 1
     assert "I can't use a.zip" in told
+
+
+# across turns and restarts ------------------------------------------------------------------
+
+
+async def test_files_sent_while_a_turn_runs_reach_the_backlog_turn(
+    tmp_path: Path, eye: ScriptedModel
+) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def answer(request: ModelRequest) -> str:
+        if len(eye.requests) == 1:
+            started.set()
+            await release.wait()
+        return "ok"
+
+    eye.function = answer
+    async with opened(tmp_path, eye) as (bot, channel):
+        first = await bot.router.receive(channel.message("think hard"))
+        await started.wait()
+        photo = channel.attach("late.png", PNG, "image/png")
+        second = await bot.router.receive(channel.message("", attachments=(photo,)))
+        release.set()
+        await first.wait()
+        await second.wait()
+
+    assert "1. (sent late.png)" in seen_text(eye)
+    assert eye.requests[-1].images == [PNG_URL]
+
+
+async def test_a_turn_taken_over_after_a_crash_does_not_take_its_files_in_twice(
+    tmp_path: Path, scripted: ScriptedModel, ears: ScriptedModel
+) -> None:
+    ears.hear("buy bread")
+    model = HeldModel(scripted, first="stale answer", later="Bread, noted.")
+    settings = Settings(
+        home=tmp_path / "home",
+        model=scripted.model_string,
+        transcription_model=ears.model_string,
+        _env_file=None,  # type: ignore[call-arg]
+    )
+    clock = ManualClock()
+    async with await Clawbot.open(settings, clock=clock) as crashed:
+        lost = MemoryChannel()
+        crashed.connect(lost)
+        voice = lost.attach("voice.ogg", OGG_VOICE, "audio/ogg", duration=2, voice=True)
+        await crashed.router.receive(lost.message("", attachments=(voice,)))
+        await model.entered.wait()  # taken in, then the process "dies" in the model call
+        async with await Clawbot.open(settings, clock=clock) as restarted:
+            channel = MemoryChannel()
+            restarted.connect(channel)
+            await restarted.start()
+            clock.advance(settings.job_lease + 1)
+            await restarted.scheduler.tick()
+            await restarted.scheduler.wait_idle()
+            model.release.set()
+
+    assert channel.texts == ["Bread, noted."]
+    assert len(ears.transcriptions) == 1
+    assert seen_text(scripted).count("[Files received]") == 1
+    assert "transcribed: buy bread" in seen_text(scripted)
+
+
+async def test_an_image_counts_for_the_window_as_a_picture_not_as_its_data_url(
+    tmp_path: Path, eye: ScriptedModel
+) -> None:
+    """A 60 KB photo is 80,000 characters of base64: counted as such, it alone would pass
+    the default window's threshold (16,000 tokens, 80 %) and compact the conversation."""
+    photo = png(1, 1) + b"\0" * 60_000
+    async with opened(tmp_path, eye) as (bot, channel):
+        await send(bot, channel, "hello")
+        await send(bot, channel, "look", channel.attach("big.png", photo, "image/png"))
+        live = await bot.store.transcripts.live(KEY, 0)
+
+    assert len(eye.requests) == 2  # no summary was asked for
+    assert live.summary is None
+    assert len(eye.requests[1].images) == 1

@@ -94,8 +94,8 @@ class Receiver:
             block, self.settings.attachment_max_bytes, "CLAWBOT_ATTACHMENT_MAX_BYTES"
         )
         is_pdf = mime == "application/pdf"
-        home = self.reach.home
-        if home is None or not self.reach.allows(home, write=False):
+        home = self.reach.home  # a folder of its own only when it reaches files at all
+        if home is None:
             return await self._inline(name, data, is_pdf)
         folder = inbox_of(home)
 
