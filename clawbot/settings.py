@@ -176,8 +176,9 @@ class Settings(BaseSettings):
         default=4,
         ge=0,
         le=50,
-        description="images of the conversation one model request shows, the latest; older "
-        "ones are named only (each is downloaded again for every turn that shows it)",
+        description="images of earlier messages one model request shows again, the latest "
+        "(each is downloaded again for every turn that shows it); older ones are named only. "
+        "The images of the message being answered are always shown",
     )
     media_download_timeout: float = Field(
         default=60.0, gt=0, le=3600, description="seconds one attachment's download may take"

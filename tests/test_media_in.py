@@ -17,6 +17,7 @@ import pytest
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
 from clawbot.messages import Attachment
+from clawbot.routing.access import AccessGateway
 from clawbot.routing.router import Handled
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedFailure, ScriptedModel, call
@@ -146,9 +147,20 @@ async def test_older_images_beyond_the_per_request_limit_are_named_only(
     async with opened(tmp_path, eye, images_per_request=1) as (bot, channel):
         await send(bot, channel, "one", channel.attach("one.png", PNG, "image/png"))
         await send(bot, channel, "two", channel.attach("two.png", other, "image/png"))
+        await send(bot, channel, "which was first?")
 
-    assert eye.requests[1].images == ["data:image/png;base64," + base64.b64encode(other).decode()]
-    assert "[one.png: an earlier image, not shown again]" in seen_text(eye, 1)
+    assert eye.requests[2].images == ["data:image/png;base64," + base64.b64encode(other).decode()]
+    assert "[one.png: an earlier image, not shown again]" in seen_text(eye, 2)
+
+
+async def test_every_image_of_the_message_answered_is_shown_whatever_the_limit(
+    tmp_path: Path, eye: ScriptedModel
+) -> None:
+    async with opened(tmp_path, eye, images_per_request=0) as (bot, channel):
+        one, two = (channel.attach(f"{n}.png", PNG, "image/png") for n in ("one", "two"))
+        await send(bot, channel, "compare", one, two)
+
+    assert eye.requests[0].images == [PNG_URL, PNG_URL]
 
 
 async def test_a_model_without_vision_gets_a_note_and_the_person_is_told_once(
@@ -415,6 +427,25 @@ async def test_several_problems_of_one_message_are_told_in_one_notice(
 
 
 # across turns and restarts ------------------------------------------------------------------
+
+
+async def test_in_a_group_a_photo_kept_as_context_is_shown_and_a_document_is_not_taken_in(
+    tmp_path: Path, eye: ScriptedModel
+) -> None:
+    async with opened(tmp_path, eye, allowed_groups=["memory:team"]) as (bot, channel):
+        bot.router.access = AccessGateway(bot.store, bot.settings)
+        group: dict[str, Any] = {"chat_id": "team", "chat_type": "group", "sender_name": "Bo"}
+        photo = channel.attach("chart.png", PNG, "image/png")
+        await send(bot, channel, "our chart", photo, **group)
+        notes = channel.attach("notes.txt", b"draft", "text/plain")
+        await send(bot, channel, "and notes", notes, **group)
+        await send(bot, channel, "what do you make of it?", mentioned=True, **group)
+        inbox = bot.workspace.root / "inbox"
+
+    [request] = eye.requests
+    assert request.images == [PNG_URL]
+    assert "[file: notes.txt (text/plain, 5 bytes)]" in seen_text(eye)
+    assert not inbox.exists()
 
 
 async def test_files_sent_while_a_turn_runs_reach_the_backlog_turn(

@@ -1,7 +1,8 @@
 """Images in a turn's model requests: the transcript holds a reference to each image a
-person sent; before the turn's first model call the latest ``images_per_request`` of those
-in its history are downloaded again, and each request shows them as image blocks after the
-message that brought them. The bytes live for the turn only.
+person sent; before the turn's first model call the images of the messages the turn answers,
+and the latest ``images_per_request`` of earlier ones in its history, are downloaded (again),
+and each request shows them as image blocks after the message that brought them. The bytes
+live for the turn only.
 
 A model without vision (litellm's model info) is shown a short note instead, and so is an
 image that can no longer be fetched (expired, deleted) or is not an image at all.
@@ -55,7 +56,9 @@ async def show_images(
     if not images:
         return shown
     count = settings.images_per_request
-    latest = images[-count:] if count else []
+    earlier = [(a, block) for a, block in images if a.turn_id != turn_id]
+    latest = [(a, block) for a, block in images if a.turn_id == turn_id]
+    latest += earlier[-count:] if count else []
     sees = sees_images(model)
     fetched: dict[int, Part] = {}
     if sees and latest:
