@@ -158,35 +158,24 @@ class Settings(BaseSettings):
     allowed_groups: Annotated[list[str], NoDecode] = Field(default_factory=list)
     group_require_mention: bool = True
     ignore_other_bots: bool = True
+    # images, voice and files people send: docs/media.md
     attachment_max_bytes: int = Field(
-        default=20_000_000,
-        ge=0,
-        description="largest file (document, voice note, audio) the bot downloads, in bytes",
+        default=20_000_000, ge=0, description="largest document or audio the bot downloads"
     )
     image_max_bytes: int = Field(
-        default=5_000_000,
-        ge=0,
-        description="largest image the bot downloads to show a model, in bytes (providers "
-        "refuse bigger ones: 5 MB at Anthropic, 20 MB at OpenAI)",
+        default=5_000_000, ge=0, description="largest image the bot downloads for a model"
     )
     attachments_per_message: int = Field(
         default=10, ge=1, le=100, description="files one message may carry; more are refused"
     )
     images_per_request: int = Field(
-        default=4,
-        ge=0,
-        le=50,
-        description="images of earlier messages one model request shows again, the latest "
-        "(each is downloaded again for every turn that shows it); older ones are named only. "
-        "The images of the message being answered are always shown",
+        default=4, ge=0, le=50, description="images of earlier messages a request shows again"
     )
     media_download_timeout: float = Field(
         default=60.0, gt=0, le=3600, description="seconds one attachment's download may take"
     )
     transcription_model: str = Field(
-        default="",
-        description="the litellm speech-to-text model voice notes and audio are transcribed "
-        "with, e.g. openai/whisper-1 or groq/whisper-large-v3; empty: voice is not set up",
+        default="", description="litellm speech-to-text model for voice notes; empty: none"
     )
     shutdown_timeout: float = Field(default=20.0, gt=0)
     dm_policies: Annotated[dict[str, DmPolicy], NoDecode] = Field(

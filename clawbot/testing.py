@@ -9,7 +9,7 @@ Like pydantic-ai's ``TestModel`` / ``FunctionModel``: register a model, use its 
     assert model.requests[1].tool_results == ["hi"]
 
 The same model string is a speech model too (``litellm.aspeech``, ``CLAWBOT_TTS_MODEL``): it
-answers :func:`scripted_audio` of the text, or its ``speech`` failure, and keeps each
+answers ``scripted_audio`` of the text, or its ``speech`` failure, and keeps each
 request in ``speech_requests``.
 
 A scripted model may see images (``vision=True``: litellm's model info says so, and each
@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import hashlib
 import itertools
 import json
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.errors import InputError
@@ -38,15 +36,18 @@ from clawbot.messages import Attachment, InboundMessage, OutboundFile, OutboundM
 from clawbot.providers import litellm_module
 from clawbot.runtime.llm import trusted_text
 from clawbot.scripted_media import (
+    Deferred,
+    SpeechRequest,
     TranscriptionRequest,
     declare_vision,
     forget_vision,
+    install_speech,
     install_transcription,
+    scripted_audio,
 )
 from clawbot.settings import Settings
 
 PROVIDER = "scripted"
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -137,25 +138,6 @@ def _text_of(content: Any) -> str:
 ReplyFunction = Callable[[ModelRequest], Step | Awaitable[Step]]
 
 
-@dataclass(frozen=True)
-class SpeechRequest:
-    """One ``aspeech`` request as the model received it."""
-
-    model: str
-    input: str
-    voice: str | None
-    response_format: str | None
-
-
-def scripted_audio(text: str) -> bytes:
-    """What a scripted speech model says for ``text``: the same bytes every time, shaped as
-    OGG/Opus begins (an Ogg page holding an ``OpusHead``), so it goes out as a voice note,
-    followed by a digest of the text. Not playable: nothing here plays it."""
-    page = b"OggS\x00\x02" + bytes(20) + b"\x01\x13"  # one segment of 19 bytes
-    head = b"OpusHead\x01\x01\x38\x01\x80\xbb\x00\x00\x00\x00\x00"
-    return page + head + hashlib.sha256(text.encode()).digest()
-
-
 @dataclass
 class ScriptedModel:
     """Answers each request with the next scripted step, or from ``function`` when given.
@@ -193,10 +175,14 @@ class ScriptedModel:
         self._heard.extend(transcripts)
         return self
 
-    def transcribe(self, request: TranscriptionRequest) -> str | ScriptedFailure:
-        """The next scripted transcript (``default_text`` once they ran out)."""
+    def transcribe(self, request: TranscriptionRequest) -> str | Exception:
+        """The next scripted transcript (``default_text`` once they ran out), or its
+        failure as litellm raises it."""
         self.transcriptions.append(request)
-        return self._heard.popleft() if self._heard else self.default_text
+        heard = self._heard.popleft() if self._heard else self.default_text
+        if isinstance(heard, ScriptedFailure):
+            return _failure(litellm_module(), heard, request.model)
+        return heard
 
     def add(self, *steps: Step) -> ScriptedModel:
         """Append steps to the script (answers for the next requests, in order)."""
@@ -256,8 +242,8 @@ def install(model: ScriptedModel) -> None:
         from litellm.utils import custom_llm_setup
 
         custom_llm_setup()  # type: ignore[no-untyped-call]
-    _install_speech(litellm)
-    install_transcription(litellm, _transcribed)
+    install_speech(litellm, _models.get)
+    install_transcription(litellm, _models.get)
     declare_vision(litellm, model.model_string, model.vision)
     _models[model.name] = model
 
@@ -266,19 +252,6 @@ def uninstall(model: ScriptedModel) -> None:
     if _models.get(model.name) is model:
         del _models[model.name]
         forget_vision(litellm_module(), model.model_string)
-
-
-def _transcribed(name: str, request: TranscriptionRequest) -> str | Exception:
-    litellm: Any = litellm_module()
-    model = _models.get(name)
-    if model is None:
-        return litellm.NotFoundError(  # type: ignore[no-any-return]
-            message=f"no scripted model named {name!r} is installed",
-            model=request.model,
-            llm_provider=PROVIDER,
-        )
-    heard = model.transcribe(request)
-    return _failure(litellm, heard, request.model) if isinstance(heard, ScriptedFailure) else heard
 
 
 def _make_handler(litellm: Any) -> Any:
@@ -291,7 +264,7 @@ def _make_handler(litellm: Any) -> Any:
             loop, unless the call was cancelled in between (a stopped turn): then it drops
             it. A coroutine function's coroutine dropped unawaited warns that it "was never
             awaited", so this returns one that starts nothing until it is awaited."""
-            return _Deferred(lambda: self._answer(kwargs))
+            return Deferred(lambda: self._answer(kwargs))
 
         async def _answer(self, kwargs: dict[str, Any]) -> Any:
             model_name = kwargs["model"].split("/", 1)[-1]
@@ -352,81 +325,6 @@ def _make_handler(litellm: Any) -> Any:
             )
 
     return ScriptedHandler()
-
-
-def _install_speech(litellm: Any) -> None:
-    """Give scripted models speech, once. litellm 1.102.4 has no seam for it: ``speech``
-    (what ``aspeech`` runs on a worker thread) picks the provider by name from a fixed list
-    and fails on ``LlmProviders("scripted")`` before any handler of
-    ``custom_provider_map`` is asked. So ``litellm.main.speech`` is wrapped, minimally: a
-    ``scripted/`` model is answered by its ScriptedModel, every other model goes on to
-    litellm's own function untouched. ``aspeech`` itself (its call logging, its mapping of
-    failures to litellm's exceptions) runs as for any provider."""
-    import litellm.main as main
-
-    original = main.speech
-    if getattr(original, "scripted", False):
-        return
-
-    @functools.wraps(original)
-    def speech(*args: Any, **kwargs: Any) -> Any:
-        model = str(args[0] if args else kwargs.get("model", ""))
-        if not model.startswith(f"{PROVIDER}/"):
-            return original(*args, **kwargs)
-        return _Deferred(lambda: _speak(litellm, model, kwargs))
-
-    speech.scripted = True  # type: ignore[attr-defined]
-    main.speech = speech
-
-
-async def _speak(litellm: Any, model_string: str, kwargs: dict[str, Any]) -> Any:
-    import httpx
-    from litellm.types.llms.openai import HttpxBinaryResponseContent
-
-    model = _models.get(model_string.split("/", 1)[-1])
-    if model is None:
-        raise litellm.NotFoundError(
-            message=f"no scripted model named {model_string!r} is installed",
-            model=model_string,
-            llm_provider=PROVIDER,
-        )
-    request = SpeechRequest(
-        model=model_string,
-        input=str(kwargs.get("input", "")),
-        voice=kwargs.get("voice"),
-        response_format=kwargs.get("response_format"),
-    )
-    audio = await model.speak(request)
-    return HttpxBinaryResponseContent(
-        httpx.Response(200, content=audio, headers={"content-type": "audio/ogg"})
-    )
-
-
-class _Deferred(Coroutine[Any, Any, T]):
-    """A coroutine that makes the real one (``start()``) only when it is first run, so
-    dropping it unawaited leaves nothing behind to warn about."""
-
-    def __init__(self, start: Callable[[], Coroutine[Any, Any, T]]) -> None:
-        self._start = start
-        self._started: Coroutine[Any, Any, T] | None = None
-
-    def _coroutine(self) -> Coroutine[Any, Any, T]:
-        if self._started is None:
-            self._started = self._start()
-        return self._started
-
-    def send(self, value: Any) -> Any:
-        return self._coroutine().send(value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._coroutine().throw(*args)
-
-    def close(self) -> None:
-        if self._started is not None:
-            self._started.close()
-
-    def __await__(self) -> Generator[Any, None, T]:
-        return self._coroutine().__await__()
 
 
 def _failure(litellm: Any, failure: ScriptedFailure, model: str) -> Exception:
