@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
+from adapters.console_attach import attach, is_attach, read_local
 from adapters.console_input import LineReader, OpenRequest, answer_command
 from clawbot.channels.interface import (
     Adapter,
@@ -42,7 +43,14 @@ from clawbot.channels.interface import (
     SentMessage,
     StagedHandler,
 )
-from clawbot.messages import InboundMessage, OutboundEdit, OutboundMessage, parse_command
+from clawbot.errors import InputError
+from clawbot.messages import (
+    Attachment,
+    InboundMessage,
+    OutboundEdit,
+    OutboundMessage,
+    parse_command,
+)
 from clawbot.settings import Settings
 
 if TYPE_CHECKING:
@@ -68,6 +76,15 @@ def to_inbound(text: str, *, chat_id: str, user: str) -> InboundMessage:
         text=text.rstrip("\r\n"),
         message_id=None,
         mentioned=True,
+    )
+
+
+def attached_inbound(text: str, *, chat_id: str, user: str) -> InboundMessage:
+    """An ``/attach PATH [text]`` line as a message carrying the file (an InputError for a
+    line or file that cannot be attached)."""
+    attachment, said = attach(text.rstrip("\r\n"))
+    return to_inbound(said, chat_id=chat_id, user=user).model_copy(
+        update={"attachments": (attachment,)}
     )
 
 
@@ -260,7 +277,7 @@ class ConsoleAdapter(Adapter):
                 self._deny_open()  # no line left answers them, and none will come
             if self._waiting:
                 line = self._waiting[0]
-                if parse_command(line.text) is not None:
+                if parse_command(line.text) is not None and not is_attach(line.text):
                     self._taken(line)
                     await self._deliver(on_message, line.text, line.number)
                     continue
@@ -349,9 +366,16 @@ class ConsoleAdapter(Adapter):
         """Hand a message over without waiting for its turn; the task ends with the turn.
         With a staged handler (``clawbot chat``'s) this returns once the message is taken in,
         so the next line cannot overtake it."""
+        if is_attach(text):
+            try:
+                message = attached_inbound(text, chat_id=self.chat_id, user=self.user)
+            except InputError as exc:
+                self._tell(f"clawbot: {exc.message}")
+                return self._spawn(asyncio.sleep(0))
+        else:
+            message = to_inbound(text, chat_id=self.chat_id, user=self.user)
         if not isinstance(on_message, StagedHandler):
-            return self._spawn(self._deliver(on_message, text, number))
-        message = to_inbound(text, chat_id=self.chat_id, user=self.user)
+            return self._spawn(self._handled(on_message, message, number))
         try:
             outcome = await on_message.take(message)
         except Exception:
@@ -368,10 +392,26 @@ class ConsoleAdapter(Adapter):
 
     async def _deliver(self, on_message: InboundHandler, text: str, number: int) -> None:
         message = to_inbound(text, chat_id=self.chat_id, user=self.user)
+        await self._handled(on_message, message, number)
+
+    async def _handled(
+        self, on_message: InboundHandler, message: InboundMessage, number: int
+    ) -> None:
         try:
             await on_message(message)
         except Exception:
             log.exception("handling line %d failed", number)
+
+    def _tell(self, text: str) -> None:
+        """A problem with what was typed: on stderr when piped (stdout holds replies)."""
+        if self.interactive:
+            self._show(text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """A file ``/attach`` named, read from the local disk off the event loop."""
+        return await asyncio.to_thread(read_local, attachment, max_bytes)
 
 
 def _user_name() -> str:

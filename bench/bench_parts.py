@@ -38,6 +38,7 @@ from bench_pipeline import Request, bare_litellm_seconds, flush_litellm_logging
 
 from clawbot.app import Clawbot
 from clawbot.providers import litellm_module
+from clawbot.runtime.plugins import TurnPlugins
 from clawbot.settings import Settings
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel, ScriptedModel
@@ -89,6 +90,11 @@ async def _leave_out_checkpoints(bot: Clawbot) -> None:
     _sqlite(bot).database._committed = _no_checkpoints  # type: ignore[method-assign]
 
 
+async def _leave_out_media(bot: Clawbot) -> None:
+    kept = [plugin for plugin in bot.runtime.plugins.all if plugin.name != "media"]
+    bot.runtime.plugins = TurnPlugins(kept)
+
+
 async def _nothing(bot: Clawbot) -> None:
     return None
 
@@ -109,6 +115,7 @@ VARIANTS: dict[str, Variant] = {
         "no intake journal: the message and the answer each commit, as before", _leave_out_journal
     ),
     "no-checkpoints": Variant("no background WAL checkpoints", _leave_out_checkpoints),
+    "no-media": Variant("without the media plug-in (files people send)", _leave_out_media),
     "no-indexes": Variant(
         "without the per-session message index and the pending-jobs index", _drop_indexes
     ),

@@ -26,6 +26,7 @@ from clawbot.commands.registry import CommandRegistry
 from clawbot.commands.subagents import register_subagent_commands
 from clawbot.commands.voice import register_voice_commands
 from clawbot.errors import ConfigError
+from clawbot.media.plugin import MediaIn
 from clawbot.memory.embeddings import configured_embedder
 from clawbot.memory.recall import MemoryRecall
 from clawbot.redaction import redactor
@@ -149,6 +150,7 @@ class Clawbot:
             gate=ToolGate(store.audit, approvals),
             # features take part in a turn as plugins; the runtime names none of them
             plugins=(
+                MediaIn(settings=settings, store=store, outbox=outbox),
                 AnnounceContext(),
                 MemoryRecall(store.memories),
                 CoordinatorNotes(),

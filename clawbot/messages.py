@@ -54,6 +54,11 @@ class Attachment(Frozen):
     mime_type: str = "application/octet-stream"
     size: int | None = None
     ref: str = Field(description="adapter-specific handle used to fetch the bytes on demand")
+    duration: float | None = None
+    """Seconds of sound, for a voice note or audio file whose platform says (never
+    measured: the bytes are fetched only when the turn needs them)."""
+    voice: bool = False
+    """A voice note recorded in the chat, rather than an audio file sent as one."""
 
 
 class ReplyContext(Frozen):
@@ -170,7 +175,69 @@ class ToolResultBlock(Frozen):
     is_error: bool = False
 
 
-ContentBlock = Annotated[TextBlock | ToolCallBlock | ToolResultBlock, Field(discriminator="type")]
+class AttachmentBlock(Frozen):
+    """A file a person sent, kept in the transcript as a reference to the platform's copy,
+    never as its bytes: a turn that needs the bytes fetches them again through the channel
+    (``clawbot.media``), and a copy the platform no longer has is said to be gone."""
+
+    type: Literal["attachment"] = "attachment"
+    channel: str
+    ref: str
+    name: str
+    mime_type: str = "application/octet-stream"
+    size: int | None = None
+    duration: float | None = None
+    voice: bool = False
+
+    @classmethod
+    def of(cls, channel: str, attachment: Attachment) -> AttachmentBlock:
+        return cls(
+            channel=channel,
+            ref=attachment.ref,
+            name=attachment.name,
+            mime_type=attachment.mime_type,
+            size=attachment.size,
+            duration=attachment.duration,
+            voice=attachment.voice,
+        )
+
+    @property
+    def attachment(self) -> Attachment:
+        """The attachment as its channel fetches it."""
+        return Attachment(
+            name=self.name,
+            mime_type=self.mime_type,
+            size=self.size,
+            ref=self.ref,
+            duration=self.duration,
+            voice=self.voice,
+        )
+
+    @property
+    def label(self) -> str:
+        """The line the model sees where the file was sent (what it is, never its bytes)."""
+        kind = self.mime_type.split("/", 1)[0]
+        length = f", {round(self.duration)} s" if self.duration is not None else ""
+        if self.voice:
+            return f"[voice note{length}]"
+        if kind == "audio":
+            return f"[audio: {self.name}{length}]"
+        what = "image" if kind == "image" else "file"
+        size = f", {human_size(self.size)}" if self.size is not None else ""
+        return f"[{what}: {self.name} ({self.mime_type}{size})]"
+
+
+def human_size(size: int) -> str:
+    """``1536`` -> ``"1.5 KB"``: a size as people read it (powers of 1000, as platforms do)."""
+    if size < 1000:
+        return f"{size} bytes"
+    amount, unit = (size / 1000, "KB") if size < 999_950 else (size / 1_000_000, "MB")
+    return f"{amount:.1f} {unit}".replace(".0 ", " ")
+
+
+ContentBlock = Annotated[
+    TextBlock | ToolCallBlock | ToolResultBlock | AttachmentBlock, Field(discriminator="type")
+]
 
 
 class Provenance(Frozen):
@@ -201,6 +268,26 @@ class TranscriptEntry(Frozen):
     @property
     def tool_calls(self) -> tuple[ToolCallBlock, ...]:
         return tuple(b for b in self.content if isinstance(b, ToolCallBlock))
+
+    @property
+    def attachments(self) -> tuple[AttachmentBlock, ...]:
+        """The files sent with this message, as references."""
+        return tuple(b for b in self.content if isinstance(b, AttachmentBlock))
+
+    @property
+    def shown_text(self) -> str:
+        """What the model reads of the entry: its text, then a line naming each file sent
+        with it (the file itself is added per request, where it can be; see
+        ``clawbot.media``)."""
+        content = self.content
+        if len(content) == 1 and isinstance(content[0], TextBlock):
+            return content[0].text
+        attached = self.attachments
+        text = self.text
+        if not attached:
+            return text
+        labels = [a.label for a in attached]
+        return "\n".join([text, *labels] if text else labels)
 
 
 def parse_command(text: str) -> tuple[str, str] | None:

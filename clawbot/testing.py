@@ -9,32 +9,45 @@ Like pydantic-ai's ``TestModel`` / ``FunctionModel``: register a model, use its 
     assert model.requests[1].tool_results == ["hi"]
 
 The same model string is a speech model too (``litellm.aspeech``, ``CLAWBOT_TTS_MODEL``): it
-answers :func:`scripted_audio` of the text, or its ``speech`` failure, and keeps each
+answers ``scripted_audio`` of the text, or its ``speech`` failure, and keeps each
 request in ``speech_requests``.
+
+A scripted model may see images (``vision=True``: litellm's model info says so, and each
+request's image blocks are in ``ModelRequest.images``) and transcribe audio as a
+speech-to-text model (``transcripts``, answered in order; ``transcriptions`` keeps what it
+heard): see ``clawbot.scripted_media``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import hashlib
 import itertools
 import json
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, SentMessage
-from clawbot.messages import InboundMessage, OutboundFile, OutboundMessage
+from clawbot.errors import InputError
+from clawbot.messages import Attachment, InboundMessage, OutboundFile, OutboundMessage
 from clawbot.providers import litellm_module
 from clawbot.runtime.llm import trusted_text
+from clawbot.scripted_media import (
+    Deferred,
+    SpeechRequest,
+    TranscriptionRequest,
+    declare_vision,
+    forget_vision,
+    install_speech,
+    install_transcription,
+    scripted_audio,
+)
 from clawbot.settings import Settings
 
 PROVIDER = "scripted"
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -93,8 +106,19 @@ class ModelRequest:
     def last_user_text(self) -> str:
         for message in reversed(self.messages):
             if message["role"] == "user":
-                return str(message["content"])
+                return _text_of(message["content"])
         return ""
+
+    @property
+    def images(self) -> list[str]:
+        """The images the request shows (their data URLs), in order."""
+        return [
+            part["image_url"]["url"]
+            for message in self.messages
+            if isinstance(message.get("content"), list)
+            for part in message["content"]
+            if part.get("type") == "image_url"
+        ]
 
     @property
     def tool_results(self) -> list[str]:
@@ -103,26 +127,15 @@ class ModelRequest:
         return [trusted_text(str(m["content"])) for m in self.messages if m["role"] == "tool"]
 
 
+def _text_of(content: Any) -> str:
+    """A message's text: the string, or the text parts of a list of parts, one a line."""
+    if isinstance(content, list):
+        texts = (part.get("text", "") for part in content if part.get("type") == "text")
+        return "\n".join(str(text) for text in texts)
+    return str(content)
+
+
 ReplyFunction = Callable[[ModelRequest], Step | Awaitable[Step]]
-
-
-@dataclass(frozen=True)
-class SpeechRequest:
-    """One ``aspeech`` request as the model received it."""
-
-    model: str
-    input: str
-    voice: str | None
-    response_format: str | None
-
-
-def scripted_audio(text: str) -> bytes:
-    """What a scripted speech model says for ``text``: the same bytes every time, shaped as
-    OGG/Opus begins (an Ogg page holding an ``OpusHead``), so it goes out as a voice note,
-    followed by a digest of the text. Not playable: nothing here plays it."""
-    page = b"OggS\x00\x02" + bytes(20) + b"\x01\x13"  # one segment of 19 bytes
-    head = b"OpusHead\x01\x01\x38\x01\x80\xbb\x00\x00\x00\x00\x00"
-    return page + head + hashlib.sha256(text.encode()).digest()
 
 
 @dataclass
@@ -148,10 +161,28 @@ class ScriptedModel:
     speech: ScriptedFailure | None = None
     """When set, every speech request fails this way (a speech provider that is down)."""
     speech_requests: list[SpeechRequest] = field(default_factory=list)
+    vision: bool = False
+    transcripts: Sequence[str | ScriptedFailure] = ()
+    transcriptions: list[TranscriptionRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._steps: deque[Step] = deque(self.script)
+        self._heard: deque[str | ScriptedFailure] = deque(self.transcripts)
         self._ids = itertools.count(1)
+
+    def hear(self, *transcripts: str | ScriptedFailure) -> ScriptedModel:
+        """Append transcripts (answers for the next transcriptions, in order)."""
+        self._heard.extend(transcripts)
+        return self
+
+    def transcribe(self, request: TranscriptionRequest) -> str | Exception:
+        """The next scripted transcript (``default_text`` once they ran out), or its
+        failure as litellm raises it."""
+        self.transcriptions.append(request)
+        heard = self._heard.popleft() if self._heard else self.default_text
+        if isinstance(heard, ScriptedFailure):
+            return _failure(litellm_module(), heard, request.model)
+        return heard
 
     def add(self, *steps: Step) -> ScriptedModel:
         """Append steps to the script (answers for the next requests, in order)."""
@@ -211,13 +242,16 @@ def install(model: ScriptedModel) -> None:
         from litellm.utils import custom_llm_setup
 
         custom_llm_setup()  # type: ignore[no-untyped-call]
-    _install_speech(litellm)
+    install_speech(litellm, _models.get)
+    install_transcription(litellm, _models.get)
+    declare_vision(litellm, model.model_string, model.vision)
     _models[model.name] = model
 
 
 def uninstall(model: ScriptedModel) -> None:
     if _models.get(model.name) is model:
         del _models[model.name]
+        forget_vision(litellm_module(), model.model_string)
 
 
 def _make_handler(litellm: Any) -> Any:
@@ -230,7 +264,7 @@ def _make_handler(litellm: Any) -> Any:
             loop, unless the call was cancelled in between (a stopped turn): then it drops
             it. A coroutine function's coroutine dropped unawaited warns that it "was never
             awaited", so this returns one that starts nothing until it is awaited."""
-            return _Deferred(lambda: self._answer(kwargs))
+            return Deferred(lambda: self._answer(kwargs))
 
         async def _answer(self, kwargs: dict[str, Any]) -> Any:
             model_name = kwargs["model"].split("/", 1)[-1]
@@ -293,81 +327,6 @@ def _make_handler(litellm: Any) -> Any:
     return ScriptedHandler()
 
 
-def _install_speech(litellm: Any) -> None:
-    """Give scripted models speech, once. litellm 1.102.4 has no seam for it: ``speech``
-    (what ``aspeech`` runs on a worker thread) picks the provider by name from a fixed list
-    and fails on ``LlmProviders("scripted")`` before any handler of
-    ``custom_provider_map`` is asked. So ``litellm.main.speech`` is wrapped, minimally: a
-    ``scripted/`` model is answered by its ScriptedModel, every other model goes on to
-    litellm's own function untouched. ``aspeech`` itself (its call logging, its mapping of
-    failures to litellm's exceptions) runs as for any provider."""
-    import litellm.main as main
-
-    original = main.speech
-    if getattr(original, "scripted", False):
-        return
-
-    @functools.wraps(original)
-    def speech(*args: Any, **kwargs: Any) -> Any:
-        model = str(args[0] if args else kwargs.get("model", ""))
-        if not model.startswith(f"{PROVIDER}/"):
-            return original(*args, **kwargs)
-        return _Deferred(lambda: _speak(litellm, model, kwargs))
-
-    speech.scripted = True  # type: ignore[attr-defined]
-    main.speech = speech
-
-
-async def _speak(litellm: Any, model_string: str, kwargs: dict[str, Any]) -> Any:
-    import httpx
-    from litellm.types.llms.openai import HttpxBinaryResponseContent
-
-    model = _models.get(model_string.split("/", 1)[-1])
-    if model is None:
-        raise litellm.NotFoundError(
-            message=f"no scripted model named {model_string!r} is installed",
-            model=model_string,
-            llm_provider=PROVIDER,
-        )
-    request = SpeechRequest(
-        model=model_string,
-        input=str(kwargs.get("input", "")),
-        voice=kwargs.get("voice"),
-        response_format=kwargs.get("response_format"),
-    )
-    audio = await model.speak(request)
-    return HttpxBinaryResponseContent(
-        httpx.Response(200, content=audio, headers={"content-type": "audio/ogg"})
-    )
-
-
-class _Deferred(Coroutine[Any, Any, T]):
-    """A coroutine that makes the real one (``start()``) only when it is first run, so
-    dropping it unawaited leaves nothing behind to warn about."""
-
-    def __init__(self, start: Callable[[], Coroutine[Any, Any, T]]) -> None:
-        self._start = start
-        self._started: Coroutine[Any, Any, T] | None = None
-
-    def _coroutine(self) -> Coroutine[Any, Any, T]:
-        if self._started is None:
-            self._started = self._start()
-        return self._started
-
-    def send(self, value: Any) -> Any:
-        return self._coroutine().send(value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._coroutine().throw(*args)
-
-    def close(self) -> None:
-        if self._started is not None:
-            self._started.close()
-
-    def __await__(self) -> Generator[Any, None, T]:
-        return self._coroutine().__await__()
-
-
 def _failure(litellm: Any, failure: ScriptedFailure, model: str) -> Exception:
     common = {"model": model, "llm_provider": PROVIDER}
     if failure.kind == "rate_limit":
@@ -394,6 +353,8 @@ class MemoryChannel(Adapter):
         self.sent: list[OutboundMessage] = []
         self.files: list[OutboundFile] = []
         """Files the outbox delivered, in order (``sent`` holds the messages)."""
+        self.served: dict[str, bytes] = {}
+        """What ``fetch_attachment`` serves, by ref (a ref not here: gone, as on a platform)."""
         self._on_message: InboundHandler | None = None
         self._sent_more = asyncio.Event()
 
@@ -426,6 +387,21 @@ class MemoryChannel(Adapter):
                     return message
             self._sent_more.clear()
             await self._sent_more.wait()
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        data = self.served.get(attachment.ref)
+        if data is None:
+            raise InputError(f"{attachment.name} is no longer on the {self.name} channel")
+        if len(data) > max_bytes:
+            raise InputError(f"{attachment.name} is over the {max_bytes}-byte limit")
+        return data
+
+    def attach(self, name: str, data: bytes, mime_type: str, **fields: Any) -> Attachment:
+        """A file this channel serves, as a message carries it (``fields``: ``duration``,
+        ``voice``)."""
+        ref = f"{self.name}-file-{len(self.served) + 1}"
+        self.served[ref] = data
+        return Attachment(name=name, mime_type=mime_type, size=len(data), ref=ref, **fields)
 
     def message(
         self, text: str, *, chat_id: str = "chat1", sender_id: str = "user1", **fields: Any

@@ -368,6 +368,7 @@ STAGES = (
     "security",
     "tools",
     "runtime",
+    "media",
     "memory",
     "scheduling",
     "subagents",
@@ -378,6 +379,7 @@ STAGES = (
 TOP = (
     "clawbot.app",
     "clawbot.testing",
+    "clawbot.scripted_media",
     "clawbot.conformance",
     "clawbot.__main__",
     "clawbot.cli",

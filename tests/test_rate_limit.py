@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clawbot.app import Clawbot
+from clawbot.messages import Attachment
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel
 
@@ -32,9 +34,15 @@ async def limited(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[Claw
 
 
 async def say(
-    bot: Clawbot, channel: MemoryChannel, text: str, *, at: datetime, sender: str = "flooder"
+    bot: Clawbot,
+    channel: MemoryChannel,
+    text: str,
+    *,
+    at: datetime,
+    sender: str = "flooder",
+    **fields: Any,
 ) -> None:
-    message = channel.message(text, chat_id=sender, sender_id=sender, received_at=at)
+    message = channel.message(text, chat_id=sender, sender_id=sender, received_at=at, **fields)
     await bot.router.handle(message)
 
 
@@ -61,6 +69,38 @@ async def test_refused_messages_are_not_stored(limited: Clawbot) -> None:
 
     stored = await limited.store.transcripts.load(f"{channel.name}:flooder", 0)
     assert [e.text for e in stored if e.role == "user"] == ["m0", "m1", "m2"]
+
+
+def files(channel: MemoryChannel, count: int) -> tuple[Attachment, ...]:
+    return tuple(channel.attach(f"f{n}.txt", b"x", "text/plain") for n in range(count))
+
+
+async def test_each_file_a_message_carries_counts_against_the_limit(limited: Clawbot) -> None:
+    channel = MemoryChannel()
+    limited.connect(channel)
+
+    await say(limited, channel, "two files", at=T0, attachments=files(channel, 2))
+    await say(limited, channel, "two more", at=T0, attachments=files(channel, 2))
+    await say(limited, channel, "just text", at=T0)
+
+    stored = await limited.store.transcripts.load(f"{channel.name}:flooder", 0)
+    asked = [e.text for e in stored if e.role == "user" and e.provenance.source == "user"]
+    assert asked == ["two files", "just text"]
+    assert len([text for text in channel.texts if text.startswith(NOTICE)]) == 1
+
+
+async def test_a_message_with_more_files_than_allowed_is_refused_naming_the_limit(
+    limited: Clawbot,
+) -> None:
+    channel = MemoryChannel()
+    limited.connect(channel)
+
+    await say(limited, channel, "all of them", at=T0, sender="calm", attachments=files(channel, 11))
+
+    assert channel.texts == [
+        "Your message carries 11 files; I take at most 10 in one message "
+        "(CLAWBOT_ATTACHMENTS_PER_MESSAGE). Send them in smaller groups."
+    ]
 
 
 async def test_another_sender_is_served_during_a_flood(limited: Clawbot) -> None:

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from clawbot.app import Clawbot
-from clawbot.messages import TextBlock, ToolCallBlock, ToolResultBlock, TranscriptEntry
+from clawbot.messages import (
+    AttachmentBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    TranscriptEntry,
+)
 from clawbot.runtime.transcripts import Transcript
 from clawbot.settings import Settings
 from clawbot.testing import MemoryChannel, ScriptedModel, call
@@ -122,3 +128,23 @@ def test_user_text_is_what_the_person_said_in_that_turn() -> None:
 
     assert transcript.user_text("turn_b") == "second\nand more"
     assert transcript.user_text("turn_c") == ""
+
+
+def _sent_file(text: str, turn_id: str) -> TranscriptEntry:
+    photo = AttachmentBlock(
+        channel="memory", ref=f"ref-{text}", name=f"{text}.png", mime_type="image/png"
+    )
+    return TranscriptEntry(role="user", content=(TextBlock(text=text), photo), turn_id=turn_id)
+
+
+def test_the_messages_that_came_with_files_are_listed_while_they_are_held() -> None:
+    transcript = Transcript(epoch=0, keep=2)
+    transcript.append([_sent_file("first", "t1"), _said("assistant", "ok", "t1")])
+    for n in range(3):
+        transcript.append([_said("user", f"more {n}", f"u{n}"), _said("assistant", "ok")])
+    transcript.append([_sent_file("last", "t9")])
+
+    [held] = transcript.attached()  # the first fell out of the window with its message
+    assert (held.turn_id, [f.name for f in held.files]) == ("t9", ["last.png"])
+    assert transcript.tail(1)[0] is held.message
+    assert held.message["content"] == "last\n[image: last.png (image/png)]"

@@ -140,4 +140,6 @@ def _attachment(item: discord.Attachment) -> Attachment:
         mime_type=(mime or "application/octet-stream").split(";")[0].strip(),
         size=item.size,
         ref=item.url,
+        duration=item.duration,  # a voice message's duration_secs
+        voice=item.is_voice_message(),
     )

@@ -138,11 +138,15 @@ def _sender_name(event: Mapping[str, Any]) -> str:
 def _attachment(item: Mapping[str, Any]) -> Attachment:
     file_id = _required_str(item, "id")
     size = item.get("size")
+    length = item.get("duration_ms")
+    seconds = length / 1000 if isinstance(length, int) and not isinstance(length, bool) else None
     return Attachment(
         name=str(item.get("name") or item.get("title") or file_id),
         mime_type=str(item.get("mimetype") or "application/octet-stream"),
         size=size if isinstance(size, int) and not isinstance(size, bool) else None,
         ref=file_id,
+        duration=seconds,
+        voice=item.get("subtype") == "slack_audio",  # a clip recorded in Slack
     )
 
 

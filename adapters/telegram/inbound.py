@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from telegram import Message, MessageEntity, Update
+from telegram import Message, MessageEntity, TelegramObject, Update
 
 from clawbot.messages import Attachment, ChatType, InboundMessage, ReplyContext
 
@@ -199,12 +199,25 @@ def attachments_of(message: Message) -> list[Attachment]:
         au = message.audio
         found.append(
             _attachment(
-                au.file_id, au.file_name or "audio.mp3", au.mime_type or "audio/mpeg", au.file_size
+                au.file_id,
+                au.file_name or "audio.mp3",
+                au.mime_type or "audio/mpeg",
+                au.file_size,
+                duration=_seconds(au),
             )
         )
     if message.voice is not None:
         v = message.voice
-        found.append(_attachment(v.file_id, "voice.ogg", v.mime_type or "audio/ogg", v.file_size))
+        found.append(
+            _attachment(
+                v.file_id,
+                "voice.ogg",
+                v.mime_type or "audio/ogg",
+                v.file_size,
+                duration=_seconds(v),
+                voice=True,
+            )
+        )
     if message.video is not None:
         vi = message.video
         found.append(
@@ -221,5 +234,22 @@ def attachments_of(message: Message) -> list[Attachment]:
     return found
 
 
-def _attachment(file_id: str, name: str, mime: str, size: int | None) -> Attachment:
-    return Attachment(name=name, mime_type=mime, size=size, ref=file_id)
+def _attachment(
+    file_id: str,
+    name: str,
+    mime: str,
+    size: int | None,
+    *,
+    duration: float | None = None,
+    voice: bool = False,
+) -> Attachment:
+    return Attachment(
+        name=name, mime_type=mime, size=size, ref=file_id, duration=duration, voice=voice
+    )
+
+
+def _seconds(media: TelegramObject) -> float | None:
+    """A voice note's or audio file's length in seconds, as the Bot API sent it (read from
+    the wire form: the ``duration`` attribute warns that its type is about to change)."""
+    duration = media.to_dict().get("duration")
+    return float(duration) if isinstance(duration, int | float) else None

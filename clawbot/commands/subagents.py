@@ -9,7 +9,7 @@ from typing import Protocol
 
 from clawbot.clock import Clock
 from clawbot.commands.registry import CommandContext, CommandRegistry
-from clawbot.messages import TextBlock, ToolCallBlock, TranscriptEntry
+from clawbot.messages import TextBlock, ToolCallBlock, ToolResultBlock, TranscriptEntry
 from clawbot.runtime.usage import format_usd
 from clawbot.scheduling.backlog import shorten
 from clawbot.scheduling.records import StopReport
@@ -120,7 +120,9 @@ def _line(entry: TranscriptEntry) -> str:
         elif isinstance(block, ToolCallBlock):
             arguments = json.dumps(block.arguments, ensure_ascii=False)
             parts.append(f"→ {block.name}({shorten(arguments, 80)})")
-        else:
+        elif isinstance(block, ToolResultBlock):
             mark = "error" if block.is_error else "result"
             parts.append(f"← {block.name} {mark}: {block.content}")
+        else:
+            parts.append(block.label)
     return f"{entry.role}: {' '.join(parts)}"

@@ -6,6 +6,10 @@ the adapters set to when the platform says it was sent), not the time it reaches
 backlog the platform hands over after a restart, or Discord's catch-up, arrives in one
 burst but was written at a person's pace, and must not be refused for our downtime.
 
+A message costs one token, or one for each file it carries when it carries more than one:
+a flood of attachments is a flood, however few the messages (each file is downloaded, and
+may be transcribed or shown to a model, at the bot's expense).
+
 A refused message was never accepted, so nothing accepted is lost: the sender is told once
 per flood (the next message let through resets that), and the rest is ignored quietly.
 """
@@ -55,8 +59,9 @@ class SenderRateLimit:
         elapsed = max(0.0, (at - bucket.at).total_seconds())
         bucket.tokens = min(float(self.burst), bucket.tokens + elapsed * self.per_minute / 60)
         bucket.at = max(bucket.at, at)
-        if bucket.tokens >= 1:
-            bucket.tokens -= 1
+        cost = min(max(1, len(message.attachments)), self.burst)
+        if bucket.tokens >= cost:
+            bucket.tokens -= cost
             bucket.told = False
             return "admit"
         if bucket.told:

@@ -21,6 +21,7 @@ from clawbot.errors import ClawbotError
 from clawbot.lru import LRUCache
 from clawbot.messages import (
     INTERNAL_CHANNEL,
+    AttachmentBlock,
     InboundMessage,
     OutboundMessage,
     Provenance,
@@ -214,6 +215,12 @@ class Router:
         text = message.text
         if not text.strip() and not message.attachments:
             return "Your message was empty. Type something for the agent, or /help."
+        files, most = len(message.attachments), self.settings.attachments_per_message
+        if files > most:
+            return (
+                f"Your message carries {files} files; I take at most {most} in one message "
+                "(CLAWBOT_ATTACHMENTS_PER_MESSAGE). Send them in smaller groups."
+            )
         limit = self.settings.max_message_chars
         if len(text) > limit:
             return (
@@ -324,21 +331,17 @@ def _user_entry(message: InboundMessage, *, turn_id: str | None) -> TranscriptEn
         quoted = message.reply_to.text[:500]
         who = message.reply_to.sender_name or "someone"
         text = f"[replying to {who}: {quoted}]\n{text}"
-    if message.attachments:
-        listing = ", ".join(
-            f"{a.name} ({a.mime_type}, {a.size if a.size is not None else '?'} bytes)"
-            for a in message.attachments
-        )
-        text = f"{text}\n[attachments: {listing}]".strip()
     meta: dict[str, Any] = {}
     if message.chat_type != "dm":
         # In a group the model must know who is speaking.
         who = message.sender_name or message.sender_id
-        text = f"[{who}] {text}"
+        text = f"[{who}] {text}" if text else f"[{who}]"
         meta["sender"] = who
+    # Files stay references to the platform's copies; a turn fetches what it needs.
+    attached = tuple(AttachmentBlock.of(message.channel, a) for a in message.attachments)
     return TranscriptEntry(
         role="user",
-        content=(TextBlock(text=text),),
+        content=(TextBlock(text=text), *attached),
         provenance=Provenance(
             channel=message.channel,
             sender_id=message.sender_id,

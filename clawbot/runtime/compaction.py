@@ -154,12 +154,26 @@ def request_chars(messages: Sequence[dict[str, Any]]) -> int:
         if isinstance(content, str):
             total += len(content)
         elif content:
-            total += len(json.dumps(content))
+            total += sum(_part_chars(part) for part in content)
         for call in message.get("tool_calls") or ():
             function = call["function"]
             total += len(function["name"]) + len(function["arguments"])
         total += MESSAGE_OVERHEAD_CHARS
     return total
+
+
+IMAGE_CHARS = 3000
+"""What an image in a request counts as, in characters: about the thousand tokens a
+provider charges for a picture of a phone's size, never its data URL's length (a 1 MB photo
+would otherwise count as a million characters and compact the conversation at once)."""
+
+
+def _part_chars(part: Any) -> int:
+    if isinstance(part, dict) and part.get("type") == "image_url":
+        return IMAGE_CHARS
+    if isinstance(part, dict) and isinstance(part.get("text"), str):
+        return len(part["text"])
+    return len(json.dumps(part))
 
 
 class Compactor:

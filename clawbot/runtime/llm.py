@@ -64,9 +64,8 @@ def entry_to_wire(entry: TranscriptEntry) -> list[dict[str, Any]]:
             for b in entry.content
             if isinstance(b, ToolResultBlock)
         ]
-    text = entry.text
     if entry.role == "assistant":
-        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        message: dict[str, Any] = {"role": "assistant", "content": entry.text or None}
         calls = entry.tool_calls
         if calls:
             message["tool_calls"] = [
@@ -78,7 +77,7 @@ def entry_to_wire(entry: TranscriptEntry) -> list[dict[str, Any]]:
                 for c in calls
             ]
         return [message]
-    return [{"role": entry.role, "content": text}]
+    return [{"role": entry.role, "content": entry.shown_text}]  # a line for each file sent
 
 
 def _parse_arguments(raw: Any) -> dict[str, Any]:

@@ -6,7 +6,8 @@ bot is assembled (``clawbot.app``). It may contribute, each optional:
 
 - tools, registered once at assembly (``tools``);
 - ephemeral context blocks for one turn's model requests, never written to the transcript
-  (``context``), the way pydantic-ai composes history processors;
+  (``context``), and the history a request replays rewritten for that request alone
+  (``history``), the way pydantic-ai composes history processors;
 - hooks around a turn (``turn_started``, ``round_ended``, ``turn_ended``), a saved round a
   turn resumes from instead of asking the model again (``resume_round``), a wrapper around
   each model call (``around_model``) and around each tool call (``around_tool``), the way
@@ -60,6 +61,8 @@ class TurnStart(NamedTuple):
     transcript: Transcript
     tool_context: Callable[[], ToolContext]
     """The context the turn's tools run with, for a plugin that acts as one of them."""
+    model: str = ""
+    """The model the turn's requests go to."""
 
     def message(self) -> str:
         """The text of the user message this turn answers."""
@@ -87,6 +90,13 @@ class TurnPlugin:
 
     async def turn_started(self, turn: TurnStart) -> None:
         """Before the turn's first model call."""
+
+    def history(self, turn: TurnStart, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The history one model request replays (OpenAI-format wire messages), rewritten
+        for that request alone: called before every model call of the turn, so it must be
+        quick (fetch what it needs in ``turn_started``). Return a new list, never change the
+        messages in place: the transcript holds them."""
+        return messages
 
     async def resume_round(self, turn: TurnStart) -> PausedRound | None:
         """A round saved by an earlier run of this turn, resumed without asking the model
@@ -135,6 +145,7 @@ class TurnPlugins:
             raise ValueError(f"turn plugins named twice: {', '.join(doubled)}")
         self._context = self._with("context")
         self._started = self._with("turn_started")
+        self._history = self._with("history")
         self._resume = self._with("resume_round")
         self._round = self._with("round_ended")
         self._ended = self._with("turn_ended")
@@ -160,6 +171,11 @@ class TurnPlugins:
     async def turn_started(self, turn: TurnStart) -> None:
         for plugin in self._started:
             await plugin.turn_started(turn)
+
+    def history(self, turn: TurnStart, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for plugin in self._history:
+            messages = plugin.history(turn, messages)
+        return messages
 
     async def resume_round(self, turn: TurnStart) -> PausedRound | None:
         for plugin in self._resume:

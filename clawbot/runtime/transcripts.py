@@ -13,20 +13,42 @@ keeps the collector's full passes rare and short.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from clawbot.lru import LRUCache
-from clawbot.messages import TranscriptEntry
+from clawbot.messages import AttachmentBlock, TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.runtime.llm import entry_to_wire
 from clawbot.store import Store
 
 
+@dataclass(frozen=True)
+class Attached:
+    """A held message that came with files: its wire form (the very dict the history
+    holds, so a request's copy of the history finds it by identity), the turn it belongs
+    to and the files, as references."""
+
+    message: dict[str, Any]
+    turn_id: str | None
+    files: tuple[AttachmentBlock, ...]
+
+
 class Transcript:
     """The recent history of one session epoch: entry ``i`` is the wire messages
-    ``messages[starts[i]:starts[i + 1]]``, said by ``roles[i]`` in turn ``turn_ids[i]``."""
+    ``messages[starts[i]:starts[i + 1]]``, said by ``roles[i]`` in turn ``turn_ids[i]``.
+    The few messages that came with files are also listed (``attached``)."""
 
-    __slots__ = ("_messages", "_roles", "_starts", "_summary", "_turn_ids", "epoch", "keep")
+    __slots__ = (
+        "_attached",
+        "_messages",
+        "_roles",
+        "_starts",
+        "_summary",
+        "_turn_ids",
+        "epoch",
+        "keep",
+    )
 
     def __init__(self, epoch: int, keep: int, summary: str | None = None) -> None:
         self.epoch = epoch
@@ -35,6 +57,7 @@ class Transcript:
         self._starts: list[int] = []
         self._roles: list[str] = []
         self._turn_ids: list[str | None] = []
+        self._attached: list[tuple[int, Attached]] = []  # (message index, what it carried)
         self._summary = summary_message(summary)
 
     @property
@@ -53,6 +76,7 @@ class Transcript:
         self._starts.clear()
         self._roles.clear()
         self._turn_ids.clear()
+        self._attached.clear()
         self.append(entries)
 
     def __len__(self) -> int:
@@ -61,10 +85,15 @@ class Transcript:
 
     def append(self, entries: Iterable[TranscriptEntry]) -> None:
         for entry in entries:
-            self._starts.append(len(self._messages))
+            start = len(self._messages)
+            self._starts.append(start)
             self._messages.extend(entry_to_wire(entry))
             self._roles.append(entry.role)
             self._turn_ids.append(entry.turn_id)
+            files = entry.attachments if entry.role == "user" else ()
+            if files:
+                held = Attached(self._messages[start], entry.turn_id, files)
+                self._attached.append((start, held))
         excess = len(self._roles) - self.keep
         if excess > self.keep:
             offset = self._starts[excess]
@@ -72,6 +101,12 @@ class Transcript:
             self._starts = [start - offset for start in self._starts[excess:]]
             del self._roles[:excess]
             del self._turn_ids[:excess]
+            if self._attached:
+                self._attached = [(i - offset, a) for i, a in self._attached if i >= offset]
+
+    def attached(self) -> list[Attached]:
+        """The held messages that came with files, oldest first."""
+        return [held for _, held in self._attached]
 
     def tail(self, count: int) -> list[dict[str, Any]]:
         """Wire messages of the last ``count`` entries, starting at a user message so tool

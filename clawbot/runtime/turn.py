@@ -235,6 +235,7 @@ class Runtime:
             tool_names=resolved.tool_names,
             transcript=transcript,
             tool_context=_memo(lambda: self._tool_context(session, resolved, turn_id, inputs)),
+            model=resolved.model,
         )
         ephemeral = (*ephemeral, *await self.plugins.context(turn))
         ancestors = await self.chains.ancestors(session)
@@ -298,7 +299,10 @@ class Runtime:
                             transcript,
                             resolved.model,
                             lambda: self._messages(
-                                resolved, transcript.tail(resolved.history_limit), ephemeral, note
+                                resolved,
+                                self.plugins.history(turn, transcript.tail(resolved.history_limit)),
+                                ephemeral,
+                                note,
                             ),
                             specs if tools else (),
                             temperature=resolved.agent.temperature,

@@ -79,7 +79,9 @@ class BacklogItem(Frozen):
     @property
     def text(self) -> str:
         if self.entry is not None:
-            return self.entry.text
+            # the files themselves follow the merged list (see ``merge_backlog``)
+            sent = ", ".join(a.name for a in self.entry.attachments)
+            return self.entry.text or (f"(sent {sent})" if sent else "")
         return self.resume.render() if self.resume is not None else ""
 
 
@@ -154,9 +156,11 @@ def merge_backlog(items: Sequence[BacklogItem], turn_id: str) -> TranscriptEntry
     ]
     if carried:
         meta[MERGED_META] = carried
+    # The files the merged messages carried stay references the turn can fetch.
+    attached = [block for m in messages if m.entry is not None for block in m.entry.attachments]
     return TranscriptEntry(
         role="user",
-        content=(TextBlock(text="\n".join(lines)),),
+        content=(TextBlock(text="\n".join(lines)), *attached),
         provenance=provenance,
         meta=meta,
         turn_id=turn_id,

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
+from urllib.parse import quote
 
 from aiohttp import WSMsgType, web
 
@@ -114,6 +115,14 @@ class StoredFile:
     filename: str
     data: bytes
     content_type: str
+    signature: str = ""
+    expires: int = 0
+    """The CDN hour (``cdn_now``) from which its signed URL no longer works."""
+
+
+CDN_URL_HOURS = 24
+"""How long Discord's signed attachment URLs (``ex``, ``is``, ``hm``) stay valid."""
+IS_VOICE_MESSAGE = 1 << 13
 
 
 @dataclass
@@ -142,6 +151,10 @@ class DiscordStandIn:
         self.typing: list[str] = []
         self.files: dict[str, StoredFile] = {}
         self.uploads = DiscordUploads(self)
+        self.cdn_now = 1_700_000_000 // 3600
+        """The CDN's clock, in hours: ``expire_attachment_urls`` moves it past every URL."""
+        self.downloads_held: asyncio.Event | None = None
+        """While set to an unset event, CDN downloads wait for it (a slow CDN)."""
         self.channels: dict[str, dict[str, Any]] = {
             GENERAL_CHANNEL_ID: self._text_channel(GENERAL_CHANNEL_ID, "general", 0),
             NEWS_CHANNEL_ID: self._text_channel(NEWS_CHANNEL_ID, "announcements", 5),
@@ -355,7 +368,7 @@ class DiscordStandIn:
             "embeds": [],
             "pinned": False,
             "type": 19 if reference else 0,
-            "flags": 0,
+            "flags": IS_VOICE_MESSAGE if any("waveform" in a for a in attachments) else 0,
             "channel_type": channel_type,
         }
         if guild:
@@ -386,12 +399,21 @@ class DiscordStandIn:
         content_type: str,
         *,
         declared_size: int | None = None,
+        duration_secs: float | None = None,
     ) -> dict[str, Any]:
-        """Store a file on the CDN; returns the attachment object a message carries."""
+        """Store a file on the CDN; returns the attachment object a message carries. Its
+        URL is signed as Discord signs them (``ex``: the hour it expires, ``is``: issued,
+        ``hm``: the signature), and the CDN serves it only with the three, until it expires.
+        ``duration_secs`` makes it a voice message (with its waveform, as Discord sends)."""
         file_id = self.snowflake()
-        self.files[file_id] = StoredFile(filename, data, content_type)
-        url = f"{self.http_base}/attachments/{channel_id}/{file_id}/{filename}"
-        return {
+        signature = f"{hash((file_id, filename)) & 0xFFFFFFFFFFFF:012x}"
+        expires = self.cdn_now + CDN_URL_HOURS
+        self.files[file_id] = StoredFile(filename, data, content_type, signature, expires)
+        url = (
+            f"{self.http_base}/attachments/{channel_id}/{file_id}/{quote(filename, safe='')}"
+            f"?ex={expires * 3600:x}&is={self.cdn_now * 3600:x}&hm={signature}&"
+        )
+        attachment: dict[str, Any] = {
             "id": file_id,
             "filename": filename,
             "size": len(data) if declared_size is None else declared_size,
@@ -399,6 +421,14 @@ class DiscordStandIn:
             "proxy_url": url,
             "content_type": content_type,
         }
+        if duration_secs is not None:
+            attachment["duration_secs"] = duration_secs
+            attachment["waveform"] = base64.b64encode(bytes(range(0, 256, 4))).decode()
+        return attachment
+
+    def expire_attachment_urls(self) -> None:
+        """A day passes on the CDN: every attachment URL handed out so far stops working."""
+        self.cdn_now += CDN_URL_HOURS
 
     # ---- waiting on the world --------------------------------------------------------------
 
@@ -859,9 +889,22 @@ class DiscordStandIn:
         return _json(message)
 
     async def _get_file(self, request: web.Request) -> web.StreamResponse:
+        if self.downloads_held is not None:
+            await self.downloads_held.wait()
         stored = self.files.get(request.match_info["file_id"])
-        if stored is None:
-            return web.Response(status=404)
+        query = request.query
+        try:
+            expires = int(query.get("ex", ""), 16) // 3600
+        except ValueError:
+            expires = -1
+        if (
+            stored is None
+            or query.get("hm") != stored.signature
+            or expires != stored.expires
+            or self.cdn_now >= stored.expires
+        ):
+            # What Discord's CDN answers an unsigned, tampered or expired attachment URL.
+            return web.Response(status=404, text="This content is no longer available.")
         return web.Response(body=stored.data, content_type=stored.content_type.split(";")[0])
 
     def bot_messages(self) -> list[dict[str, Any]]:
@@ -1147,10 +1190,37 @@ class DiscordHarness:
         content_type: str = "application/octet-stream",
         *,
         declared_size: int | None = None,
+        duration_secs: float | None = None,
     ) -> dict[str, Any]:
         return self.server.add_file(
-            GENERAL_CHANNEL_ID, filename, data, content_type, declared_size=declared_size
+            GENERAL_CHANNEL_ID,
+            filename,
+            data,
+            content_type,
+            declared_size=declared_size,
+            duration_secs=duration_secs,
         )
+
+    # MediaHarness
+
+    async def send_image(self, data: bytes, *, caption: str = "") -> None:
+        await self.inject_message(
+            caption, attachments=[self.add_file("image.jpg", data, "image/jpeg")]
+        )
+
+    async def send_voice(self, data: bytes, *, seconds: int) -> None:
+        # A voice message: an Ogg attachment with its length and waveform, and no text.
+        voice = self.add_file("voice-message.ogg", data, "audio/ogg", duration_secs=seconds + 0.2)
+        await self.inject_message("", attachments=[voice])
+
+    async def send_file(self, data: bytes, name: str, mime_type: str, *, caption: str = "") -> None:
+        await self.inject_message(caption, attachments=[self.add_file(name, data, mime_type)])
+
+    def lose_files(self) -> None:
+        self.server.expire_attachment_urls()
+
+    def hold_downloads(self, release: asyncio.Event) -> None:
+        self.server.downloads_held = release
 
     def _record(self, message: dict[str, Any]) -> SentRecord:
         channel_id = str(message["channel_id"])

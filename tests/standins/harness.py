@@ -1,16 +1,25 @@
 """The harness clawbot's own stand-ins fulfil: the shipped ``PlatformHarness`` (what the
 conformance suite in ``clawbot.conformance`` drives) plus buttons and private answers, for
-tests/test_approval_buttons.py, and files the bot uploads, for tests/test_files_out.py."""
+tests/test_approval_buttons.py, files the bot uploads, for tests/test_files_out.py, and files
+people send, for tests/test_media_platforms.py."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 from clawbot.channels.harness import PlatformHarness, SentRecord
 
 from .uploads import ReceivedFile
 
-__all__ = ["ButtonHarness", "FileHarness", "PlatformHarness", "ReceivedFile", "SentRecord"]
+__all__ = [
+    "ButtonHarness",
+    "FileHarness",
+    "MediaHarness",
+    "PlatformHarness",
+    "ReceivedFile",
+    "SentRecord",
+]
 
 
 class ButtonHarness(PlatformHarness, Protocol):
@@ -53,3 +62,24 @@ class FileHarness(PlatformHarness, Protocol):
 
     async def wait_files(self, count: int, timeout: float = 5.0) -> list[ReceivedFile]:
         """Wait until the bot uploaded at least ``count`` files; return them all."""
+
+
+class MediaHarness(PlatformHarness, Protocol):
+    """A stand-in that serves the files people send, as its platform does (each message is a
+    DM from the default sender)."""
+
+    async def send_image(self, data: bytes, *, caption: str = "") -> None:
+        """A photo or image attachment (``image.jpg``, JPEG where the platform says a type)."""
+
+    async def send_voice(self, data: bytes, *, seconds: int) -> None:
+        """A voice note the platform says lasts ``seconds``."""
+
+    async def send_file(self, data: bytes, name: str, mime_type: str, *, caption: str = "") -> None:
+        """A document under the sender's ``name``."""
+
+    def lose_files(self) -> None:
+        """The platform stops serving every file sent so far (Telegram: the file id is
+        unknown; Discord: the signed URLs expired; Slack: the files were deleted)."""
+
+    def hold_downloads(self, release: asyncio.Event) -> None:
+        """File downloads wait until ``release`` is set (a slow file server)."""

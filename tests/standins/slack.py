@@ -47,7 +47,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 import aiohttp
 from aiohttp import web
@@ -81,6 +81,8 @@ class StandInFile:
     name: str
     mimetype: str
     content: bytes
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Fields of its file object beyond the common ones (an audio clip's)."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,8 @@ class SlackStandIn:
         self.api_calls: list[tuple[str, dict[str, Any]]] = []
         self.typing: list[str] = []
         self.files: dict[str, StandInFile] = {}
+        self.downloads_held: asyncio.Event | None = None
+        """While set to an unset event, file downloads wait for it (a slow file server)."""
         self.users: dict[str, dict[str, Any]] = {}
         self.users_info_error: str | None = None
         """When set, ``users.info`` answers this error (e.g. ``missing_scope``)."""
@@ -223,6 +227,22 @@ class SlackStandIn:
         file_id = self.new_id("F")
         self.files[file_id] = StandInFile(file_id, name, mimetype, content)
         return self._file_object(self.files[file_id])
+
+    def add_audio_clip(self, content: bytes, *, duration_ms: int) -> dict[str, Any]:
+        """An audio clip recorded in Slack (its file object as Slack describes a clip)."""
+        file_id = self.new_id("F")
+        extra = {
+            "subtype": "slack_audio",
+            "duration_ms": duration_ms,
+            "media_display_type": "audio",
+        }
+        name = f"audio_message_{file_id}.webm"
+        self.files[file_id] = StandInFile(file_id, name, "audio/webm", content, extra)
+        return self._file_object(self.files[file_id])
+
+    def delete_file(self, file_id: str) -> None:
+        """Someone deleted the file: ``files.info`` says ``file_not_found``, its URL 404s."""
+        del self.files[file_id]
 
     def add_user(self, user_id: str, real_name: str, display_name: str | None = None) -> None:
         """A member of the workspace, as ``users.info`` describes them."""
@@ -448,7 +468,7 @@ class SlackStandIn:
         return web.json_response({"ok": True})
 
     def _file_object(self, stored: StandInFile) -> dict[str, Any]:
-        url = f"{self.base_url}/files-pri/{TEAM_ID}-{stored.id}/{stored.name}"
+        url = f"{self.base_url}/files-pri/{TEAM_ID}-{stored.id}/{quote(stored.name, safe='')}"
         return {
             "id": stored.id,
             "name": stored.name,
@@ -459,9 +479,12 @@ class SlackStandIn:
             "url_private": url,
             "url_private_download": url + "?download=1",
             "mode": "hosted",
+            **stored.extra,
         }
 
     async def _download(self, request: web.Request) -> web.Response:
+        if self.downloads_held is not None:
+            await self.downloads_held.wait()
         if _bearer(request) != self.bot_token:
             # Slack answers an unauthenticated file URL with its sign-in page, not the bytes.
             return web.Response(status=200, text="<html>sign in</html>", content_type="text/html")
@@ -911,6 +934,27 @@ class SlackHarness:
 
     async def wait_sent(self, count: int, timeout: float = 5.0) -> list[SentRecord]:
         return await self.standin.wait_posted(count, timeout)
+
+    # MediaHarness
+
+    async def send_image(self, data: bytes, *, caption: str = "") -> None:
+        await self.inject_message(
+            caption, files=[self.standin.add_file("image.jpg", data, "image/jpeg")]
+        )
+
+    async def send_voice(self, data: bytes, *, seconds: int) -> None:
+        clip = self.standin.add_audio_clip(data, duration_ms=seconds * 1000 + 200)
+        await self.inject_message("", files=[clip])
+
+    async def send_file(self, data: bytes, name: str, mime_type: str, *, caption: str = "") -> None:
+        await self.inject_message(caption, files=[self.standin.add_file(name, data, mime_type)])
+
+    def lose_files(self) -> None:
+        for file_id in list(self.standin.files):
+            self.standin.delete_file(file_id)
+
+    def hold_downloads(self, release: asyncio.Event) -> None:
+        self.standin.downloads_held = release
 
     def private_answers(self) -> list[tuple[str, str]]:
         return [(str(r.raw["user"]), r.text) for r in self.standin.ephemeral]

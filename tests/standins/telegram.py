@@ -224,6 +224,8 @@ class TelegramStandIn:
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}
         self.files: dict[str, StoredFile] = {}
         self.uploads = TelegramUploads(self)
+        self.downloads_held: asyncio.Event | None = None
+        """While set to an unset event, file downloads wait for it (a slow file server)."""
         self.webhook_url = ""
         self.webhook_secret: str | None = None
         self.fail_sends: list[tuple[int, float]] = []
@@ -306,12 +308,16 @@ class TelegramStandIn:
     def store_message(self, message: dict[str, Any]) -> None:
         self.messages[(message["chat"]["id"], message["message_id"])] = message
 
-    def add_file(self, content: bytes, *, suffix: str = "bin") -> StoredFile:
+    def add_file(
+        self, content: bytes, *, suffix: str = "bin", folder: str = "documents"
+    ) -> StoredFile:
+        """A file the Bot API serves (its ``file_path`` in the folder Telegram uses for its
+        kind: ``documents``, ``photos``, ``voice``, ``music``)."""
         n = next(self._file_ids)
         stored = StoredFile(
             file_id=f"BQACAgIAAx{n:06d}standin",
             file_unique_id=f"AgAD{n:04d}",
-            file_path=f"documents/file_{n}.{suffix}",
+            file_path=f"{folder}/file_{n}.{suffix}",
             content=content,
         )
         self.files[stored.file_id] = stored
@@ -422,6 +428,8 @@ class TelegramStandIn:
     async def _download(self, request: web.Request) -> web.Response:
         if request.match_info["token"] != self.token:
             return web.Response(status=401)
+        if self.downloads_held is not None:
+            await self.downloads_held.wait()
         path = request.match_info["path"]
         for stored in self.files.values():
             if stored.file_path == path:
@@ -851,20 +859,92 @@ class TelegramHarness:
     ) -> tuple[str, str]:
         """A DM carrying a document; returns (message id, file id)."""
         stored = self.server.add_file(content, suffix=file_name.rsplit(".", 1)[-1])
-        message = self.build_message("", sender_id=sender_id, sender_name=sender_name)
-        del message["text"]
-        message["document"] = {
+        document = {
             "file_id": stored.file_id,
             "file_unique_id": stored.file_unique_id,
             "file_name": file_name,
             "mime_type": mime_type,
             "file_size": len(content),
         }
+        message_id = await self._inject_media(
+            "document", document, caption, sender_id=sender_id, sender_name=sender_name
+        )
+        return message_id, stored.file_id
+
+    async def inject_photo(
+        self,
+        content: bytes,
+        *,
+        caption: str = "",
+        sender_id: str = "1001",
+        sender_name: str = "Ann",
+    ) -> tuple[str, str]:
+        """A DM carrying a photo, as Telegram sends one: its sizes smallest first, a
+        thumbnail (a file of its own) before the full one; returns (message id, the full
+        size's file id)."""
+        thumb = self.server.add_file(content[:16], suffix="jpg", folder="photos")
+        full = self.server.add_file(content, suffix="jpg", folder="photos")
+        sizes = [
+            {"file_id": f.file_id, "file_unique_id": f.file_unique_id, "width": w, "height": w}
+            | {"file_size": len(f.content)}
+            for f, w in ((thumb, 90), (full, 1280))
+        ]
+        message_id = await self._inject_media(
+            "photo", sizes, caption, sender_id=sender_id, sender_name=sender_name
+        )
+        return message_id, full.file_id
+
+    async def inject_voice(
+        self,
+        content: bytes,
+        *,
+        duration: int,
+        mime_type: str = "audio/ogg",
+        sender_id: str = "1001",
+        sender_name: str = "Ann",
+    ) -> tuple[str, str]:
+        """A DM carrying a voice note of ``duration`` seconds; returns (message id, file id)."""
+        stored = self.server.add_file(content, suffix="oga", folder="voice")
+        voice = {
+            "file_id": stored.file_id,
+            "file_unique_id": stored.file_unique_id,
+            "duration": duration,
+            "mime_type": mime_type,
+            "file_size": len(content),
+        }
+        message_id = await self._inject_media(
+            "voice", voice, "", sender_id=sender_id, sender_name=sender_name
+        )
+        return message_id, stored.file_id
+
+    # MediaHarness
+
+    async def send_image(self, data: bytes, *, caption: str = "") -> None:
+        await self.inject_photo(data, caption=caption)
+
+    async def send_voice(self, data: bytes, *, seconds: int) -> None:
+        await self.inject_voice(data, duration=seconds)
+
+    async def send_file(self, data: bytes, name: str, mime_type: str, *, caption: str = "") -> None:
+        await self.inject_document(data, file_name=name, mime_type=mime_type, caption=caption)
+
+    def lose_files(self) -> None:
+        self.server.files.clear()
+
+    def hold_downloads(self, release: asyncio.Event) -> None:
+        self.server.downloads_held = release
+
+    async def _inject_media(
+        self, kind: str, media: Any, caption: str, *, sender_id: str, sender_name: str
+    ) -> str:
+        message = self.build_message("", sender_id=sender_id, sender_name=sender_name)
+        del message["text"]
+        message[kind] = media
         if caption:
             message["caption"] = caption
         self.server.store_message(message)
         await self.server.push_update({"message": message})
-        return str(message["message_id"]), stored.file_id
+        return str(message["message_id"])
 
     async def press(
         self,
