@@ -137,6 +137,8 @@ async def kill_around_messages(
         CLAWBOT_DISCORD_TOKEN=BOT_TOKEN,
         CLAWBOT_DISCORD_API_BASE=discord.server.api_base,
         CLAWBOT_DM_POLICY="open",
+        # these tests count the messages sent; streamed replies have tests of their own
+        CLAWBOT_STREAMING="off",
         CLAWBOT_SHUTDOWN_TIMEOUT="5",
     )
     bot = ClawbotRun(discord, env, tmp_path)

@@ -378,6 +378,7 @@ STAGES = (
 TOP = (
     "clawbot.app",
     "clawbot.testing",
+    "clawbot.scripted_streams",
     "clawbot.conformance",
     "clawbot.__main__",
     "clawbot.cli",

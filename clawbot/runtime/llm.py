@@ -3,6 +3,11 @@
 litellm is imported lazily and offline (``clawbot.providers``). Transient provider failures
 (timeouts, 429, 5xx, dropped connections) are retried with exponential backoff; what is left
 is a ProviderError the runtime turns into a short reply.
+
+A call made while a text sink is bound (``clawbot.runtime.text_stream``) streams: the sink
+sees the text after each delta, and litellm's ``stream_chunk_builder`` assembles the reply
+(text, tool calls from their deltas, usage and cost) from the chunks. A failure is retried
+only before the first chunk: after it, the person may have read part of the answer.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from clawbot.messages import (
 )
 from clawbot.providers import litellm_module, litellm_ready, load_litellm
 from clawbot.runtime.replies import ModelReply
+from clawbot.runtime.text_stream import TextSink, current_sink
 
 log = logging.getLogger("clawbot.llm")
 
@@ -180,14 +186,16 @@ class ModelClient:
             kwargs["tools"] = list(tools)
         if temperature is not None:
             kwargs["temperature"] = temperature
+        sink = current_sink()
+        if sink is not None:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}  # usage in the last chunk
         try:
             try:
-                response = await litellm.acompletion(
-                    model=model, messages=list(messages), num_retries=0, **kwargs
-                )
+                response = await self._attempt(litellm, model, messages, kwargs, sink)
             except _transient(litellm):
                 # Only a failed first attempt pays for the retry machinery.
-                response = await self._retry(litellm, model, messages, kwargs)
+                response = await self._retry(litellm, model, messages, kwargs, sink)
         except _transient(litellm) as exc:
             raise ProviderError(_describe_failure(exc, model)) from None
         except litellm.AuthenticationError:
@@ -209,7 +217,45 @@ class ModelClient:
                 f"the provider refused the request for {model!r}: {_short(exc)}",
                 hint="try /new to start a fresh conversation",
             ) from None
-        return reply_from_response(response)
+        reply = reply_from_response(response)
+        if sink is not None:
+            sink.on_call_end(bool(reply.tool_calls))
+        return reply
+
+    async def _attempt(
+        self,
+        litellm: Any,
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        kwargs: dict[str, Any],
+        sink: TextSink | None,
+    ) -> Any:
+        """One call: the response, or with a sink the response assembled from its stream."""
+        response = await litellm.acompletion(
+            model=model, messages=list(messages), num_retries=0, **kwargs
+        )
+        if sink is None:
+            return response
+        chunks: list[Any] = []
+        text = ""
+        try:
+            async for chunk in response:
+                chunks.append(chunk)
+                choices = chunk.choices
+                delta = choices[0].delta.content if choices else None
+                if delta:
+                    text += delta
+                    sink.on_text(text)
+        except _transient(litellm) as exc:
+            if not chunks:
+                raise  # nothing came yet: retried like a failed call
+            raise ProviderError(
+                f"{_describe_failure(exc, model)} in the middle of its answer"
+            ) from None
+        built = litellm.stream_chunk_builder(chunks, messages=list(messages))
+        if built is None:  # a stream of no chunks at all
+            raise ProviderError(f"the model provider for {model!r} sent an empty stream")
+        return built
 
     async def _retry(
         self,
@@ -217,6 +263,7 @@ class ModelClient:
         model: str,
         messages: Sequence[dict[str, Any]],
         kwargs: dict[str, Any],
+        sink: TextSink | None,
     ) -> Any:
         """Retry a failed call: waits of backoff, 2x, 4x ... (at most 30 s each)."""
         from tenacity import (
@@ -241,9 +288,7 @@ class ModelClient:
                     attempt.retry_state.attempt_number,
                     self.retries,
                 )
-                return await litellm.acompletion(
-                    model=model, messages=list(messages), num_retries=0, **kwargs
-                )
+                return await self._attempt(litellm, model, messages, kwargs, sink)
         raise AssertionError("unreachable: tenacity reraises the last failure")
 
 

@@ -85,7 +85,7 @@ class OpenAIStandin:
             }
         )
 
-    async def _completions(self, request: web.Request) -> web.Response:
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
         reply: Reply
@@ -122,6 +122,8 @@ class OpenAIStandin:
                 }
                 for name, args in reply["tool_calls"]
             ]
+        if body.get("stream"):
+            return await self._stream(request, body, message)
         return web.json_response(
             {
                 "id": f"chatcmpl-{next(self._ids)}",
@@ -138,6 +140,60 @@ class OpenAIStandin:
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
         )
+
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], message: dict[str, Any]
+    ) -> web.StreamResponse:
+        """The answer as OpenAI streams it (``stream: true``): server-sent events of
+        ``chat.completion.chunk``, the text a few characters a chunk and each tool call's
+        arguments in two, then the finish reason, the usage when ``stream_options`` asks for
+        it, and ``[DONE]``."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        ident, created = f"chatcmpl-{next(self._ids)}", int(time.time())
+
+        async def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> None:
+            chunk = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": body.get("model", "standin"),
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+        await event({"role": "assistant", "content": ""})
+        text = message["content"] or ""
+        for start in range(0, len(text), 8):
+            await event({"content": text[start : start + 8]})
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            first = {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": arguments[:half]},
+            }
+            await event({"tool_calls": [{"index": index, **first}]})
+            await event(
+                {"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}
+            )
+        await event({}, "tool_calls" if message.get("tool_calls") else "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+            chunk = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": body.get("model", "standin"),
+                "choices": [],
+                "usage": usage,
+            }
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     def _serve(self) -> None:
         loop = asyncio.new_event_loop()
