@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from clawbot.runtime.replies import ModelReply
 from clawbot.runtime.plugins import ModelCallNext, TurnPlugin, TurnStart
+from clawbot.runtime.replies import ModelReply
 from clawbot.runtime.text_stream import TextSink, streaming_to
 
 
