@@ -92,13 +92,15 @@ async def pipeline(
     history: int,
     *,
     bare_after_each_round: bool = False,
+    streaming: bool = False,
 ) -> Run:
     """Run ``sessions`` x ``turns`` sequential turns, one round over every session per turn.
 
     With ``bare_after_each_round``, each round's requests are replayed straight into
     litellm right after it, so both sides are measured under the same machine conditions
     (on a shared VM the speed drifts over minutes; measuring one side after the other would
-    charge that drift to whichever ran in the slower minutes)."""
+    charge that drift to whichever ran in the slower minutes). With ``streaming``, the
+    channel shows each reply while it is written (``bench_streaming.py``)."""
     settings = Settings(
         home=home,
         model=model.model_string,
@@ -126,7 +128,7 @@ async def pipeline(
     bare_rounds: list[float] = []
     try:
         async with await Clawbot.open(settings) as bot:
-            channel = MemoryChannel()
+            channel = MemoryChannel(live=streaming)
             bot.connect(channel)
             handle = bot.router.handle
             for warm in range(20):

@@ -129,8 +129,10 @@ class LiveReply:
         await self._close()
         final = self._redact(text)
         message = self.template.model_copy(update={"text": final})
-        parts = render_parts(final, self.limits) if not self.drafts else []
-        if not parts:  # a draft, or a text the renderer cannot cut: sent as any reply
+        if self.drafts or not self._messages:  # nothing to edit: sent as any reply
+            return await self.pacer.send(message)
+        parts = render_parts(final, self.limits)
+        if not parts:  # a text that renders to nothing: sent as written, as any reply
             return await self.pacer.send(message)
         usable = len(self._messages) if self._broken_at is None else self._broken_at
         sent: list[SentMessage] = []

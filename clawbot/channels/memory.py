@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from clawbot.channels.chunking import utf16_length
 from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, SentMessage
-from clawbot.channels.pacer import PacerClock
+from clawbot.channels.pacer import ONE_PART_FACTOR, PacerClock
 from clawbot.channels.rendering import render_parts
 from clawbot.errors import DeliveryError, RateLimitedError
 from clawbot.messages import InboundMessage, OutboundEdit, OutboundFile, OutboundMessage
@@ -157,7 +158,10 @@ class MemoryChannel(Adapter):
         self.typing.append(chat_id)
 
     def _check(self, chat_id: str, edits: str | None, text: str) -> None:
-        if len(render_parts(text, self.limits)) > 1:
+        measure = utf16_length if self.limits.length_unit == "utf16" else len
+        if measure(text) * ONE_PART_FACTOR > self.limits.max_message_chars and (
+            len(render_parts(text, self.limits)) > 1
+        ):
             raise DeliveryError("Bad Request: message is too long")
         if self.rules is not None:
             self.rules.check(chat_id, edits)
