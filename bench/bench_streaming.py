@@ -12,7 +12,8 @@ costs within a platform's rate, and what streaming costs the pipeline.
    (and answers a call sooner with a 429): the preview calls made, and the 429s met.
 3. The pipeline with streaming on against off: turns per second of ``bench_pipeline``'s
    pipeline (zero-latency model), rounds of on and off interleaved so both see the same
-   machine; the ratio on / off.
+   machine; the ratio on / off; and what a streamed model call costs against one in one
+   piece, through the client alone (litellm's stream wrapper).
 """
 
 from __future__ import annotations
@@ -32,13 +33,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_pipeline import pipeline
 
-from clawbot.app import Clawbot
+from clawbot.app import Clawbot, default_tools
 from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.pacer import LoopClock
 from clawbot.messages import OutboundEdit, OutboundMessage
 from clawbot.providers import litellm_module
+from clawbot.runtime.llm import ModelClient
+from clawbot.runtime.text_stream import streaming_to
 from clawbot.settings import Settings
-from clawbot.testing import ChatRules, MemoryChannel, ScriptedModel, StreamPace
+from clawbot.testing import ChatRules, MemoryChannel, ScriptedModel, ScriptedUsage, StreamPace
 
 RATE = ChannelLimits(max_message_chars=4096, message_interval=1.0, edit_interval=1.0)
 """A platform's per-chat rate as Telegram and Slack document it: about a call a second."""
@@ -124,8 +127,54 @@ def prose(chars: int) -> str:
     return " ".join(out)[:chars].rstrip() + "."
 
 
-async def ratio_on_off(rounds: int, sessions: int, turns: int) -> tuple[float, float, list[float]]:
-    model = ScriptedModel(name="bench", default_text="Fine, thanks.", record=False)
+async def model_call_ms(streamed: bool, calls: int) -> float:
+    """Milliseconds of one model call through the client, streamed or not: what litellm's
+    stream wrapper costs a call (the request as a turn makes it, with the built-in tools)."""
+    model = ScriptedModel(
+        name="calls", default_text="Fine, thanks.", record=False, usage=ScriptedUsage(100, 4)
+    )
+    tools = [tool.spec() for tool in default_tools()]
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant in a chat. " * 40},
+        {"role": "user", "content": "hello"},
+    ]
+    client = ModelClient()
+    sink = _Sink()
+    with model.installed():
+        for _ in range(20):  # warm
+            await client.complete(model.model_string, messages, tools)
+        started = time.perf_counter()
+        for _ in range(calls):
+            if streamed:
+                with streaming_to(sink):
+                    await client.complete(model.model_string, messages, tools)
+            else:
+                await client.complete(model.model_string, messages, tools)
+    return (time.perf_counter() - started) / calls * 1000
+
+
+class _Sink:
+    def on_text(self, text: str) -> None:
+        pass
+
+    def on_call_end(self, tool_calls: bool) -> None:
+        pass
+
+
+async def ratio_on_off(
+    rounds: int, sessions: int, turns: int, model_seconds: float = 0.0
+) -> tuple[float, float, list[float]]:
+    """The pipeline's turns a second with streaming on and off (the same channel, one that
+    can show a reply while it is written), median over ``rounds`` interleaved rounds."""
+    # Usage reported, as providers do: without it litellm counts a streamed call's tokens
+    # (tiktoken over the whole request), which no real provider makes it do.
+    model = ScriptedModel(
+        name="bench",
+        default_text="Fine, thanks.",
+        record=False,
+        usage=ScriptedUsage(prompt_tokens=100, completion_tokens=4),
+        delay=model_seconds,
+    )
     on_rates: list[float] = []
     off_rates: list[float] = []
     with model.installed():
@@ -149,6 +198,8 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--model-ms", type=float, default=20.0)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
@@ -167,6 +218,11 @@ async def main() -> None:
         refused += refusals
     written = args.reply_chars / 4 * args.token_ms / 1000
     on, off, per_round = await ratio_on_off(args.rounds, args.sessions, args.turns)
+    slow_on, slow_off, slow_rounds = await ratio_on_off(
+        args.rounds, max(10, args.sessions // 5), args.turns, args.model_ms / 1000
+    )
+    call_off = await model_call_ms(False, args.calls)
+    call_on = await model_call_ms(True, args.calls)
 
     print(f"streaming (Python {sys.version.split()[0]}, {os.cpu_count()} cores)")
     print(
@@ -183,6 +239,15 @@ async def main() -> None:
     print(
         f"  ratio on / off                     {on / off:7.2f}    (goal >= 0.90; round by"
         f" round {min(per_round):.2f} to {max(per_round):.2f})"
+    )
+    print(
+        f"  the same with a {args.model_ms:.0f} ms model      {slow_on / slow_off:7.2f}"
+        f"    ({slow_on:.0f} / {slow_off:.0f} turns/s; round by round"
+        f" {min(slow_rounds):.2f} to {max(slow_rounds):.2f})"
+    )
+    print(
+        f"  a model call, streamed / not       {call_on:7.2f} / {call_off:.2f} ms"
+        f"  (litellm's stream wrapper alone: {call_on - call_off:+.2f} ms a call)"
     )
 
 

@@ -114,6 +114,11 @@ class MemoryChannel(Adapter):
     def shows_live_replies(self) -> bool:
         return self.live
 
+    @property
+    def supports_typing(self) -> bool:
+        """Typing indicators are kept (in ``typing``) in a live chat only."""
+        return self.live
+
     async def start(self, on_message: InboundHandler) -> None:
         self._on_message = on_message
 
