@@ -31,6 +31,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Callable
+from contextvars import Context
 from dataclasses import dataclass
 
 from clawbot.channels.chunking import utf16_length
@@ -110,9 +111,9 @@ class LiveReply:
         if self._closed:
             return
         self._text = text
-        if self._task is None:
+        if self._task is None:  # in a context of its own: not the model call's (its sink)
             self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"live reply in {self.template.channel}"
+                self._run(), name=f"live reply in {self.template.channel}", context=Context()
             )
         self._wake.set()
 
