@@ -13,6 +13,10 @@ turn, ``/stop`` stops it now.
   line once the lines before it were handed over (``/stop`` after a message stops that
   message's turn).
 
+In a terminal a reply shows while it is written (the channel's drafts): its finished lines
+are printed as they come, the line being written shows above the prompt. Piped output gets
+whole replies only, as before.
+
 An approval request (a message with actions) is answered through the same reader: while one
 is open, a short answer (``o``\\nce, ``s``\\ession, ``d``\\eny, yes, no) or a typed
 ``/approve``/``/deny`` with its id answers it, wherever it is among the lines waiting; any
@@ -120,6 +124,10 @@ class ConsoleAdapter(Adapter):
         if interactive is None:
             interactive = sys.stdin.isatty() and sys.stdout.isatty()
         self.interactive = interactive
+        if interactive:  # a terminal shows a reply while it is written, in a draft
+            self.limits = ChannelLimits(max_message_chars=1_000_000, markup="plain", drafts=True)
+        self._draft = ""  # the reply being written, as far as it came
+        self._printed = 0  # how much of it was printed: its finished lines
         self.user = _user_name()
         self.finished = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -164,8 +172,31 @@ class ConsoleAdapter(Adapter):
 
     # output ------------------------------------------------------------------------------
 
+    @property
+    def shows_live_replies(self) -> bool:
+        return self.interactive
+
+    async def send_draft(self, chat_id: str, draft_id: int, text: str) -> None:
+        """Print the reply's lines as they are finished; the line being written shows above
+        the prompt. A new text (the model's next round) starts again below what was printed."""
+        if not self.interactive:
+            await super().send_draft(chat_id, draft_id, text)
+        if not text.startswith(self._draft[: self._printed]):
+            self._printed = 0
+        self._draft = text
+        finished = text.rfind("\n", self._printed)
+        if finished >= 0:
+            self._show(text[self._printed : finished])
+            self._printed = finished + 1
+        self._redraw()
+
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         text = message.text.rstrip("\n")
+        if self._draft:  # the reply that was shown while it was written: its rest
+            if text.startswith(self._draft[: self._printed]):
+                text = text[self._printed :]
+            self._draft, self._printed = "", 0
+            self._redraw()
         if not self._show(text):
             return []
         if not message.actions or self._on_message is None:
@@ -256,7 +287,9 @@ class ConsoleAdapter(Adapter):
             self._prompt.app.invalidate()
 
     def _prompt_text(self) -> str:
-        return self._requests[0].prompt if self._requests else PROMPT
+        prompt = self._requests[0].prompt if self._requests else PROMPT
+        writing = self._draft[self._printed :]
+        return f"{writing}\n{prompt}" if writing else prompt
 
     # input -------------------------------------------------------------------------------
 

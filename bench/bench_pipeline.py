@@ -92,18 +92,22 @@ async def pipeline(
     history: int,
     *,
     bare_after_each_round: bool = False,
+    streaming: bool | None = None,
 ) -> Run:
     """Run ``sessions`` x ``turns`` sequential turns, one round over every session per turn.
 
     With ``bare_after_each_round``, each round's requests are replayed straight into
     litellm right after it, so both sides are measured under the same machine conditions
     (on a shared VM the speed drifts over minutes; measuring one side after the other would
-    charge that drift to whichever ran in the slower minutes)."""
+    charge that drift to whichever ran in the slower minutes). With ``streaming`` True or
+    False, the channel is one that can show a reply while it is written (and shows typing),
+    with streaming on or off (``bench_streaming.py``)."""
     settings = Settings(
         home=home,
         model=model.model_string,
         max_history_messages=history,
         rate_limit_per_minute=0,  # a load test, not a person typing
+        streaming=bool(streaming),
         _env_file=None,
     )  # type: ignore[call-arg]
     durations: list[float] = []
@@ -126,7 +130,7 @@ async def pipeline(
     bare_rounds: list[float] = []
     try:
         async with await Clawbot.open(settings) as bot:
-            channel = MemoryChannel()
+            channel = MemoryChannel(live=streaming is not None)
             bot.connect(channel)
             handle = bot.router.handle
             for warm in range(20):

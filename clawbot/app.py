@@ -36,6 +36,7 @@ from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.runtime.speech import VoiceReplies
 from clawbot.runtime.turn import AgentResolver, Runtime
 from clawbot.scheduling.scheduler import Scheduler
+from clawbot.scheduling.streaming import StreamingTurns
 from clawbot.security.approvals import Approvals
 from clawbot.security.gate import ToolGate
 from clawbot.security.paused_rounds import PausedRound
@@ -156,6 +157,7 @@ class Clawbot:
                 CoordinatorNotes(),
                 ApprovalTurns(approvals),
                 *([VoiceReplies(settings, outbox)] if settings.tts_model else []),
+                StreamingTurns(),
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(

@@ -166,6 +166,9 @@ class ChannelConformance:
             model=conformance_model.model_string,
             retry_backoff=0,
             shell_unsandboxed="allow-host-access",  # no tool runs; where bwrap cannot run
+            # the checks read the messages a reply was sent as: a reply shown while it is
+            # written (edited in place) is checked by the streaming tests
+            streaming=False,
             _env_file=None,  # type: ignore[call-arg]
         ).model_copy(update=values)
         try:

@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 from pydantic_settings import (
@@ -181,6 +182,12 @@ class Settings(BaseSettings):
     dm_policies: Annotated[dict[str, DmPolicy], NoDecode] = Field(
         default_factory=dict, description="per-channel DM policy overrides, channel:policy"
     )
+    streaming: bool = Field(
+        default=True, description="show replies while they are written (on or off)"
+    )
+    streaming_channels: Annotated[dict[str, bool], NoDecode] = Field(
+        default_factory=dict, description="per-channel streaming overrides, channel:on|off"
+    )
 
     lane_main: int = Field(default=8, ge=1, description="concurrent turns of user messages")
     lane_subagent: int = Field(default=8, ge=1, description="concurrent subagent turns")
@@ -319,20 +326,23 @@ class Settings(BaseSettings):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
 
-    @field_validator("dm_policies", mode="before")
+    @field_validator("dm_policies", "streaming_channels", mode="before")
     @classmethod
-    def _split_policies(cls, value: Any) -> Any:
+    def _split_policies(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str):
             return value
+        example = (
+            "channel:policy (e.g. telegram:open,slack:allowlist)"
+            if info.field_name == "dm_policies"
+            else "channel:on or channel:off (e.g. telegram:on,slack:off)"
+        )
         policies: dict[str, str] = {}
         for item in value.split(","):
             if not item.strip():
                 continue
             channel, sep, policy = item.partition(":")
             if not sep or not channel.strip():
-                raise ValueError(
-                    f"{item.strip()!r} is not channel:policy (e.g. telegram:open,slack:allowlist)"
-                )
+                raise ValueError(f"{item.strip()!r} is not {example}")
             policies[channel.strip().lower()] = policy.strip().lower()
         return policies
 
@@ -378,6 +388,10 @@ class Settings(BaseSettings):
         if profile is None and name == DEFAULT_PROFILE:
             return RiskProfile(autonomy=self.autonomy)
         return profile
+
+    def streams(self, channel: str) -> bool:
+        """Whether replies in ``channel`` are shown while they are written."""
+        return self.streaming_channels.get(channel, self.streaming)
 
     def secret_values(self) -> list[str]:
         """Every secret setting's value, for log redaction."""

@@ -16,6 +16,10 @@ A scripted model may see images (``vision=True``: litellm's model info says so, 
 request's image blocks are in ``ModelRequest.images``) and transcribe audio as a
 speech-to-text model (``transcripts``, answered in order; ``transcriptions`` keeps what it
 heard): see ``clawbot.scripted_media``.
+
+A request with ``stream=True`` (a turn whose reply is shown while it is written) is answered
+as a stream of ``chunk_size`` characters a chunk; give the model a :class:`StreamPace` to let
+the chunks out one by one, when the test says, instead of all at once.
 """
 
 from __future__ import annotations
@@ -26,13 +30,12 @@ import itertools
 import json
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, SentMessage
-from clawbot.errors import InputError
-from clawbot.messages import Attachment, InboundMessage, OutboundFile, OutboundMessage
+from clawbot.channels.memory import ChatRules, MemoryChannel, Posted
+from clawbot.channels.pacer import VirtualClock
 from clawbot.providers import litellm_module
 from clawbot.runtime.llm import trusted_text
 from clawbot.scripted_media import (
@@ -45,9 +48,24 @@ from clawbot.scripted_media import (
     install_transcription,
     scripted_audio,
 )
-from clawbot.settings import Settings
+from clawbot.scripted_streams import StreamPace, chunk, text_chunks, tool_call_delta
 
 PROVIDER = "scripted"
+__all__ = [
+    "ChatRules",
+    "MemoryChannel",
+    "ModelRequest",
+    "Posted",
+    "ScriptedAnswer",
+    "ScriptedCall",
+    "ScriptedFailure",
+    "ScriptedModel",
+    "ScriptedUsage",
+    "StreamPace",
+    "VirtualClock",
+    "answer",
+    "call",
+]
 
 
 @dataclass(frozen=True)
@@ -63,15 +81,29 @@ def call(name: str, /, **arguments: Any) -> ScriptedCall:
 
 
 @dataclass(frozen=True)
+class ScriptedAnswer:
+    """Text and tool calls in one answer ("Let me look that up." and a call)."""
+
+    text: str
+    calls: tuple[ScriptedCall, ...]
+
+
+def answer(text: str, *calls: ScriptedCall) -> ScriptedAnswer:
+    return ScriptedAnswer(text=text, calls=calls)
+
+
+@dataclass(frozen=True)
 class ScriptedFailure:
     """A provider failure to raise instead of answering: ``rate_limit``, ``timeout``,
     ``server_error``, ``bad_request`` or ``context_length`` (the request was longer than
-    the model's input window, as litellm's ContextWindowExceededError says)."""
+    the model's input window, as litellm's ContextWindowExceededError says). A streamed
+    answer first sends ``partial`` (when given), then fails: the connection broke mid-way."""
 
     kind: str = "rate_limit"
+    partial: str = ""
 
 
-Step = str | ScriptedCall | list[ScriptedCall] | ScriptedFailure
+Step = str | ScriptedCall | list[ScriptedCall] | ScriptedAnswer | ScriptedFailure
 
 
 @dataclass(frozen=True)
@@ -93,6 +125,8 @@ class ModelRequest:
     model: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
+    streamed: bool = False
+    """The caller asked for the answer as a stream (``stream=True``)."""
 
     @property
     def tool_names(self) -> list[str]:
@@ -145,7 +179,9 @@ class ScriptedModel:
     When the script runs out it answers ``default_text``; as a speech model it answers
     :func:`scripted_audio` of the text, or fails as ``speech`` says. ``delay`` adds simulated model
     latency (in seconds) to every call; ``usage`` is what every response says the call
-    used (tokens and cost; none by default). Each request is kept in ``requests`` for assertions;
+    used (tokens and cost; none by default). A streamed answer comes ``chunk_size``
+    characters a chunk (a tool call in two chunks, its arguments cut in half), each chunk
+    waiting for ``pace`` when one is given. Each request is kept in ``requests`` for assertions;
     ``record=False`` keeps none, for long runs (load tests, benchmarks) that would otherwise
     hold every request, with its own copy of the tool schemas, in memory.
     """
@@ -157,6 +193,8 @@ class ScriptedModel:
     delay: float = 0.0
     usage: ScriptedUsage | None = None
     record: bool = True
+    chunk_size: int = 8
+    pace: StreamPace | None = None
     requests: list[ModelRequest] = field(default_factory=list)
     speech: ScriptedFailure | None = None
     """When set, every speech request fails this way (a speech provider that is down)."""
@@ -266,7 +304,7 @@ def _make_handler(litellm: Any) -> Any:
             awaited", so this returns one that starts nothing until it is awaited."""
             return Deferred(lambda: self._answer(kwargs))
 
-        async def _answer(self, kwargs: dict[str, Any]) -> Any:
+        def _request(self, kwargs: dict[str, Any]) -> tuple[ScriptedModel, ModelRequest]:
             model_name = kwargs["model"].split("/", 1)[-1]
             model = _models.get(model_name)
             if model is None:
@@ -280,7 +318,12 @@ def _make_handler(litellm: Any) -> Any:
                 model=kwargs["model"],
                 messages=json.loads(json.dumps(kwargs["messages"], default=str)),
                 tools=list(params.get("tools") or []),
+                streamed=bool(params.get("stream")),
             )
+            return model, request
+
+        async def _answer(self, kwargs: dict[str, Any]) -> Any:
+            model, request = self._request(kwargs)
             step = await model.respond(request)
             response = kwargs["model_response"]
             if isinstance(step, ScriptedFailure):
@@ -288,9 +331,8 @@ def _make_handler(litellm: Any) -> Any:
             if isinstance(step, str):
                 message = Message(content=step, role="assistant")
             else:
-                calls = [step] if isinstance(step, ScriptedCall) else step
                 message = Message(
-                    content=None,
+                    content=step.text if isinstance(step, ScriptedAnswer) else None,
                     role="assistant",
                     tool_calls=[
                         ChatCompletionMessageToolCall(
@@ -298,7 +340,7 @@ def _make_handler(litellm: Any) -> Any:
                             type="function",
                             function=Function(name=c.name, arguments=json.dumps(c.arguments)),
                         )
-                        for c in calls
+                        for c in _calls(step)
                     ],
                 )
             response.choices[0].message = message
@@ -317,6 +359,48 @@ def _make_handler(litellm: Any) -> Any:
                     response._hidden_params["response_cost"] = used.cost_usd
             return response
 
+        async def astreaming(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+            """The answer as a provider streams it: text in ``chunk_size`` pieces, each tool
+            call in two chunks, then a last chunk with the finish reason and the usage (a
+            provider-reported cost in it, when the script gives one, as OpenRouter does)."""
+            model, request = self._request(kwargs)
+            step = await model.respond(request)
+            pieces: list[tuple[str, dict[str, Any] | None]] = []
+            if isinstance(step, ScriptedFailure):
+                pieces = [(text, None) for text in text_chunks(step.partial, model.chunk_size)]
+            elif isinstance(step, str):
+                pieces = [(text, None) for text in text_chunks(step, model.chunk_size)]
+            else:
+                if isinstance(step, ScriptedAnswer):
+                    pieces = [(text, None) for text in text_chunks(step.text, model.chunk_size)]
+                for index, c in enumerate(_calls(step)):
+                    arguments = json.dumps(c.arguments)
+                    half = len(arguments) // 2
+                    pieces.append(
+                        ("", tool_call_delta(index, model.next_call_id(), c.name, arguments[:half]))
+                    )
+                    pieces.append(("", tool_call_delta(index, None, None, arguments[half:])))
+            for text, tool_use in pieces:
+                if model.pace is not None:
+                    await model.pace.next_chunk()
+                else:
+                    await asyncio.sleep(0)  # as a chunk from the network: others run between
+                yield chunk(text, tool_use=tool_use)
+            if isinstance(step, ScriptedFailure):
+                if model.pace is not None:
+                    await model.pace.next_chunk()
+                raise _failure(litellm, step, kwargs["model"])
+            used = model.usage or ScriptedUsage()
+            usage: dict[str, Any] = {
+                "prompt_tokens": used.prompt_tokens,
+                "completion_tokens": used.completion_tokens,
+                "total_tokens": used.prompt_tokens + used.completion_tokens,
+            }
+            if used.cost_usd is not None:
+                usage["cost"] = used.cost_usd
+            reason = "tool_calls" if not isinstance(step, str) and _calls(step) else "stop"
+            yield chunk("", finished=reason, usage=usage)
+
         def completion(self, *args: Any, **kwargs: Any) -> Any:
             raise litellm.BadRequestError(
                 message="the scripted model is async only: use litellm.acompletion",
@@ -325,6 +409,12 @@ def _make_handler(litellm: Any) -> Any:
             )
 
     return ScriptedHandler()
+
+
+def _calls(step: ScriptedCall | list[ScriptedCall] | ScriptedAnswer) -> list[ScriptedCall]:
+    if isinstance(step, ScriptedAnswer):
+        return list(step.calls)
+    return [step] if isinstance(step, ScriptedCall) else step
 
 
 def _failure(litellm: Any, failure: ScriptedFailure, model: str) -> Exception:
@@ -340,77 +430,3 @@ def _failure(litellm: Any, failure: ScriptedFailure, model: str) -> Exception:
             message="scripted: the request is longer than the context window", **common
         )
     return litellm.BadRequestError(message="scripted bad request", **common)  # type: ignore[no-any-return]
-
-
-class MemoryChannel(Adapter):
-    """An in-process channel: tests and benchmarks push InboundMessages in and read what
-    the outbox delivered from ``sent``."""
-
-    limits = ChannelLimits(max_upload_bytes=50 * 1024 * 1024, max_caption_chars=1024)
-
-    def __init__(self, name: str = "memory") -> None:
-        self.name = name
-        self.sent: list[OutboundMessage] = []
-        self.files: list[OutboundFile] = []
-        """Files the outbox delivered, in order (``sent`` holds the messages)."""
-        self.served: dict[str, bytes] = {}
-        """What ``fetch_attachment`` serves, by ref (a ref not here: gone, as on a platform)."""
-        self._on_message: InboundHandler | None = None
-        self._sent_more = asyncio.Event()
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> MemoryChannel:
-        return cls()
-
-    async def start(self, on_message: InboundHandler) -> None:
-        self._on_message = on_message
-
-    async def stop(self) -> None:
-        self._on_message = None
-
-    async def send(self, message: OutboundMessage) -> list[SentMessage]:
-        self.sent.append(message)
-        self._sent_more.set()
-        return [SentMessage(channel=self.name, chat_id=message.chat_id)]
-
-    async def send_file(self, file: OutboundFile) -> list[SentMessage]:
-        self.files.append(file)
-        self._sent_more.set()
-        return [SentMessage(channel=self.name, chat_id=file.chat_id)]
-
-    async def sent_when(self, wanted: Callable[[OutboundMessage], bool]) -> OutboundMessage:
-        """The first message sent (already or from now on) that ``wanted`` accepts: wait for
-        something a turn running in the background will send, such as an approval request."""
-        while True:
-            for message in self.sent:
-                if wanted(message):
-                    return message
-            self._sent_more.clear()
-            await self._sent_more.wait()
-
-    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
-        data = self.served.get(attachment.ref)
-        if data is None:
-            raise InputError(f"{attachment.name} is no longer on the {self.name} channel")
-        if len(data) > max_bytes:
-            raise InputError(f"{attachment.name} is over the {max_bytes}-byte limit")
-        return data
-
-    def attach(self, name: str, data: bytes, mime_type: str, **fields: Any) -> Attachment:
-        """A file this channel serves, as a message carries it (``fields``: ``duration``,
-        ``voice``)."""
-        ref = f"{self.name}-file-{len(self.served) + 1}"
-        self.served[ref] = data
-        return Attachment(name=name, mime_type=mime_type, size=len(data), ref=ref, **fields)
-
-    def message(
-        self, text: str, *, chat_id: str = "chat1", sender_id: str = "user1", **fields: Any
-    ) -> InboundMessage:
-        """An inbound message on this channel, with test-friendly defaults."""
-        return InboundMessage(
-            channel=self.name, chat_id=chat_id, sender_id=sender_id, text=text, **fields
-        )
-
-    @property
-    def texts(self) -> list[str]:
-        return [m.text for m in self.sent]

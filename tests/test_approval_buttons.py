@@ -112,6 +112,8 @@ async def running(
             "allowed_senders": [f"{harness.channel}:{OWNER}"],
             "allowed_groups": [f"{harness.channel}:{platform.group_id}"],
             "approvers": [f"{harness.channel}:{BOSS}"],
+            # these tests read the messages sent; streamed replies have tests of their own
+            "streaming": False,
             **updates,
         }
     )

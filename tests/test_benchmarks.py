@@ -20,6 +20,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["ratio end-to-end / bare", "relative to bare litellm", "clawbot --help"],
         ),
         (
+            "bench_streaming.py",
+            [
+                *["--replies", "1", "--token-ms", "1", "--reply-chars", "80", "--rounds", "1"],
+                *["--sessions", "3", "--turns", "2", "--calls", "5", "--model-ms", "1"],
+            ],
+            ["first token to first visible text", "preview calls per reply", "ratio on / off"],
+        ),
+        (
             "bench_scheduling.py",
             ["--sessions", "4", "--messages", "3"],
             ["burst:", "conversation:", "steer:", "scheduling adds"],

@@ -11,13 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .standins.openai_api import OpenAIStandin, Reply
-from .test_cli import CLAWBOT, environment
+from .test_cli import CLAWBOT, environment, run
 
 DEADLINE = 60.0
 
 
-Step = tuple[bytes, bytes | Callable[[], bool]]
-"""A line to type, then what to wait for: text the terminal shows, or a condition."""
+Step = tuple[bytes | Callable[[], None], bytes | Callable[[], bool]]
+"""A line to type (or something to do), then what to wait for: text the terminal shows, or a
+condition."""
 
 
 def typed_in_a_terminal(env: dict[str, str], cwd: Path, line: bytes, until: bytes) -> bytes:
@@ -37,7 +38,10 @@ def typed_steps(env: dict[str, str], cwd: Path, steps: list[Step]) -> bytes:
     shown = b""
     try:
         for line, until in steps:
-            os.write(main, line)
+            if callable(line):
+                line()
+            else:
+                os.write(main, line)
             deadline = time.monotonic() + DEADLINE
             while not (until() if callable(until) else until in shown):
                 wait = min(0.1, max(0.0, deadline - time.monotonic()))
@@ -101,3 +105,29 @@ def test_an_approval_is_answered_at_the_one_prompt(tmp_path: Path) -> None:
 
     assert b"Approved once: file_write" in shown
     assert (tmp_path / "home" / "workspace" / "a.md").read_text() == "hi"
+
+
+def test_a_reply_shows_in_a_terminal_while_it_is_written(tmp_path: Path) -> None:
+    first = "The first line is here.\nAnd the second "
+    with OpenAIStandin([{"held": [first, "line ends the reply."]}]).running() as standin:
+        shown = typed_steps(
+            environment(tmp_path / "home", standin),
+            tmp_path,
+            [
+                # shown while the model holds back the rest of its answer
+                (b"hi\r", b"The first line is here."),
+                (standin.go_on, b"line ends the reply."),
+            ],
+        )
+
+    assert standin.holding.is_set()
+    assert shown.index(b"The first line is here.") < shown.index(b"line ends the reply.")
+    assert standin.requests[0]["stream"] is True
+
+
+def test_piped_chat_prints_whole_replies_and_asks_for_no_stream(tmp_path: Path) -> None:
+    with OpenAIStandin(["One whole reply."]).running() as standin:
+        done = run(["chat"], b"hi\n", environment(tmp_path / "home", standin), tmp_path)
+
+    assert done.stdout.decode().splitlines() == ["One whole reply."]
+    assert not standin.requests[0].get("stream")

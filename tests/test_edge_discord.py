@@ -124,6 +124,8 @@ def bot_environment(discord: DiscordHarness, llm: OpenAIStandin, tmp_path: Path)
         CLAWBOT_DISCORD_TOKEN=BOT_TOKEN,
         CLAWBOT_DISCORD_API_BASE=discord.server.api_base,
         CLAWBOT_DM_POLICY="open",
+        # these tests count the messages sent; streamed replies have tests of their own
+        CLAWBOT_STREAMING="off",
         CLAWBOT_SHUTDOWN_TIMEOUT="5",
     )
 

@@ -155,6 +155,8 @@ def bot_environment(home: Path, slack: SlackHarness, model: OpenAIStandin) -> di
         "CLAWBOT_SLACK_BOT_TOKEN": standin.bot_token,
         "CLAWBOT_SLACK_API_BASE": standin.api_base,
         "CLAWBOT_DM_POLICY": "open",
+        # these tests count the messages sent; streamed replies have tests of their own
+        "CLAWBOT_STREAMING": "off",
         "CLAWBOT_SHUTDOWN_TIMEOUT": "10",
     }
     if slack.mode == "http":

@@ -125,6 +125,8 @@ def bot_environment(
 ) -> dict[str, str]:
     settings = {
         "CLAWBOT_DM_POLICY": "open",
+        # these tests count the messages sent; streamed replies have tests of their own
+        "CLAWBOT_STREAMING": "off",
         "CLAWBOT_TELEGRAM_TOKEN": harness.token,
         "CLAWBOT_TELEGRAM_API_BASE": f"{harness.server.url}/bot",
         "CLAWBOT_TELEGRAM_FILE_BASE": f"{harness.server.url}/file/bot",

@@ -120,7 +120,10 @@ async def world(
     platform: Platform = request.param
     harness = platform.harness()
     await harness.start()
-    bot_settings = settings.model_copy(update={"tts_model": scripted.model_string})
+    # (the spoken-reply tests read the messages sent; streamed replies have tests of their own)
+    bot_settings = settings.model_copy(
+        update={"tts_model": scripted.model_string, "streaming": False}
+    )
     try:
         async with await Clawbot.open(bot_settings) as bot:
             service = Service(bot, [harness.make_adapter()], shutdown_timeout=10)

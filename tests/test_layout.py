@@ -380,6 +380,7 @@ TOP = (
     "clawbot.app",
     "clawbot.testing",
     "clawbot.scripted_media",
+    "clawbot.scripted_streams",
     "clawbot.conformance",
     "clawbot.__main__",
     "clawbot.cli",

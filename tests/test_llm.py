@@ -11,9 +11,12 @@ import warnings
 import pytest
 
 from clawbot.app import Clawbot
+from clawbot.errors import ProviderError
+from clawbot.messages import ToolCallBlock
 from clawbot.providers import KNOWN_PROVIDER_KEYS, litellm_module, missing_credentials
-from clawbot.runtime.llm import reply_from_response
-from clawbot.testing import ScriptedModel, ScriptedUsage
+from clawbot.runtime.llm import ModelClient, reply_from_response
+from clawbot.runtime.text_stream import streaming_to
+from clawbot.testing import ScriptedFailure, ScriptedModel, ScriptedUsage, answer, call
 
 from .conftest import Chat
 
@@ -150,3 +153,87 @@ def test_a_scripted_answer_litellm_drops_unawaited_leaves_no_warning() -> None:
 
     assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == []
     assert model.requests == []
+
+
+class Sink:
+    """Keeps what a streamed call showed."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.ends: list[bool] = []
+
+    def on_text(self, text: str) -> None:
+        self.texts.append(text)
+
+    def on_call_end(self, tool_calls: bool) -> None:
+        self.ends.append(tool_calls)
+
+
+TOOL = {"type": "function", "function": {"name": "file_read", "parameters": {"type": "object"}}}
+ASK = [{"role": "user", "content": "hi"}]
+
+
+async def test_a_streamed_call_shows_its_text_as_it_grows_and_assembles_the_tool_calls(
+    scripted: ScriptedModel,
+) -> None:
+    scripted.chunk_size = 6
+    scripted.add(answer("Let me look.", call("file_read", path="notes.md", lines=[1, 2])))
+    sink = Sink()
+
+    with streaming_to(sink):
+        reply = await ModelClient().complete(scripted.model_string, ASK, [TOOL])
+
+    assert sink.texts == ["Let me", "Let me look."]
+    assert sink.ends == [True]
+    assert reply.text == "Let me look."
+    assert reply.tool_calls == (
+        ToolCallBlock(
+            id="call_1", name="file_read", arguments={"path": "notes.md", "lines": [1, 2]}
+        ),
+    )
+    assert scripted.requests[0].streamed
+
+
+async def test_a_streamed_call_keeps_its_usage_and_cost(scripted: ScriptedModel) -> None:
+    scripted.usage = ScriptedUsage(prompt_tokens=12, completion_tokens=3, cost_usd=0.002)
+    scripted.add("Hello.")
+
+    with streaming_to(Sink()):
+        reply = await ModelClient().complete(scripted.model_string, ASK)
+
+    assert reply.meta == {"usage": {"prompt_tokens": 12, "completion_tokens": 3}, "cost_usd": 0.002}
+
+
+async def test_a_stream_that_fails_before_its_first_chunk_is_retried(
+    scripted: ScriptedModel,
+) -> None:
+    scripted.add(ScriptedFailure("server_error"), "Second try.")
+
+    with streaming_to(Sink()):
+        reply = await ModelClient(backoff=0).complete(scripted.model_string, ASK)
+
+    assert reply.text == "Second try."
+    assert len(scripted.requests) == 2
+
+
+async def test_a_stream_that_breaks_after_its_first_chunk_is_not_retried(
+    scripted: ScriptedModel,
+) -> None:
+    # the person may have read the start: asking again would show a different answer
+    scripted.add(ScriptedFailure("server_error", partial="The first half"), "Second try.")
+    sink = Sink()
+
+    with streaming_to(sink), pytest.raises(ProviderError, match="in the middle of its answer"):
+        await ModelClient(backoff=0).complete(scripted.model_string, ASK)
+
+    assert sink.texts[-1] == "The first half"
+    assert len(scripted.requests) == 1
+
+
+async def test_a_call_without_a_sink_is_not_streamed(scripted: ScriptedModel) -> None:
+    scripted.add("Hello.")
+
+    reply = await ModelClient().complete(scripted.model_string, ASK)
+
+    assert reply.text == "Hello."
+    assert not scripted.requests[0].streamed

@@ -97,14 +97,19 @@ async def test_a_session_with_deliver_false_produces_no_platform_message(
 
 
 def test_only_the_outbox_calls_adapter_send() -> None:
-    """A structural check: no other core module calls an adapter's send()."""
+    """A structural check: no other core module calls an adapter's send(). The outbox does
+    it through the chats' pacers (and their live replies), which only the outbox makes."""
     import pathlib
     import re
 
     core = pathlib.Path(__file__).resolve().parent.parent / "clawbot"
-    callers = [
-        path.relative_to(core).as_posix()
-        for path in core.rglob("*.py")
-        if re.search(r"adapter\.send\(|\.send\(message\)", path.read_text())
-    ]
-    assert callers == ["channels/outbox.py"]
+
+    def files_with(pattern: str) -> list[str]:
+        return sorted(
+            path.relative_to(core).as_posix()
+            for path in core.rglob("*.py")
+            if re.search(pattern, path.read_text())
+        )
+
+    assert files_with(r"adapter\.send\(") == ["channels/pacer.py"]
+    assert files_with(r"\b(ChatPacer|LiveReply)\(") == ["channels/outbox.py"]

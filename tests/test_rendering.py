@@ -314,6 +314,23 @@ def test_render_parts_of_random_replies_fit_and_are_never_empty(markup: Markup) 
             assert len(part.text) <= limit and len(part.plain) <= limit
 
 
+@pytest.mark.parametrize("markup", MARKUPS)
+def test_each_parts_source_sent_alone_renders_to_that_part_again(markup: Markup) -> None:
+    # how the chat's pacer sends a long reply, and a live reply edits its messages, a part
+    # a call: each part's Markdown renders to exactly that part
+    rng = random.Random(11)
+    pieces = ["word", "<tag>", "a & b", "**bold**", "_it_", "`x<y`", "> quote\n", "\n- item", "😀"]
+    limits = ChannelLimits(
+        300, markup, length_unit="utf16" if markup == "telegram_html" else "chars"
+    )
+    for _ in range(20):
+        text = "\n\n".join(
+            " ".join(rng.choice(pieces) for _ in range(rng.randint(1, 80))) for _ in range(4)
+        )
+        for part in render_parts(text, limits):
+            assert render_parts(part.source, limits) == [part]
+
+
 def test_discord_long_reply_fills_its_first_message_before_cutting_a_long_paragraph() -> None:
     from adapters.discord.adapter import DiscordAdapter
 

@@ -142,6 +142,28 @@ def test_comma_separated_lists_are_accepted(monkeypatch: pytest.MonkeyPatch) -> 
     assert load_settings().allowed_senders == ["telegram:1", "slack:U2"]
 
 
+def test_streaming_is_on_unless_turned_off_and_a_channel_may_differ(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().streams("telegram")
+
+    monkeypatch.setenv("CLAWBOT_STREAMING", "off")
+    monkeypatch.setenv("CLAWBOT_STREAMING_CHANNELS", "Telegram:on, slack:off")
+    settings = load_settings()
+
+    assert (settings.streams("telegram"), settings.streams("slack")) == (True, False)
+    assert not settings.streams("discord")
+
+
+def test_a_streaming_override_without_its_channel_says_how_to_write_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CLAWBOT_STREAMING_CHANNELS", "telegram")
+
+    with pytest.raises(ConfigError, match="channel:on or channel:off"):
+        load_settings()
+
+
 def test_every_setting_is_documented_in_env_example() -> None:
     from clawbot.settings import Settings
 

@@ -4,12 +4,14 @@
 messages, catch-up cursors): what ``adapters/`` and third-party channels import, beside the
 foundation; ``harness`` is what a channel's test harness provides for the conformance
 suite (``clawbot.conformance``). ``outbox`` is the delivery gate (the only path to an
-adapter's ``send`` and ``send_file``), ``file_kinds`` tells from a file's first bytes how a
-chat should show it (a photo, a voice note, audio, a document), ``rendering`` turns
-Markdown into each platform's markup (a file's caption too), ``chunking`` cuts replies to a
-platform's size (used by ``rendering``), ``markdown_tree`` is the parse tree and the walk
-the markups share, and ``telegram_html``, ``slack_mrkdwn`` and ``discord_markdown`` are
-each platform's markup (used by ``rendering``).
+adapter's ``send`` and ``send_file``), through one ``pacer`` per chat (its platform's rate,
+``retry_after``) and, for a reply shown while it is written, a ``live_reply``; ``memory`` is
+the in-process channel of tests and benchmarks (``clawbot.testing``); ``file_kinds`` tells
+from a file's first bytes how a chat should show it (a photo, a voice note, audio, a
+document), ``rendering`` turns Markdown into each platform's markup (a file's caption too),
+``chunking`` cuts replies to a platform's size (used by ``rendering``), ``markdown_tree`` is
+the parse tree and the walk the markups share, and ``telegram_html``, ``slack_mrkdwn`` and
+``discord_markdown`` are each platform's markup (used by ``rendering``).
 
 Lowest of the stages: it imports only the foundation (``messages``, ``errors``,
 ``settings``, ``redaction``) and the records below the store (``routing.sessions``).
@@ -20,6 +22,9 @@ __all__ = [
     "file_kinds",
     "harness",
     "interface",
+    "live_reply",
+    "memory",
     "outbox",
+    "pacer",
     "rendering",
 ]

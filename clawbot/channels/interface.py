@@ -57,8 +57,9 @@ class ChannelLimits:
     """How the platform counts ``max_message_chars``: Python characters (code points) or
     UTF-16 code units (Telegram), where an emoji beyond U+FFFF counts twice."""
     message_interval: float = 0.0
-    """Seconds to leave between two calls that post to one chat (messages, edits, typing):
-    the platform's documented per-chat rate, which the chat's pacer keeps."""
+    """Seconds to leave between two calls that post to one chat (messages, edits, drafts):
+    the platform's documented per-chat rate, which the chat's pacer keeps. (A typing
+    indicator is sent only between them, while the chat is idle.)"""
     edit_interval: float = 0.0
     """Seconds to leave between two edits of one message while a reply streams; the
     pacer drops intermediate previews rather than queueing them."""
@@ -154,6 +155,13 @@ class Adapter(abc.ABC):
         Only for platforms that never redeliver (Discord); the dedup ledger drops anything
         handed over twice. Platforms that redeliver what was not acknowledged do nothing."""
         return 0
+
+    @property
+    def shows_live_replies(self) -> bool:
+        """Whether a reply can be shown while it is written: in a draft (``limits.drafts``)
+        or in a message edited as it grows (an adapter that implements ``edit`` and gives
+        the ids of what it sends)."""
+        return self.limits.drafts or type(self).edit is not Adapter.edit
 
     @property
     def supports_typing(self) -> bool:

@@ -10,6 +10,10 @@ subagent allowed to (``subagents.message``) posts to its root session's chat, un
 role's name; an approval request a subagent needs goes the same way, to its root's person.
 It is the only way text written in an internal session reaches a platform, and it still
 passes the same gate (as a message of the root session).
+
+Each chat has one pacer (``clawbot.channels.pacer``) that every call to it goes through:
+messages, edits, the live preview of a streaming reply (``clawbot.channels.live_reply``,
+opened here behind the same gate), approval requests and typing indicators.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from clawbot.channels.interface import Adapter, SentMessage
+from clawbot.channels.live_reply import LiveReply
+from clawbot.channels.pacer import ChatPacer, LoopClock, PacerClock
 from clawbot.errors import DeliveryError
 from clawbot.messages import (
     INTERNAL_CHANNEL,
@@ -47,11 +53,19 @@ class Delivery:
     error: str | None = None
 
 
+MAX_PACERS = 1024
+"""Pacers kept for chats that went quiet; past it, the idle ones are let go (an idle pacer,
+its intervals passed, knows nothing a new one would not)."""
+
+
 class Outbox:
     """Holds the connected adapters by channel name and gates every send."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: PacerClock | None = None) -> None:
         self._adapters: dict[str, Adapter] = {}
+        self._pacers: dict[tuple[str, str], ChatPacer] = {}
+        self.clock: PacerClock = clock or LoopClock()
+        """The pacers' time (a test's virtual clock keeps the intervals without waiting)."""
 
     def connect(self, adapter: Adapter) -> None:
         if adapter.name == INTERNAL_CHANNEL:
@@ -60,6 +74,43 @@ class Outbox:
 
     def disconnect(self, name: str) -> None:
         self._adapters.pop(name, None)
+        self._pacers = {key: p for key, p in self._pacers.items() if key[0] != name}
+
+    def pacer(self, adapter: Adapter, chat_id: str) -> ChatPacer:
+        """The one pacer of a chat, made at its first call."""
+        key = (adapter.name, chat_id)
+        pacer = self._pacers.get(key)
+        if pacer is None or pacer.adapter is not adapter:
+            if len(self._pacers) >= MAX_PACERS:
+                self._pacers = {k: p for k, p in self._pacers.items() if not p.idle}
+            pacer = self._pacers[key] = ChatPacer(adapter, chat_id, self.clock)
+        return pacer
+
+    def live_reply(self, template: OutboundMessage, *, chat_type: str) -> LiveReply | None:
+        """A reply to show while it is written, addressed as ``template`` (its text aside),
+        or None when it may not be (the gate) or cannot be (the channel shows none)."""
+        adapter = self._adapters.get(template.channel)
+        if not may_deliver(template) or adapter is None or not adapter.shows_live_replies:
+            return None
+        drafts = adapter.limits.drafts and chat_type == "dm"
+        return LiveReply(
+            self.pacer(adapter, template.chat_id),
+            template,
+            drafts=drafts,
+            redact=redactor.redact,
+        )
+
+    async def finish(self, live: LiveReply, text: str) -> Delivery:
+        """End a live reply with its final ``text``: the chat then shows exactly it."""
+        try:
+            parts = await live.finish(text)
+        except DeliveryError as exc:
+            log.error("delivery failed for session %s: %s", live.template.session_key, exc)
+            return Delivery(status="failed", error=str(exc))
+        except Exception as exc:
+            log.exception("delivery crashed for session %s", live.template.session_key)
+            return Delivery(status="failed", error=f"{type(exc).__name__}: {exc}")
+        return Delivery(status="sent", parts=tuple(parts))
 
     def adapter(self, name: str) -> Adapter | None:
         return self._adapters.get(name)
@@ -78,7 +129,7 @@ class Outbox:
             log.warning("masked a secret in a reply for session %s", message.session_key)
             message = message.model_copy(update={"text": masked})
         try:
-            parts = await adapter.send(message)
+            parts = await self.pacer(adapter, message.chat_id).send(message)
         except DeliveryError as exc:
             log.error("delivery failed for session %s: %s", message.session_key, exc)
             return Delivery(status="failed", error=str(exc))
@@ -103,7 +154,7 @@ class Outbox:
             log.warning("masked a secret in a file's caption for session %s", file.session_key)
             file = file.model_copy(update={"caption": masked})
         try:
-            parts = await adapter.send_file(file)
+            parts = await self.pacer(adapter, file.chat_id).send_file(file)
         except DeliveryError as exc:
             log.error("file delivery failed for session %s: %s", file.session_key, exc)
             return Delivery(status="failed", error=exc.message)
@@ -161,7 +212,7 @@ class Outbox:
             log.warning("could not update message %s: no %s adapter", message_id, root.channel)
             return False
         try:
-            await adapter.edit(edit)
+            await self.pacer(adapter, root.chat_id).edit(edit)
         except DeliveryError as exc:
             log.warning("could not update message %s in %s: %s", message_id, root.key, exc.message)
             return False
@@ -178,7 +229,4 @@ class Outbox:
             return
         adapter = self._adapters.get(channel)
         if adapter is not None:
-            try:
-                await adapter.send_typing(chat_id, thread_id)
-            except Exception as exc:  # a typing indicator is cosmetic; never fail a turn on it
-                log.debug("typing indicator failed on %s: %s", channel, exc)
+            await self.pacer(adapter, chat_id).typing(thread_id)

@@ -10,7 +10,7 @@ The tree and its walk are ``markdown_tree``; each platform's markup is a module 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
 from markdown_it.tree import SyntaxTreeNode
@@ -34,6 +34,9 @@ class RenderedPart:
     text: str
     plain: str
     markup: Markup
+    source: str = field(default="", compare=False)
+    """The Markdown the part was rendered from: sent alone, it renders to this one part
+    (how the chat's pacer sends a long reply one part a call)."""
 
 
 def render(markdown: str, markup: Markup) -> str:
@@ -111,7 +114,7 @@ def _render_fitting(chunk: str, markup: Markup, limit: int, out: list[RenderedPa
         return
     longest = max(len(text), len(plain))
     if longest <= limit:
-        out.append(RenderedPart(text=text, plain=plain, markup=markup))
+        out.append(RenderedPart(text=text, plain=plain, markup=markup, source=source))
     else:
         _split_and_render(chunk, longest, markup, limit, out)
 
@@ -123,7 +126,7 @@ def _as_written(source: str) -> RenderedPart:
     and an empty fence or a lone ``#`` renders nothing. Dropping such a chunk would lose a
     reply that was reported as sent, so it goes out as plain text instead."""
     text = source.strip()
-    return RenderedPart(text=text, plain=text, markup="plain")
+    return RenderedPart(text=text, plain=text, markup="plain", source=text)
 
 
 def _escape_growth(chunk: str, markup: Markup) -> int:

@@ -1,8 +1,9 @@
 """The runtime: one turn of one session.
 
 ``turn`` (``Runtime``) resolves the agent, builds the prompt and runs the tool loop;
-``llm`` is the litellm call and ``replies`` what a call produced (``ModelReply``, below the
-store); ``usage`` the tokens and cost each call used (below the store);
+``llm`` is the litellm call (streamed to a ``text_stream`` sink when a turn binds one) and
+``replies`` what a call produced (``ModelReply``, below the store); ``usage`` the tokens and
+cost each call used (below the store);
 ``transcripts`` the in-memory tails of the conversations; ``compaction`` the older part of
 a conversation summarized in its place; ``resolved_turn`` what a turn resolves to;
 ``tool_offer`` which tools a session may use (private); ``control`` what a turn is told
@@ -25,6 +26,7 @@ __all__ = [
     "replies",
     "resolved_turn",
     "speech",
+    "text_stream",
     "transcripts",
     "turn",
     "usage",

@@ -30,6 +30,7 @@ from clawbot.providers import litellm_module
 from clawbot.routing.sessions import Session
 from clawbot.runtime.llm import ModelClient
 from clawbot.runtime.replies import ModelReply
+from clawbot.runtime.text_stream import streaming_to
 from clawbot.runtime.transcripts import Transcript, TranscriptCache
 from clawbot.scheduling.backlog import shorten
 from clawbot.settings import Settings
@@ -235,7 +236,8 @@ class Compactor:
             {"role": "user", "content": self._material(model, live.summary, older)},
         ]
         try:
-            reply = await self.client.complete(model, request)
+            with streaming_to(None):  # a summary made mid-turn is not the turn's reply
+                reply = await self.client.complete(model, request)
         except ClawbotError as exc:
             raise CompactionError(f"the summary failed: {exc.message}") from None
         summary = reply.text.strip()

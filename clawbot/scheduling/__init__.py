@@ -3,8 +3,9 @@
 ``scheduler`` is the facade (``Scheduler``) and ``records`` what it hands out; ``jobs`` (the
 ``TurnJob`` record) and ``backlog`` (what a session's next turn drains) sit below the store;
 ``turns`` runs one turn and ``recovery`` takes jobs over at start-up (both also used by
-subagents' delegation). The rest is private: ``queues``, ``session_state``, ``context``,
-``delivery``, ``housekeeping``, ``outcomes``, ``hooks``.
+subagents' delegation); ``streaming`` is the turn plug-in that streams a turn's text to its
+live reply (bound in ``clawbot.app``). The rest is private: ``queues``, ``session_state``,
+``context``, ``delivery``, ``housekeeping``, ``outcomes``, ``hooks``.
 
 It never imports ``subagents`` (it calls them back through ``hooks``), ``commands``,
 ``routing``, ``app``, ``cli`` or ``adapters``; ``jobs`` and ``backlog`` import only the
@@ -17,5 +18,6 @@ __all__ = [
     "records",
     "recovery",
     "scheduler",
+    "streaming",
     "turns",
 ]

@@ -9,10 +9,12 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Literal
 
+from clawbot.channels.live_reply import LiveReply
 from clawbot.channels.outbox import Delivery, Outbox
 from clawbot.messages import OutboundMessage
 from clawbot.routing.sessions import Session
 from clawbot.scheduling.jobs import TurnJob
+from clawbot.settings import Settings
 from clawbot.store import Store
 
 log = logging.getLogger("clawbot.scheduler")
@@ -26,36 +28,46 @@ ReplyKind = Literal["reply", "notice", "error"]
 class Replies:
     """Addresses a session's messages through the outbox (the only way out)."""
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox, settings: Settings | None = None) -> None:
         self.outbox = outbox
+        self.settings = settings
 
     async def send(self, session: Session, text: str, job: TurnJob, *, kind: ReplyKind) -> Delivery:
         """Send ``job``'s one answer (a reply or a notice), keyed by the job: sent again by
         recovery, it carries the same idempotency key."""
-        return await self.outbox.deliver(
-            OutboundMessage(
-                channel=session.channel,
-                chat_id=session.chat_id,
-                thread_id=session.thread_id,
-                text=text,
-                reply_to_message_id=job.reply_to,  # DMs too: the adapter decides how to show it
-                session_key=session.key,
-                deliver=session.deliver,
-                kind=kind,
-                idempotency_key=job.id,
-            )
-        )
+        return await self.outbox.deliver(_addressed(session, text, job, kind))
+
+    def live(self, session: Session, job: TurnJob) -> LiveReply | None:
+        """A reply shown while it is written, where the settings and the channel allow one
+        (never for an internal session or one that does not deliver: the outbox's gate)."""
+        if self.settings is None or not self.settings.streams(session.channel):
+            return None
+        template = _addressed(session, "", job, "reply")
+        return self.outbox.live_reply(template, chat_type=session.chat_type)
+
+    async def finish(self, live: LiveReply, text: str) -> Delivery:
+        """The reply a live one showed, as it ended: the chat shows exactly ``text``."""
+        return await self.outbox.finish(live, text)
 
     def shows_typing(self, session: Session) -> bool:
         adapter = self.outbox.adapter(session.channel)
         return adapter is not None and adapter.supports_typing and session.deliver
 
     @contextlib.asynccontextmanager
-    async def typing(self, session: Session) -> AsyncIterator[None]:
+    async def typing(
+        self, session: Session, until: asyncio.Event | None = None
+    ) -> AsyncIterator[None]:
+        """A typing indicator, refreshed while the block runs, or ``until`` the event is
+        set (the reply's first text is in the chat)."""
+
         async def refresh() -> None:
-            while True:
+            while until is None or not until.is_set():
                 await self.outbox.typing(session.channel, session.chat_id, session.thread_id)
-                await asyncio.sleep(TYPING_REFRESH_SECONDS)
+                if until is None:
+                    await asyncio.sleep(TYPING_REFRESH_SECONDS)
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(until.wait(), TYPING_REFRESH_SECONDS)
 
         task = asyncio.create_task(refresh())
         try:
@@ -130,3 +142,17 @@ class ReplyMarks:
         self._flushing = None
         if not task.cancelled() and task.exception() is not None:
             log.error("could not record sent replies (retried later): %s", task.exception())
+
+
+def _addressed(session: Session, text: str, job: TurnJob, kind: ReplyKind) -> OutboundMessage:
+    return OutboundMessage(
+        channel=session.channel,
+        chat_id=session.chat_id,
+        thread_id=session.thread_id,
+        text=text,
+        reply_to_message_id=job.reply_to,  # DMs too: the adapter decides how to show it
+        session_key=session.key,
+        deliver=session.deliver,
+        kind=kind,
+        idempotency_key=job.id,
+    )

@@ -82,7 +82,7 @@ class Scheduler:
         self._start_lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._outcomes = Outcomes(loop=self._event_loop, closing=self._is_closing)
-        self._replies = Replies(outbox)
+        self._replies = Replies(outbox, settings)
         self._marks = ReplyMarks(store, loop=self._event_loop, closing=self._is_closing)
         self._queues = SessionQueues(
             settings=settings,

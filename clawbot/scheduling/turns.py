@@ -10,6 +10,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from clawbot.channels.live_reply import LiveReply
 from clawbot.clock import human_duration
 from clawbot.errors import LeaseLostError, MalformedMetaError, ShuttingDownError, StoreError
 from clawbot.messages import TranscriptEntry
@@ -22,6 +23,7 @@ from clawbot.scheduling.hooks import TurnEnds
 from clawbot.scheduling.notices import asked_of, deadline_notice, failure_notice
 from clawbot.scheduling.records import TurnOutcome
 from clawbot.scheduling.session_state import Run, SessionQueue
+from clawbot.scheduling.streaming import StreamingTurns
 from clawbot.settings import Settings
 from clawbot.store import Store
 from clawbot.subagents.records import ChildInfo
@@ -63,6 +65,9 @@ class TurnRunner:
         self._record_context = record_context
         self._tasks: set[asyncio.Task[None]] = set()
         self._unclosed: list[list[str]] = []  # failed jobs the store could not close yet
+        streaming = runtime.plugins.named("streaming")
+        self._streaming = streaming if isinstance(streaming, StreamingTurns) else None
+        """Streams a turn's text to its live reply (when the bot was assembled with it)."""
         self.ends: TurnEnds | None = None
         """Told when a child session's turn ended (bound by the subagents package)."""
 
@@ -151,22 +156,21 @@ class TurnRunner:
                 return TurnOutcome(job_id=job.id, status="deferred")
             log.info("session %s: resuming job %s after a crash", session.key, job.id)
         inputs = await self._inputs(run)
-        loop = self._loop()
-        deadline = loop.call_at(loop.time() + self._deadline(session), self._expire, run)
+        live = self.replies.live(session, job) if self._streaming is not None else None
         try:
-            if self.replies.shows_typing(session):
-                async with self.replies.typing(session):
-                    result = await self.runtime.run_turn(
-                        session, job.id, control=run, inputs=inputs
-                    )
-            else:
-                result = await self.runtime.run_turn(session, job.id, control=run, inputs=inputs)
-        finally:
-            deadline.cancel()
+            result = await self._run(run, inputs, live)
+        except BaseException:
+            await _stopped(live)  # /stop, the deadline, a crash: the preview says so
+            raise
         if result.status == "yielded":
+            await _stopped(live)
             await self._yielded(run, result, inputs)
             return None
-        delivery = await self.replies.send(session, result.reply, run.job, kind="reply")
+        if live is not None and result.status == "done":
+            delivery = await self.replies.finish(live, result.reply)
+        else:
+            await _stopped(live)
+            delivery = await self.replies.send(session, result.reply, run.job, kind="reply")
         if delivery.status == "failed":
             await self.store.jobs.mark_delivery_failed(job.id, delivery.error or "unknown")
         self.marks.mark(job.id)
@@ -191,6 +195,27 @@ class TurnRunner:
                 raise
             task.uncancel()
             log.info("session %s: what follows the reply was stopped", run.queue.key)
+
+    async def _run(
+        self, run: Run, inputs: Sequence[TranscriptEntry], live: LiveReply | None
+    ) -> TurnResult:
+        """The turn under its deadline, with a typing indicator until its first text shows
+        (the whole turn without a live reply), its model text streamed to ``live``."""
+        session, job = run.queue.session, run.job
+        loop = self._loop()
+        deadline = loop.call_at(loop.time() + self._deadline(session), self._expire, run)
+        try:
+            with contextlib.ExitStack() as streaming:
+                if live is not None and self._streaming is not None:
+                    streaming.enter_context(self._streaming.showing(job.id, live))
+                if self.replies.shows_typing(session):
+                    async with self.replies.typing(session, live.visible if live else None):
+                        return await self.runtime.run_turn(
+                            session, job.id, control=run, inputs=inputs
+                        )
+                return await self.runtime.run_turn(session, job.id, control=run, inputs=inputs)
+        finally:
+            deadline.cancel()
 
     async def _inputs(self, run: Run) -> Sequence[TranscriptEntry]:
         """The messages this turn answers, for what their meta carries (an announce's
@@ -329,3 +354,13 @@ class TurnRunner:
                 exc,
             )
             return []
+
+
+async def _stopped(live: LiveReply | None) -> None:
+    """Mark what a live reply showed as stopped; never fails the turn's ending."""
+    if live is None:
+        return
+    try:
+        await live.stop()
+    except Exception:
+        log.exception("could not mark a stopped reply in %s", live.template.session_key)

@@ -23,7 +23,9 @@ from typing import Any
 
 from aiohttp import web
 
-# text, {"tool_calls": [(name, args)...]}, {"status": 429}, or {"hang": True}: the request
+# text, {"tool_calls": [(name, args)...]}, {"status": 429}, {"held": [first, rest]} (streamed:
+# ``first``, then ``rest`` once ``go_on()`` is called; ``holding`` is set in between), or
+# {"hang": True}: the request
 # never gets an answer (``hung`` is set), to kill the client mid-call.
 Reply = str | dict[str, Any]
 EMBEDDING_DIMS = 32
@@ -42,7 +44,9 @@ class OpenAIStandin:
         self._runner: web.AppRunner | None = None
         self._ready = threading.Event()
         self.hung = threading.Event()
+        self.holding = threading.Event()
         self._release: asyncio.Event | None = None
+        self._go_on: asyncio.Event | None = None
         # Embeddings: the vector of the first entry whose words are all in a text, else one
         # of the text's hashed words (deterministic, without meaning); ``embedded`` is every
         # text asked for, ``embedding_status`` a status to fail every request with.
@@ -85,7 +89,7 @@ class OpenAIStandin:
             }
         )
 
-    async def _completions(self, request: web.Request) -> web.Response:
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
         reply: Reply
@@ -111,7 +115,10 @@ class OpenAIStandin:
                 headers={"retry-after": "0"},
             )
         message: dict[str, Any] = {"role": "assistant", "content": None}
-        if isinstance(reply, str):
+        held = reply.get("held") if isinstance(reply, dict) else None
+        if held:
+            message["content"] = "".join(held)
+        elif isinstance(reply, str):
             message["content"] = reply
         else:
             message["tool_calls"] = [
@@ -122,6 +129,8 @@ class OpenAIStandin:
                 }
                 for name, args in reply["tool_calls"]
             ]
+        if body.get("stream"):
+            return await self._stream(request, body, message, held[0] if held else None)
         return web.json_response(
             {
                 "id": f"chatcmpl-{next(self._ids)}",
@@ -139,10 +148,80 @@ class OpenAIStandin:
             }
         )
 
+    def go_on(self) -> None:
+        """Let a held stream send the rest of its answer."""
+        assert self._loop is not None and self._go_on is not None
+        self._loop.call_soon_threadsafe(self._go_on.set)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        message: dict[str, Any],
+        hold_after: str | None = None,
+    ) -> web.StreamResponse:
+        """The answer as OpenAI streams it (``stream: true``): server-sent events of
+        ``chat.completion.chunk``, the text a few characters a chunk and each tool call's
+        arguments in two, then the finish reason, the usage when ``stream_options`` asks for
+        it, and ``[DONE]``."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        ident, created = f"chatcmpl-{next(self._ids)}", int(time.time())
+
+        async def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> None:
+            chunk = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": body.get("model", "standin"),
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+        await event({"role": "assistant", "content": ""})
+        text = message["content"] or ""
+        pieces = [text] if hold_after is None else [hold_after, text[len(hold_after) :]]
+        for number, piece in enumerate(pieces):
+            if number:  # what was held back: once the test says
+                assert self._go_on is not None
+                self.holding.set()
+                await self._go_on.wait()
+            for start in range(0, len(piece), 8):
+                await event({"content": piece[start : start + 8]})
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            first = {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": arguments[:half]},
+            }
+            await event({"tool_calls": [{"index": index, **first}]})
+            await event(
+                {"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}
+            )
+        await event({}, "tool_calls" if message.get("tool_calls") else "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+            chunk = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": body.get("model", "standin"),
+                "choices": [],
+                "usage": usage,
+            }
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
     def _serve(self) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._release = asyncio.Event()
+        self._go_on = asyncio.Event()
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/chat/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._completions)
@@ -169,5 +248,7 @@ class OpenAIStandin:
         finally:
             assert self._loop is not None and self._release is not None
             self._loop.call_soon_threadsafe(self._release.set)
+            if self._go_on is not None:
+                self._loop.call_soon_threadsafe(self._go_on.set)
             self._loop.call_soon_threadsafe(self._loop.stop)
             thread.join(10)
