@@ -159,25 +159,15 @@ class Settings(BaseSettings):
     allowed_groups: Annotated[list[str], NoDecode] = Field(default_factory=list)
     group_require_mention: bool = True
     ignore_other_bots: bool = True
-    # images, voice and files people send: docs/media.md
-    attachment_max_bytes: int = Field(
-        default=20_000_000, ge=0, description="largest document or audio the bot downloads"
-    )
-    image_max_bytes: int = Field(
-        default=5_000_000, ge=0, description="largest image the bot downloads for a model"
-    )
-    attachments_per_message: int = Field(
-        default=10, ge=1, le=100, description="files one message may carry; more are refused"
-    )
-    images_per_request: int = Field(
-        default=4, ge=0, le=50, description="images of earlier messages a request shows again"
-    )
-    media_download_timeout: float = Field(
-        default=60.0, gt=0, le=3600, description="seconds one attachment's download may take"
-    )
-    transcription_model: str = Field(
-        default="", description="litellm speech-to-text model for voice notes; empty: none"
-    )
+    # images, voice and files people send (docs/media.md): the largest document or audio and
+    # the largest image downloaded, files one message may carry, images of earlier messages a
+    # request shows again, seconds a download may take, the speech-to-text model (empty: none)
+    attachment_max_bytes: int = Field(default=20_000_000, ge=0)
+    image_max_bytes: int = Field(default=5_000_000, ge=0)
+    attachments_per_message: int = Field(default=10, ge=1, le=100)
+    images_per_request: int = Field(default=4, ge=0, le=50)
+    media_download_timeout: float = Field(default=60.0, gt=0, le=3600)
+    transcription_model: str = ""
     shutdown_timeout: float = Field(default=20.0, gt=0)
     dm_policies: Annotated[dict[str, DmPolicy], NoDecode] = Field(
         default_factory=dict, description="per-channel DM policy overrides, channel:policy"
