@@ -71,7 +71,7 @@ class LineCounter:
 
 def is_framework(key: str) -> bool:
     """clawbot's own code, the scripted model (the stand-in for a provider) left out."""
-    return key.startswith("clawbot/") and not key.startswith("clawbot/testing.py")
+    return key.startswith("clawbot/") and not key.startswith("clawbot/testing/__init__.py")
 
 
 def name_of(filename: str, function: str) -> str:

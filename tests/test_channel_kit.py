@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from clawbot.channels.harness import PlatformHarness
-from clawbot.conformance import ChannelConformance, Platform
+from clawbot.testing.conformance import ChannelConformance, Platform
 from tests.echo_channel import ROOM, EchoHarness
 
 ECHO = Platform(
@@ -34,7 +34,7 @@ class TestEcho(ChannelConformance):
 
 
 THIRD_PARTY_TEST = """
-from clawbot.conformance import ChannelConformance, Platform
+from clawbot.testing.conformance import ChannelConformance, Platform
 from echo_channel import ROOM, EchoHarness
 
 

@@ -1,11 +1,11 @@
-"""The shipped conformance suite (clawbot/conformance.py) for every platform clawbot ships a
+"""The shipped conformance suite (clawbot/testing/conformance.py) for every platform clawbot ships a
 stand-in of: the real adapter against the stand-in in tests/standins/, through the whole
 pipeline. A channel in its own distribution runs the same suite the same way
 (docs/channels.md; tests/test_channel_kit.py proves it for a channel outside this list)."""
 
 from __future__ import annotations
 
-from clawbot.conformance import ChannelConformance, Platform
+from clawbot.testing.conformance import ChannelConformance, Platform
 from tests.standins.discord import GENERAL_CHANNEL_ID, DiscordHarness
 from tests.standins.slack import SlackHarness
 from tests.standins.telegram import DEFAULT_GROUP_ID, TelegramHarness

@@ -379,9 +379,6 @@ STAGES = (
 TOP = (
     "clawbot.app",
     "clawbot.testing",
-    "clawbot.scripted_media",
-    "clawbot.scripted_streams",
-    "clawbot.conformance",
     "clawbot.__main__",
     "clawbot.cli",
 )
@@ -410,12 +407,12 @@ def layer_of(module: str) -> tuple[int, str]:
         name = "foundation"
     elif module in RECORDS:
         name = "records"
+    elif module in TOP or ".".join(parts[:2]) in TOP:
+        name = "top"
     elif len(parts) == 2 and is_package(module) and module != "clawbot.store":
         name = "foundation"  # a package init imports nothing (checked below)
     elif parts[:2] == ["clawbot", "store"]:
         name = "store"
-    elif module in TOP or ".".join(parts[:2]) in TOP:
-        name = "top"
     elif len(parts) > 2 and parts[1] in STAGES:
         name = parts[1]
     else:
@@ -514,14 +511,19 @@ def platform_of(module: str) -> str | None:
     return parts[1] if is_package(".".join(parts[:2])) else parts[1].split("_")[0]
 
 
+FACADES = ("store", "testing")
+"""Packages whose init is their public face: the store's names its interface, the testing
+kit's is what a user's tests import (``from clawbot.testing import ScriptedModel``)."""
+
+
 def packages(root: Path = ROOT) -> dict[str, Path]:
-    """The subpackages of clawbot/ and adapters/ but the store: dotted name -> __init__.py."""
+    """The subpackages of clawbot/ and adapters/ but the facades: dotted name -> __init__.py."""
     inits = sorted((root / "clawbot").glob("*/__init__.py"))
     inits += sorted((root / "adapters").glob("*/__init__.py"))
     return {
         f"{init.parent.parent.name}.{init.parent.name}": init
         for init in inits
-        if init.parent.name != "store"
+        if init.parent.name not in FACADES
     }
 
 

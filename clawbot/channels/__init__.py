@@ -3,7 +3,7 @@
 ``interface`` is the adapter interface a channel implements (``Adapter``, its limits, sent
 messages, catch-up cursors): what ``adapters/`` and third-party channels import, beside the
 foundation; ``harness`` is what a channel's test harness provides for the conformance
-suite (``clawbot.conformance``). ``outbox`` is the delivery gate (the only path to an
+suite (``clawbot.testing.conformance``). ``outbox`` is the delivery gate (the only path to an
 adapter's ``send`` and ``send_file``), through one ``pacer`` per chat (its platform's rate,
 ``retry_after``) and, for a reply shown while it is written, a ``live_reply``; ``memory`` is
 the in-process channel of tests and benchmarks (``clawbot.testing``); ``file_kinds`` tells

@@ -1,6 +1,7 @@
 """What a channel's test harness provides, so the shipped conformance suite
-(``clawbot.conformance``) drives any adapter: a stand-in of the platform plus the real adapter
-pointed at it. Third-party channels implement it in their own tests (docs/channels.md)."""
+(``clawbot.testing.conformance``) drives any adapter: a stand-in of the platform plus the
+real adapter pointed at it. Third-party channels implement it in their own tests
+(docs/channels.md)."""
 
 from __future__ import annotations
 

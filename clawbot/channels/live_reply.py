@@ -153,7 +153,7 @@ class LiveReply:
                     break
             sent.append(self._sent(shown.message_id))
         for index, part in enumerate(parts[fresh:], start=fresh):
-            update: dict[str, object] = {"text": part.source}
+            update: dict[str, object] = {"text": part.source, **self._key(f"part{index}")}
             if index > 0:
                 update["reply_to_message_id"] = None
             sent.extend(await self.pacer.send(message.model_copy(update=update)))
@@ -267,13 +267,23 @@ class LiveReply:
         part = RenderedPart(text=text, plain=text, markup="plain", source=text)
         return _Step(0, part, f"draft:{self._draft_id}")
 
+    def _key(self, message: str) -> dict[str, object]:
+        """A key of its own for each message this reply posts on its own (a preview, a part
+        of the end): under the reply's key, a platform that keeps keys (Discord's nonce)
+        would take a second message for the first one again."""
+        key = self.template.idempotency_key
+        return {"idempotency_key": f"{key}:{message}"} if key else {}
+
     async def _show(self, step: _Step) -> None:
         if self.drafts:
             await self.pacer.draft(self._draft_id, step.part.source)
             self._draft = step.part.source
         elif step.edits is None:
             first = step.index == 0
-            update: dict[str, object] = {"text": step.part.source}
+            update: dict[str, object] = {
+                "text": step.part.source,
+                **self._key(f"preview{self._round}.{step.index}"),
+            }
             if not first:
                 update["reply_to_message_id"] = None
             (sent, *_) = await self.pacer.preview(self.template.model_copy(update=update))

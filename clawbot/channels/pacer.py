@@ -162,6 +162,13 @@ class ChatPacer:
                     "text": source,
                     "reply_to_message_id": message.reply_to_message_id if index == 0 else None,
                     "actions": message.actions if index == last else (),
+                    # each part a key of its own: under one, a platform that keeps keys
+                    # (Discord's nonce) would answer each later part with the first
+                    "idempotency_key": (
+                        f"{message.idempotency_key}:part{index}"
+                        if message.idempotency_key
+                        else None
+                    ),
                 }
             )
             for index, source in enumerate(sources)

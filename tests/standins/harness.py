@@ -1,5 +1,5 @@
 """The harness clawbot's own stand-ins fulfil: the shipped ``PlatformHarness`` (what the
-conformance suite in ``clawbot.conformance`` drives) plus buttons and private answers, for
+conformance suite in ``clawbot.testing.conformance`` drives) plus buttons and private answers, for
 tests/test_approval_buttons.py, files the bot uploads, for tests/test_files_out.py, and files
 people send, for tests/test_media_platforms.py."""
 

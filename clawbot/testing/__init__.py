@@ -15,7 +15,7 @@ request in ``speech_requests``.
 A scripted model may see images (``vision=True``: litellm's model info says so, and each
 request's image blocks are in ``ModelRequest.images``) and transcribe audio as a
 speech-to-text model (``transcripts``, answered in order; ``transcriptions`` keeps what it
-heard): see ``clawbot.scripted_media``.
+heard): see ``clawbot.testing.media``.
 
 A request with ``stream=True`` (a turn whose reply is shown while it is written) is answered
 as a stream of ``chunk_size`` characters a chunk; give the model a :class:`StreamPace` to let
@@ -38,7 +38,7 @@ from clawbot.channels.memory import ChatRules, MemoryChannel, Posted
 from clawbot.channels.pacer import VirtualClock
 from clawbot.providers import litellm_module
 from clawbot.runtime.llm import trusted_text
-from clawbot.scripted_media import (
+from clawbot.testing.media import (
     Deferred,
     SpeechRequest,
     TranscriptionRequest,
@@ -48,7 +48,7 @@ from clawbot.scripted_media import (
     install_transcription,
     scripted_audio,
 )
-from clawbot.scripted_streams import StreamPace, chunk, text_chunks, tool_call_delta
+from clawbot.testing.streams import StreamPace, chunk, text_chunks, tool_call_delta
 
 PROVIDER = "scripted"
 __all__ = [
