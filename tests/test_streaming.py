@@ -29,6 +29,9 @@ from clawbot.testing import (
 
 LIMITS = ChannelLimits(max_message_chars=500, message_interval=1.0, edit_interval=3.0)
 REPLY = "Streaming replies show up while the model is still writing them, then stay as written."
+FIRST_WORDS = "Streaming replies show"
+"""What the chat shows of REPLY once three chunks of 8 characters came (a word being written
+is held back)."""
 
 
 @pytest.fixture
@@ -74,12 +77,12 @@ async def test_a_reply_is_shown_as_it_is_written_and_ends_as_written(
     turn = asyncio.create_task(bot.router.handle(live.message("hi")))
 
     pace.allow(3)
-    await live.shows(lambda chat: chat.chat() != [])
-    shown_while_writing = live.chat()
+    await live.shows(lambda chat: chat.chat() == [FIRST_WORDS])
+    shown_while_writing, written = live.chat(), pace.chunks
     pace.release()
     await turn
 
-    assert shown_while_writing == ["Streaming replies show"]
+    assert (shown_while_writing, written) == ([FIRST_WORDS], 3)  # the rest not yet written
     assert live.chat() == [REPLY]
     assert len(live.sent) == 1
     assert scripted.requests[0].streamed
@@ -113,8 +116,11 @@ async def test_texts_written_while_the_chat_is_busy_are_dropped_not_queued(
     slow.took.set()
     await turn
 
-    assert len(slow.sent) == 1  # the first preview, then straight to the newest text
-    assert [e.text for e in slow.edits] == [REPLY]
+    # the first preview, then straight to the newest text (the whole of it held back but
+    # its last word, if the chat was free before the turn ended), none in between
+    newest = REPLY.rsplit(" ", 1)[0]
+    assert len(slow.sent) == 1
+    assert [e.text for e in slow.edits] in ([REPLY], [newest, REPLY])
     assert slow.chat() == [REPLY]
 
 
@@ -173,13 +179,13 @@ async def test_an_edit_refused_for_good_ends_with_the_reply_sent_once_as_a_new_m
     scripted.add(REPLY)
     turn = asyncio.create_task(bot.router.handle(live.message("hi")))
     pace.allow(3)
-    await live.shows(lambda chat: chat.chat() != [])
+    await live.shows(lambda chat: chat.chat() == [FIRST_WORDS])
 
     live.fail_edits = True  # say, the person deleted the preview
     pace.release()
     await turn
 
-    assert live.chat() == ["Streaming replies show", REPLY]
+    assert live.chat() == [FIRST_WORDS, REPLY]
     assert [m.text for m in live.sent].count(REPLY) == 1
 
 
@@ -189,12 +195,12 @@ async def test_stop_mid_stream_leaves_the_preview_marked_as_stopped(
     scripted.add(REPLY)
     turn = asyncio.create_task(bot.router.handle(live.message("hi")))
     pace.allow(3)
-    await live.shows(lambda chat: chat.chat() != [])
+    await live.shows(lambda chat: chat.chat() == [FIRST_WORDS])
 
     await bot.router.handle(live.message("/stop"))
     await turn
 
-    assert live.chat()[0] == "Streaming replies show" + STOPPED_MARK
+    assert live.chat()[0] == FIRST_WORDS + STOPPED_MARK
     assert not any("still writing" in text for text in sent_texts(live))
 
 
@@ -205,7 +211,7 @@ async def test_a_steer_mid_stream_leaves_the_preview_marked_and_the_next_turn_an
     scripted.add("Here is the answer to the newer message.")
     first = asyncio.create_task(bot.router.handle(live.message("read my notes")))
     pace.allow(3)
-    await live.shows(lambda chat: chat.chat() != [])
+    await live.shows(lambda chat: chat.chat() == ["Let me read the notes"])
 
     second = asyncio.create_task(bot.router.handle(live.message("no, answer this instead")))
     await asyncio.sleep(0)
@@ -320,7 +326,7 @@ async def test_a_turn_killed_mid_stream_is_answered_once_at_restart_and_its_prev
         await crashed.router.receive(live.message("hi"))
         assert held.pace is not None
         held.pace.allow(3)
-        await live.shows(lambda chat: chat.chat() != [])
+        await live.shows(lambda chat: chat.chat() == [FIRST_WORDS])
         await crashed.store.flush()
         try:
             restarted_settings = settings.model_copy(update={"model": answering.model_string})
@@ -337,8 +343,31 @@ async def test_a_turn_killed_mid_stream_is_answered_once_at_restart_and_its_prev
             await crashed.close()
 
     # the preview of the killed process stays as it was; the answer comes once, new
-    assert shown == ["Streaming replies show", "The whole answer, from the restarted bot."]
+    assert shown == [FIRST_WORDS, "The whole answer, from the restarted bot."]
     assert posted == 2
     assert [e.text for e in stored if e.role == "assistant"] == [
         "The whole answer, from the restarted bot."
     ]
+
+
+async def test_typing_shows_until_the_first_words_do(
+    bot: Clawbot,
+    clock: VirtualClock,
+    scripted: ScriptedModel,
+    pace: StreamPace,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("clawbot.scheduling.delivery.TYPING_REFRESH_SECONDS", 0)
+    live = connect_live(bot, clock, ChannelLimits(max_message_chars=500))  # no rate to wait on
+    scripted.chunk_size = 2  # the rest of the reply takes many chunks after the first words
+    scripted.add(REPLY)
+    turn = asyncio.create_task(bot.router.handle(live.message("hi")))
+    await live.shows(lambda chat: len(chat.typing) >= 3)  # typing while nothing shows
+
+    pace.allow(12)
+    await live.shows(lambda chat: chat.chat() != [])
+    typed = len(live.typing)
+    pace.release()
+    await turn
+
+    assert len(live.typing) <= typed + 1  # (one may have been on its way)

@@ -102,8 +102,6 @@ class LiveReply:
         self._closed = False
         self._calling = False
         self._task: asyncio.Task[None] | None = None
-        self.edits = 0
-        """Preview calls made (a first message, edits, drafts): for the benchmark."""
 
     # the sink the runtime streams to ---------------------------------------------------
 
@@ -295,7 +293,6 @@ class LiveReply:
             shown = self._messages[step.index]
             shown.part, shown.round, shown.done = step.part, self._round, False
         self._latest = step.index
-        self.edits += 1
         self.visible.set()
 
     def _edit(self, message_id: str, text: str) -> OutboundEdit:

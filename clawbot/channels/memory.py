@@ -163,6 +163,7 @@ class MemoryChannel(Adapter):
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         self.typing.append(chat_id)
+        self._sent_more.set()
 
     def _check(self, chat_id: str, edits: str | None, text: str) -> None:
         measure = utf16_length if self.limits.length_unit == "utf16" else len
