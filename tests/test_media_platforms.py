@@ -97,6 +97,8 @@ async def world(
             "allowed_senders": [f"{harness.channel}:{OWNER}"],
             "media_download_timeout": 0.5,
             "image_max_bytes": 4000,
+            # these tests read the replies as sent; streamed replies have tests of their own
+            "streaming": False,
         }
     )
     try:

@@ -321,6 +321,7 @@ async def test_sigterm_stops_a_running_bot_cleanly_and_promptly(tmp_path: Path) 
                 tmp_path / "home",
                 standin,
                 CLAWBOT_DM_POLICY="open",
+                CLAWBOT_STREAMING="off",  # the reply read as sent; streaming is tested apart
                 **_telegram_env(harness),
             )
             process = await asyncio.create_subprocess_exec(
