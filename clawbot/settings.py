@@ -53,6 +53,9 @@ class PeerGroup(BaseModel):
     agents: tuple[str, ...] = Field(min_length=1)
 
 
+UNPACED_PLATFORMS = frozenset({"telegram", "discord", "slack"})  # stream only when named
+
+
 class Settings(BaseSettings):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
@@ -172,9 +175,7 @@ class Settings(BaseSettings):
     dm_policies: Annotated[dict[str, DmPolicy], NoDecode] = Field(
         default_factory=dict, description="per-channel DM policy overrides, channel:policy"
     )
-    streaming: bool = Field(
-        default=True, description="show replies while they are written (on or off)"
-    )
+    streaming: bool = True  # show replies while they are written (on or off)
     streaming_channels: Annotated[dict[str, bool], NoDecode] = Field(
         default_factory=dict, description="per-channel streaming overrides, channel:on|off"
     )
@@ -380,8 +381,10 @@ class Settings(BaseSettings):
         return profile
 
     def streams(self, channel: str) -> bool:
-        """Whether replies in ``channel`` are shown while they are written."""
-        return self.streaming_channels.get(channel, self.streaming)
+        """Whether replies in ``channel`` show while they are written. The platforms stream
+        only when named in ``streaming_channels``, until their adapters keep edit rates."""
+        default = self.streaming and channel not in UNPACED_PLATFORMS
+        return self.streaming_channels.get(channel, default)
 
     def secret_values(self) -> list[str]:
         """Every secret setting's value, for log redaction."""
