@@ -4,7 +4,8 @@
 the option. Intake is our own (``adapters.telegram.intake``) rather than PTB's ``Updater``,
 which confirms an update to Telegram before it is stored; sending and the HTTP layer are PTB's.
 Its parts: ``inbound`` (updates into InboundMessages), ``sending`` (parts into ``sendMessage``
-calls), ``buttons``, ``setting_checks`` and ``redaction`` (the token kept out of the logs).
+calls), ``edits`` (``editMessageText`` and drafts), ``buttons``, ``setting_checks`` and
+``redaction`` (the token kept out of the logs).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from telegram import Bot, CallbackQuery, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, TelegramError
 
-from adapters.telegram.buttons import PressAnswers, edit_text, press_to_inbound
+from adapters.telegram.buttons import PressAnswers, press_to_inbound
+from adapters.telegram.edits import edit_text, one_part, send_draft_text
 from adapters.telegram.files import MAX_CAPTION_CHARS, MAX_UPLOAD_BYTES, send_file
 from adapters.telegram.inbound import BotIdentity, update_to_inbound
 from adapters.telegram.intake import BotApiRequest, PollingIntake, WebhookIntake
@@ -39,18 +41,28 @@ ALLOWED_UPDATES = ("message", "channel_post", "callback_query")
 POLL_TIMEOUT = 30
 """Seconds the Bot API holds a getUpdates call open (long polling)."""
 
+LIMITS = ChannelLimits(
+    max_message_chars=4096,
+    markup="telegram_html",
+    length_unit="utf16",
+    # The Bot FAQ: "avoid sending more than one message per second" in one chat ...
+    message_interval=1.0,
+    # ... and "not more than 20 messages per minute to the same group": a streamed preview
+    # edited once every 3 s stays within a group's budget on its own. One interval serves
+    # every chat, so a private chat's draft grows at that pace too.
+    edit_interval=3.0,
+    # sendMessageDraft (Bot API 9.3): a private chat shows a reply growing in a draft.
+    drafts=True,
+    max_upload_bytes=MAX_UPLOAD_BYTES,
+    max_caption_chars=MAX_CAPTION_CHARS,
+)
+
 
 class TelegramAdapter(Adapter):
     """Telegram through python-telegram-bot, pointed at ``settings.telegram_api_base``."""
 
     name = CHANNEL
-    limits = ChannelLimits(
-        max_message_chars=4096,
-        markup="telegram_html",
-        length_unit="utf16",
-        max_upload_bytes=MAX_UPLOAD_BYTES,
-        max_caption_chars=MAX_CAPTION_CHARS,
-    )
+    limits = LIMITS
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -252,9 +264,11 @@ class TelegramAdapter(Adapter):
                     scrub=self._scrub,
                 )
             except DeliveryError as exc:
-                if sent:
-                    exc.message += f" (after {len(sent)} of {len(parts)} parts were delivered)"
-                raise
+                if not sent:
+                    raise  # nothing was posted: a RateLimitedError may be sent again whole
+                raise DeliveryError(
+                    f"{exc.message} (after {len(sent)} of {len(parts)} parts were delivered)"
+                ) from None
             sent.append(SentMessage(CHANNEL, message.chat_id, str(result.message_id)))
         return sent
 
@@ -264,9 +278,16 @@ class TelegramAdapter(Adapter):
         return [SentMessage(CHANNEL, file.chat_id, str(result.message_id))]
 
     async def edit(self, edit: OutboundEdit) -> None:
-        """``editMessageText`` of the part that carried the buttons (see ``edit_text``)."""
-        part = render_parts(edit.text, self.limits)[-1]
+        """``editMessageText`` to a text that fits one message, without buttons; raises
+        ``RateLimitedError`` under flood control (see ``adapters.telegram.edits``)."""
+        part = one_part(edit.text, self.limits, "an edit")
         await edit_text(self._bot(), edit, part, api_chat_id(edit.chat_id), scrub=self._scrub)
+
+    async def send_draft(self, chat_id: str, draft_id: int, text: str) -> None:
+        """``sendMessageDraft``: ``text`` rendered as a message is, in a private chat;
+        raises ``RateLimitedError`` under flood control, ``DeliveryError`` in a group."""
+        part = one_part(text, self.limits, "a draft")
+        await send_draft_text(self._bot(), chat_id, draft_id, part, scrub=self._scrub)
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Best effort: a failed typing indicator must never fail the turn."""

@@ -4,8 +4,8 @@ as the command it stands for, from the presser, in the chat the button is in.
 Pressing a button is the same as the presser typing its command, so who may press it is
 checked by the router like any command. Telegram caps ``callback_data`` at 64 bytes; an action
 whose command is longer gets no button (its command is in the message text anyway). Once
-answered, the message is rewritten with ``editMessageText``, which drops the keyboard when it
-is given no ``reply_markup``.
+answered, the message is rewritten with ``editMessageText`` (``adapters.telegram.edits``),
+which drops the keyboard when it is given no ``reply_markup``.
 
 A press is answered (``answerCallbackQuery``: the button stops spinning) once its command was
 handled, and only once: with an alert shown to the presser alone when the command's answer is
@@ -19,12 +19,9 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
-from telegram.constants import ParseMode
-from telegram.error import BadRequest, TelegramError
+from telegram.error import TelegramError
 
-from clawbot.channels.rendering import RenderedPart
-from clawbot.errors import DeliveryError
-from clawbot.messages import Action, ChatType, InboundMessage, OutboundEdit, OutboundMessage
+from clawbot.messages import Action, ChatType, InboundMessage, OutboundMessage
 
 log = logging.getLogger("adapters.telegram")
 
@@ -118,39 +115,3 @@ class PressAnswers:
             log.info("telegram: answering a button press failed: %s", self._scrub(str(exc)))
             return False
         return True
-
-
-async def edit_text(
-    bot: Bot,
-    edit: OutboundEdit,
-    part: RenderedPart,
-    chat_id: int | str,
-    *,
-    scrub: Callable[[str], str],
-) -> None:
-    """Rewrite the message ``edit`` names to ``part``, its keyboard gone; plain text when
-    Telegram refuses the HTML. "Message is not modified" means it shows this already, which
-    is what was wanted. ``DeliveryError`` (its reason passed through ``scrub``, which masks
-    the token) for any other refusal."""
-    formatted = part.markup == "telegram_html"
-    try:
-        for plain in (False, True) if formatted else (True,):
-            try:
-                await bot.edit_message_text(
-                    chat_id=chat_id,
-                    message_id=int(edit.message_id),
-                    text=part.plain if plain and formatted else part.text,
-                    parse_mode=None if plain else ParseMode.HTML,
-                )
-                return
-            except BadRequest as exc:
-                reason = exc.message.lower()
-                if "message is not modified" in reason:
-                    return
-                if plain or "parse entities" not in reason:
-                    raise
-    except TelegramError as exc:
-        raise DeliveryError(
-            f"telegram could not edit message {edit.message_id} in chat {edit.chat_id}: "
-            f"{scrub(exc.message)}"
-        ) from None

@@ -22,8 +22,8 @@ from adapters.telegram.sending import (
     MAX_RETRY_AFTER,
     MAX_SEND_ATTEMPTS,
     _is_parse_error,
-    _rate_limit_wait,
     api_chat_id,
+    flood_wait,
 )
 from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.rendering import RenderedPart, render_caption
@@ -86,7 +86,7 @@ async def send_file(
                 continue
             raise _refused(file, scrub(exc.message)) from None
         except TelegramError as exc:
-            wait = _rate_limit_wait(exc)
+            wait = flood_wait(exc)
             if wait is None:
                 raise _refused(file, scrub(exc.message)) from None
             if wait > MAX_RETRY_AFTER:

@@ -1,5 +1,10 @@
 """Sending to Telegram: one rendered part as ``sendMessage`` arguments, and the send of a
 part that falls back to plain text when Telegram rejects the HTML and waits out rate limits.
+
+python-telegram-bot does not wait out flood control itself (only with its optional
+``AIORateLimiter``, which clawbot does not use: the chat's pacer keeps Telegram's pace), so
+``send_part`` does: a part of a reply is sent again after the ``retry_after`` Telegram asked
+for, up to ``MAX_RETRY_AFTER``; a longer wait is raised as ``RateLimitedError``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 
 from adapters.telegram.buttons import keyboard
 from clawbot.channels.rendering import RenderedPart
-from clawbot.errors import DeliveryError
+from clawbot.errors import DeliveryError, RateLimitedError
 from clawbot.messages import OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -75,7 +80,7 @@ def _is_parse_error(exc: TelegramError) -> bool:
     return "parse entities" in exc.message.lower()
 
 
-def _rate_limit_wait(exc: TelegramError) -> float | None:
+def flood_wait(exc: TelegramError) -> float | None:
     """Seconds Telegram asked us to wait, or None if this is not a rate limit.
 
     PTB raises RetryAfter only for a truthy ``retry_after``; a 429 with ``retry_after: 0``
@@ -121,11 +126,14 @@ async def send_part(
                 continue
             raise delivery_error(message, exc, scrub) from None
         except TelegramError as exc:
-            wait = _rate_limit_wait(exc)
+            wait = flood_wait(exc)
             if wait is None:
                 raise delivery_error(message, exc, scrub) from None
             if wait > MAX_RETRY_AFTER:
-                raise delivery_error(message, exc, scrub, f"rate limited for {wait:.0f}s") from None
+                raise RateLimitedError(
+                    f"telegram asked to wait {wait:g} s before posting to chat {message.chat_id}",
+                    wait,
+                ) from None
             log.info("telegram: rate limited in chat %s; retrying in %.1fs", message.chat_id, wait)
             await asyncio.sleep(wait)
     raise delivery_error(message, None, scrub, f"still failing after {MAX_SEND_ATTEMPTS} tries")

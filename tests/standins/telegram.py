@@ -17,8 +17,18 @@ spins in the user's app until the bot calls ``answerCallbackQuery`` for that que
 second answer, or an unknown id, is refused as Telegram refuses it); an answer's ``text`` (at
 most 200 characters) is shown to the presser alone, as an alert with ``show_alert``.
 ``editMessageText`` rewrites a message the bot sent (dropping its keyboard unless given one)
-and refuses, as Telegram does, a message that is gone and an edit that changes nothing
-("message is not modified").
+and refuses, as Telegram does, a message that is gone, an edit that changes nothing ("message
+is not modified") and a text over 4096 UTF-16 units ("MESSAGE_TOO_LONG").
+
+Drafts (Bot API 9.3's ``sendMessageDraft``): a private chat shows the draft's text as it grows,
+for 30 seconds after its last change or until the bot sends the chat a message; any other
+chat refuses it ("TEXTDRAFT_PEER_INVALID").
+
+Flood control (:data:`TELEGRAM_RATES`, on by default): messages, edits and drafts to one chat
+draw from one per-chat budget, and in a group messages and edits also from the group's
+per-minute one; a call over budget is answered 429 with ``parameters.retry_after`` in whole
+seconds. ``book`` counts each chat's messages, edits, drafts and refusals, and the calls that
+did not wait as long as asked; ``chat_shows`` is what a chat shows in the end.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from aiohttp import web
 
 from clawbot.channels.harness import SentRecord
 from clawbot.channels.interface import Adapter
+from tests.standins.rate_rules import Limit, RateBook, SlidingWindow, TokenBucket
 
 from .telegram_uploads import TelegramUploads, Upload
 from .uploads import ReceivedFile
@@ -57,6 +68,37 @@ CONFLICT_OTHER_POLL = (
     "Conflict: terminated by other getUpdates request; "
     "make sure that only one bot instance is running"
 )
+
+MAX_TEXT_UNITS = 4096
+"""The Bot API's limit on a message's text after entities parsing, in UTF-16 code units."""
+DRAFT_SECONDS = 30.0
+"""sendMessageDraft: "the streamed draft is ephemeral and acts as a temporary 30-second
+preview" until the bot sends the message itself."""
+
+
+PER_CHAT = TokenBucket(per_second=1.0, burst=3)
+PER_GROUP = SlidingWindow(limit=20, seconds=60.0)
+
+
+@dataclass(frozen=True)
+class TelegramRates:
+    """Telegram's flood limits for one bot, from the Bot FAQ ("My bot is hitting limits, how
+    do I avoid this?", core.telegram.org/bots/faq): "When sending messages inside a particular
+    chat, avoid sending more than one message per second. We may allow short bursts that go
+    over this limit, but eventually you'll begin receiving 429 errors." and "your bot will not
+    be able to send more than 20 messages per minute to the same group."
+
+    ``per_chat`` (1 a second, bursts of 3) counts sendMessage, editMessageText and
+    sendMessageDraft (the Bot API names no separate rate for drafts); ``per_group`` (20 in
+    any 60 s) counts a group's messages and edits: edits are not messages in the FAQ's
+    words, but peers report most of their flood waits coming from streamed edits, so the
+    stand-in takes the strict reading."""
+
+    per_chat: Limit = PER_CHAT
+    per_group: Limit = PER_GROUP
+
+
+TELEGRAM_RATES = TelegramRates()
 
 CallObserver = Callable[[str, dict[str, Any]], None]
 ResultObserver = Callable[[str, dict[str, Any], Any], None]
@@ -92,62 +134,104 @@ class ApiError(Exception):
         self.parameters = parameters
 
 
+_ENTITY_TYPES = {
+    "b": "bold",
+    "strong": "bold",
+    "i": "italic",
+    "em": "italic",
+    "u": "underline",
+    "ins": "underline",
+    "s": "strikethrough",
+    "strike": "strikethrough",
+    "del": "strikethrough",
+    "span": "spoiler",
+    "tg-spoiler": "spoiler",
+    "a": "text_link",
+    "tg-emoji": "custom_emoji",
+    "code": "code",
+    "pre": "pre",
+    "blockquote": "blockquote",
+}
+
+
 class _EntityParser(HTMLParser):
-    """Checks Telegram-HTML the way the Bot API does and returns the visible text."""
+    """Checks Telegram-HTML the way the Bot API does; gathers the visible text and its
+    entities (offsets and lengths in UTF-16 code units, as the Bot API gives them)."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=False)
-        self.stack: list[str] = []
+        self.stack: list[tuple[str, int, str | None]] = []
         self.visible: list[str] = []
+        self.units = 0
+        self.entities: list[dict[str, Any]] = []
         self.error: str | None = None
 
     def _fail(self, reason: str) -> None:
         if self.error is None:
             self.error = reason
 
+    def _show(self, text: str) -> None:
+        self.visible.append(text)
+        self.units += _utf16_len(text)
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag not in _ALLOWED_TAGS:
             self._fail(f'Unsupported start tag "{tag}"')
-        self.stack.append(tag)
+        self.stack.append((tag, self.units, dict(attrs).get("href")))
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._fail(f'Unsupported start tag "{tag}"')
 
     def handle_endtag(self, tag: str) -> None:
-        if not self.stack or self.stack[-1] != tag:
+        if not self.stack or self.stack[-1][0] != tag:
             self._fail(f'Unexpected end tag "{tag}"')
             return
-        self.stack.pop()
+        _, start, href = self.stack.pop()
+        if self.units > start and tag in _ENTITY_TYPES:
+            entity: dict[str, Any] = {
+                "type": _ENTITY_TYPES[tag],
+                "offset": start,
+                "length": self.units - start,
+            }
+            if href is not None:
+                entity["url"] = href
+            self.entities.append(entity)
 
     def handle_data(self, data: str) -> None:
         if "<" in data:
             self._fail("Unsupported start tag")
-        self.visible.append(data)
+        self._show(data)
 
     def handle_entityref(self, name: str) -> None:
         known = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
         if name not in known:
             self._fail(f'Unsupported HTML entity "&{name};"')
-        self.visible.append(known.get(name, ""))
+        self._show(known.get(name, ""))
 
     def handle_charref(self, name: str) -> None:
         try:
             code = int(name[1:], 16) if name[:1] in "xX" else int(name)
-            self.visible.append(chr(code))
+            self._show(chr(code))
         except ValueError:
             self._fail(f'Unsupported HTML entity "&#{name};"')
 
 
 def parse_telegram_html(text: str) -> str:
     """The visible text of a parse_mode=HTML message, or ApiError 400 as Telegram words it."""
+    return telegram_html(text)[0]
+
+
+def telegram_html(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """The visible text and entities of a parse_mode=HTML message, or ApiError 400."""
     parser = _EntityParser()
     parser.feed(text)
     parser.close()
     if parser.error is None and parser.stack:
-        parser.error = f'Can\'t find end tag corresponding to start tag "{parser.stack[-1]}"'
+        parser.error = f'Can\'t find end tag corresponding to start tag "{parser.stack[-1][0]}"'
     if parser.error is not None:
         raise ApiError(400, f"Bad Request: can't parse entities: {parser.error}")
-    return "".join(parser.visible)
+    entities = sorted(parser.entities, key=lambda e: (e["offset"], -e["length"]))
+    return "".join(parser.visible), entities
 
 
 def _utf16_len(text: str) -> int:
@@ -239,6 +323,10 @@ class TelegramStandIn:
         """(query id, text, show_alert) of each answer that showed the presser a text."""
         self.edits: list[tuple[int, int]] = []
         """(chat id, message id) of each message the bot edited, in order."""
+        self.rates = TELEGRAM_RATES
+        self.book = RateBook(resolution=1.0)  # Telegram's retry_after is whole seconds
+        self.drafts: dict[int, tuple[int, str, float]] = {}
+        """Per private chat, the draft it shows: (draft id, text, when it last changed)."""
         self.port = 0
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(100)
@@ -436,6 +524,38 @@ class TelegramStandIn:
                 return web.Response(body=stored.content)
         return web.Response(status=404)
 
+    # flood control and what a chat shows
+
+    def _flood_check(self, chat_id: int, *, group_budget: bool = True) -> None:
+        """Telegram's answer to a call over the chat's budget: 429 with ``retry_after``."""
+        chat = str(chat_id)
+        limits: list[tuple[str, Limit]] = [(chat, self.rates.per_chat)]
+        if chat_id < 0 and group_budget:
+            limits.append((chat, self.rates.per_group))
+        refusal = self.book.admit(chat, limits)
+        if refusal is not None:
+            wait = int(refusal.retry_after) if refusal.retry_after.is_integer() else None
+            seconds = wait if wait is not None else refusal.retry_after
+            raise ApiError(
+                429, f"Too Many Requests: retry after {seconds:g}", {"retry_after": seconds}
+            )
+
+    def chat_shows(self, chat_id: int) -> list[str]:
+        """The texts of the bot's messages in a chat, oldest first, as they show now."""
+        bot_id = self.bot_user["id"]
+        return [
+            message["text"]
+            for (cid, _), message in sorted(self.messages.items())
+            if cid == chat_id and message.get("from", {}).get("id") == bot_id
+        ]
+
+    def draft_shown(self, chat_id: int) -> str | None:
+        """The draft a private chat shows now, if any."""
+        draft = self.drafts.get(chat_id)
+        if draft is None or self.book.clock() - draft[2] > DRAFT_SECONDS:
+            return None
+        return draft[1]
+
     # Bot API methods
 
     async def _m_getme(self, params: dict[str, Any]) -> Any:
@@ -542,6 +662,7 @@ class TelegramStandIn:
                     {"retry_after": retry_after},
                 )
             raise ApiError(status, "Internal Server Error")
+        self._flood_check(int(params["chat_id"]))
         text = str(params.get("text", ""))
         parse_mode = params.get("parse_mode")
         formatted = bool(parse_mode)
@@ -551,13 +672,11 @@ class TelegramStandIn:
                 400,
                 'Bad Request: can\'t parse entities: Unsupported start tag "x" at byte offset 0',
             )
-        if formatted and str(parse_mode).upper() == "HTML":
-            visible = parse_telegram_html(text)
-        else:
-            visible = text
+        html = formatted and str(parse_mode).upper() == "HTML"
+        visible, entities = telegram_html(text) if html else (text, [])
         if not visible.strip():
             raise ApiError(400, "Bad Request: message text is empty")
-        if _utf16_len(visible) > 4096:
+        if _utf16_len(visible) > MAX_TEXT_UNITS:
             raise ApiError(400, "Bad Request: message is too long")
         markup = params.get("reply_markup")
         if markup is not None:
@@ -571,6 +690,8 @@ class TelegramStandIn:
             "date": int(time.time()),
             "text": visible,
         }
+        if entities:
+            message["entities"] = entities
         if markup is not None:
             message["reply_markup"] = markup
         thread = params.get("message_thread_id")
@@ -581,6 +702,8 @@ class TelegramStandIn:
         if isinstance(reply, dict) and (chat_id, reply.get("message_id")) in self.messages:
             message["reply_to_message"] = self.messages[(chat_id, reply["message_id"])]
         self.store_message(message)
+        self.drafts.pop(chat_id, None)  # the message takes the draft's place
+        self.book.record(str(chat_id), "message")
         self.sent.append(
             SentRecord(
                 chat_id=str(chat_id),
@@ -596,26 +719,34 @@ class TelegramStandIn:
 
     async def _m_editmessagetext(self, params: dict[str, Any]) -> Any:
         """As Telegram: only the bot's own message that still exists; a new text that shows
-        what the message shows already is refused; no ``reply_markup`` drops the keyboard."""
+        what the message shows already (its text, entities and keyboard) is refused; no
+        ``reply_markup`` drops the keyboard."""
         chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
         message = self.messages.get((chat_id, message_id))
         if message is None:
             raise ApiError(400, "Bad Request: message to edit not found")
         if message.get("from", {}).get("id") != self.bot_user["id"]:
             raise ApiError(400, "Bad Request: message can't be edited")
+        self._flood_check(chat_id)
         text = str(params.get("text", ""))
         parse_mode = params.get("parse_mode")
         if parse_mode and self.reject_formatting:
             self.reject_formatting -= 1
             raise ApiError(400, "Bad Request: can't parse entities: Unsupported start tag")
         html = bool(parse_mode) and str(parse_mode).upper() == "HTML"
-        visible = parse_telegram_html(text) if html else text
+        visible, entities = telegram_html(text) if html else (text, [])
         if not visible.strip():
             raise ApiError(400, "Bad Request: message text is empty")
+        if _utf16_len(visible) > MAX_TEXT_UNITS:
+            raise ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
         markup = params.get("reply_markup")
         if markup is not None:
             _check_inline_keyboard(markup)
-        if visible == message["text"] and markup == message.get("reply_markup"):
+        if (visible, entities, markup) == (
+            message["text"],
+            message.get("entities", []),
+            message.get("reply_markup"),
+        ):
             raise ApiError(
                 400,
                 "Bad Request: message is not modified: specified new message content and reply"
@@ -623,13 +754,43 @@ class TelegramStandIn:
             )
         message["text"] = visible
         message["edit_date"] = int(time.time())
+        if entities:
+            message["entities"] = entities
+        else:
+            message.pop("entities", None)
         if markup is None:
             message.pop("reply_markup", None)
         else:
             message["reply_markup"] = markup
         self.edits.append((chat_id, message_id))
+        self.book.record(str(chat_id), "edit")
         await self._notify()
         return message
+
+    async def _m_sendmessagedraft(self, params: dict[str, Any]) -> Any:
+        """As Telegram: a private chat only, a non-zero draft id, 0-4096 characters after
+        entities parsing (an empty text shows "Thinking..."); the chat shows the draft's
+        newest text."""
+        chat_id = int(params["chat_id"])
+        if chat_id <= 0:
+            raise ApiError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        draft_id = int(params.get("draft_id") or 0)
+        if draft_id == 0:
+            raise ApiError(400, "Bad Request: draft_id must be non-zero")
+        self._flood_check(chat_id, group_budget=False)
+        text = str(params.get("text") or "")
+        parse_mode = params.get("parse_mode")
+        if parse_mode and self.reject_formatting:
+            self.reject_formatting -= 1
+            raise ApiError(400, "Bad Request: can't parse entities: Unsupported start tag")
+        html = bool(parse_mode) and str(parse_mode).upper() == "HTML"
+        visible = parse_telegram_html(text) if html else text
+        if _utf16_len(visible) > MAX_TEXT_UNITS:
+            raise ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
+        self.drafts[chat_id] = (draft_id, visible, self.book.clock())
+        self.book.record(str(chat_id), "draft")
+        await self._notify()
+        return True
 
     async def _m_answercallbackquery(self, params: dict[str, Any]) -> Any:
         query_id = str(params.get("callback_query_id", ""))
