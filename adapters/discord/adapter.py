@@ -16,6 +16,10 @@ was up (within ``discord_catch_up_hours``): see ``adapters.discord.catch_up``.
 
 A message's actions (approval requests) become buttons on its last part; a press is answered
 at once (a deferred update) and runs as the presser's command: see ``adapters.discord.buttons``.
+
+Rate limits: discord.py paces each bucket from Discord's headers and waits out a 429 itself
+(``adapters.discord.sending``); what it gives up on reaches the chat's pacer as
+``RateLimitedError``. Edits: ``adapters.discord.edits``.
 """
 
 from __future__ import annotations
@@ -33,15 +37,10 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import SecretStr
 
-from adapters.discord.buttons import (
-    PressReplies,
-    edit_message,
-    press_to_inbound,
-    pressed_command,
-    view_for,
-)
+from adapters.discord.buttons import PressReplies, press_to_inbound, pressed_command, view_for
 from adapters.discord.catch_up import CatchUp
 from adapters.discord.downloads import CdnDownloads
+from adapters.discord.edits import edit_message, one_part
 from adapters.discord.files import MAX_UPLOAD_BYTES, send_file
 from adapters.discord.gateway import guard_parsers, intents
 from adapters.discord.inbound import inbound_from_message, place
@@ -77,6 +76,16 @@ CHANNEL = "discord"
 DEFAULT_API_BASE = "https://discord.com/api/v10"
 SEND_ATTEMPTS = 4
 """Adapter-level tries per part; discord.py itself already retries each 429 up to five times."""
+LIMITS = ChannelLimits(
+    max_message_chars=MAX_MESSAGE_CHARS,
+    markup="discord_markdown",
+    # What Discord's headers report for one channel: 5 messages per 5 s, and 5 edits per 5 s
+    # in a bucket of their own; one call a second keeps within both.
+    message_interval=1.0,
+    edit_interval=1.0,
+    max_upload_bytes=MAX_UPLOAD_BYTES,
+    max_caption_chars=MAX_MESSAGE_CHARS,
+)
 CONNECT_TIMEOUT = 60.0
 MAX_STOP_SECONDS = 10.0
 DEFAULT_CATCH_UP = timedelta(hours=24)
@@ -105,12 +114,7 @@ class DiscordAdapter(Adapter):
     """Connects one Discord bot. One instance per process (see ``_point_library_at_api``)."""
 
     name = CHANNEL
-    limits = ChannelLimits(
-        max_message_chars=MAX_MESSAGE_CHARS,
-        markup="discord_markdown",
-        max_upload_bytes=MAX_UPLOAD_BYTES,
-        max_caption_chars=MAX_MESSAGE_CHARS,
-    )
+    limits = LIMITS
 
     def __init__(
         self,
@@ -396,9 +400,11 @@ class DiscordAdapter(Adapter):
                     nonce=part_nonce(key, index) if key is not None else None,
                 )
             except DeliveryError as exc:
-                if sent:
-                    exc.message += f" (after {len(sent)} of {len(parts)} parts were delivered)"
-                raise
+                if not sent:
+                    raise  # nothing was posted: a RateLimitedError may be sent again whole
+                raise DeliveryError(
+                    f"{exc.message} (after {len(sent)} of {len(parts)} parts were delivered)"
+                ) from None
             sent.append(
                 SentMessage(channel=CHANNEL, chat_id=message.chat_id, message_id=str(posted.id))
             )
@@ -414,12 +420,12 @@ class DiscordAdapter(Adapter):
         return [SentMessage(channel=CHANNEL, chat_id=file.chat_id, message_id=str(posted.id))]
 
     async def edit(self, edit: OutboundEdit) -> None:
-        """Edit the part that carried the buttons (``discord_buttons.edit_message``)."""
+        """Rewrite a message to a text that fits one, without buttons (``edits``)."""
         target_id = edit.thread_id or edit.chat_id
         if not target_id.isdigit() or not edit.message_id.isdigit():
             raise DeliveryError(f"discord message {edit.message_id!r} cannot be edited")
+        part = one_part(edit.text, self.limits)
         target = self._running_client(edit.chat_id).get_partial_messageable(int(target_id))
-        part = render_parts(edit.text, self.limits)[-1]
         await edit_message(target, edit, outbound_arguments(part, channel_id=target.id))
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:

@@ -10,11 +10,11 @@ a ``custom_id`` at 100 characters; an action whose command is longer gets no but
 command is in the message text anyway). The bot needs no extra permission or intent.
 
 Once answered, the message is edited through REST (``PATCH /channels/{id}/messages/{id}``,
-no components): a press was acknowledged at once as DEFERRED_UPDATE_MESSAGE (type 6, "the
-message will be edited"), since the answer is known only after the command ran, and a typed
-``/approve`` has no interaction to answer. An answer for the presser alone (a refusal,
-``OutboundMessage.private_to``) is the interaction's ephemeral follow-up message (flags 64),
-which only they see.
+no components; ``adapters.discord.edits``): a press was acknowledged at once as
+DEFERRED_UPDATE_MESSAGE (type 6, "the message will be edited"), since the answer is known
+only after the command ran, and a typed ``/approve`` has no interaction to answer. An answer
+for the presser alone (a refusal, ``OutboundMessage.private_to``) is the interaction's
+ephemeral follow-up message (flags 64), which only they see.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from typing import Any
 import aiohttp
 import discord
 
-from clawbot.errors import DeliveryError
-from clawbot.messages import Action, ChatType, InboundMessage, OutboundEdit, OutboundMessage
+from clawbot.messages import Action, ChatType, InboundMessage, OutboundMessage
 
 log = logging.getLogger("adapters.discord")
 
@@ -133,25 +132,3 @@ class PressReplies:
             )
             return False
         return True
-
-
-async def edit_message(
-    target: discord.PartialMessageable, edit: OutboundEdit, arguments: dict[str, Any]
-) -> None:
-    """Rewrite the message ``edit`` names with ``arguments`` (content and allowed mentions)
-    and no components; ``DeliveryError`` when Discord refuses (deleted, not the bot's)."""
-    message = target.get_partial_message(int(edit.message_id))
-    try:
-        await message.edit(
-            content=arguments["content"], allowed_mentions=arguments["allowed_mentions"], view=None
-        )
-    except discord.HTTPException as exc:
-        raise DeliveryError(
-            f"discord refused to edit message {edit.message_id} in chat {edit.chat_id}: "
-            f"HTTP {exc.status} (code {exc.code})"
-        ) from None
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise DeliveryError(
-            f"could not reach discord to edit a message in chat {edit.chat_id} "
-            f"({type(exc).__name__})"
-        ) from None

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import discord
 
-from adapters.discord.sending import MAX_RETRY_AFTER, _retry_after
+from adapters.discord.sending import MAX_RETRY_AFTER, retry_after_of
 from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.rendering import render_caption
 from clawbot.errors import DeliveryError
@@ -54,7 +54,7 @@ async def send_file(
                     f"discord refused {file.name!r} for chat {file.chat_id}: HTTP {exc.status} "
                     f"(code {exc.code}) {exc.text[:200]}"
                 ) from None
-            delay = _retry_after(exc)
+            delay = retry_after_of(exc)
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise DeliveryError(
                 f"could not reach discord to send {file.name!r} ({type(exc).__name__})"

@@ -7,6 +7,12 @@ the key: Discord, told to enforce it (discord.py sends ``enforce_nonce: true`` w
 nonce), returns the message it already created for that nonce within the last few minutes
 instead of posting another. So an answer recovery sends again after a crash, not knowing
 whether Discord took it before the process died, shows once.
+
+Rate limits are discord.py's first: it reads each bucket's ``X-RateLimit-*`` headers and waits
+before a request the bucket has no room for, and after a 429 it sleeps Discord's
+``retry_after`` and tries again (five times). ``send_part`` adds its own tries on top for a
+429 discord.py gave up on; when those run out too, ``RateLimitedError`` says how long Discord
+asked to wait.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import discord
 
 from clawbot.channels.interface import NOT_TAKEN_IN
 from clawbot.channels.rendering import RenderedPart
-from clawbot.errors import DeliveryError
+from clawbot.errors import DeliveryError, RateLimitedError
 from clawbot.messages import InboundMessage
 
 log = logging.getLogger(__name__)
@@ -96,13 +102,20 @@ async def tell_not_taken_in(client: discord.Client | None, inbound: InboundMessa
         )
 
 
-def _retry_after(exc: discord.HTTPException) -> float:
+def retry_after_of(exc: discord.HTTPException) -> float:
+    """Seconds a 429 asked to wait: its bucket's ``X-RateLimit-Reset-After`` (milliseconds,
+    as precise as the body's ``retry_after``), else ``Retry-After``, else 1."""
     response = getattr(exc, "response", None)
-    header = response.headers.get("Retry-After") if response is not None else None
-    try:
-        return max(0.0, float(header)) if header is not None else 1.0
-    except ValueError:
-        return 1.0
+    headers = response.headers if response is not None else {}
+    for name in ("X-RateLimit-Reset-After", "Retry-After"):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            continue
+    return 1.0
 
 
 async def send_part(
@@ -122,6 +135,7 @@ async def send_part(
     A ``view`` (buttons) goes with the part; it is unregistered from discord.py's view store
     once sent, since presses are taken from ``on_interaction`` (``DiscordAdapter._press``)."""
     plain = part.markup == "plain" or part.text == part.plain
+    delay = 1.0
     arguments = outbound_arguments(
         part, channel_id=target.id, reply_to_message_id=reply_to, nonce=nonce
     )
@@ -137,7 +151,7 @@ async def send_part(
             delay = exc.retry_after
         except discord.HTTPException as exc:
             if exc.status == 429:
-                delay = _retry_after(exc)
+                delay = retry_after_of(exc)
             elif exc.status == 400 and not plain:
                 log.info(
                     "discord: formatted part refused for chat %s (code %s); sending it plain",
@@ -165,6 +179,6 @@ async def send_part(
         if attempt < attempts:
             log.warning("discord: rate limited on chat %s, retrying in %.2fs", chat_id, delay)
             await asyncio.sleep(min(delay, MAX_RETRY_AFTER))
-    raise DeliveryError(
-        f"discord kept rate-limiting messages to chat {chat_id} after {attempts} attempts"
+    raise RateLimitedError(
+        f"discord kept rate-limiting messages to chat {chat_id} after {attempts} attempts", delay
     )

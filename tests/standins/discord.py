@@ -12,12 +12,21 @@ its token takes follow-up messages (``POST /webhooks/{application id}/{token}``,
 one with flags 64 (EPHEMERAL) is shown to the presser alone and kept apart from the channel's
 messages (``ephemeral``). ``PATCH
 /channels/{id}/messages/{id}`` edits a message the bot posted (``components: []`` removes its
-buttons); a deleted message is unknown (10008), another's cannot be edited (50005).
+buttons); a deleted message is unknown (10008), another's cannot be edited (50005), content
+over 2000 characters is an invalid form body (50035, BASE_TYPE_MAX_LENGTH).
 
 A message posted with a ``nonce`` (at most 25 characters) carries it; with ``enforce_nonce``
 (which discord.py sends with every nonce) a nonce the bot used within the last few minutes
 (``NONCE_SECONDS``) creates nothing: the message it created then is returned, or 10008 when
 that one was deleted.
+
+Rate limits (:data:`DISCORD_RATES`, on by default): posting to a channel and editing in it
+each have a per-channel bucket, whose state every answer reports in Discord's
+``X-RateLimit-*`` headers (discord.py reads them and waits before a bucket runs dry); a
+request over a bucket is answered 429 with ``retry_after`` in the JSON body and the
+``Retry-After`` / ``X-RateLimit-Reset-After`` headers. ``book`` counts each channel's
+messages, edits and refusals, and the requests that came before a retry-after had passed;
+``chat_shows`` is what a channel shows in the end.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from aiohttp import WSMsgType, web
 
 from clawbot.channels.interface import Adapter
 from tests.standins.harness import ButtonHarness, FileHarness, SentRecord
+from tests.standins.rate_rules import FixedWindow, FixedWindowState, Limit, RateBook
 
 from .discord_uploads import MAX_UPLOAD_BYTES, DiscordUploads
 from .uploads import ReceivedFile
@@ -72,6 +82,27 @@ NONCE_SECONDS = 120.0
 """How long an enforced nonce returns the message it created: "the past few minutes" in
 Discord's documentation, taken at its shortest here."""
 MAX_NONCE_CHARS = 25
+
+MAX_CONTENT = 2000
+PER_CHANNEL = FixedWindow(limit=5, seconds=5.0)
+
+
+@dataclass(frozen=True)
+class DiscordRates:
+    """Discord's per-channel buckets. Its rate-limit page (discord.com/developers/docs/topics/
+    rate-limits) gives no numbers on purpose ("rate limits should not be hard coded into your
+    app ... parse response headers") but says per-route limits are counted per top-level
+    resource, the channel here; what Discord's headers report for a channel's messages is 5
+    requests per 5 s (``X-RateLimit-Limit: 5``), for posting and, in a bucket of its own, for
+    editing. A window opens at its first request and resets 5 s later."""
+
+    post: Limit = PER_CHANNEL
+    edit: Limit = PER_CHANNEL
+
+
+DISCORD_RATES = DiscordRates()
+_BUCKETS = {"post": "5a1e5d0c9b8a", "edit": "e417d0c9b8a7"}
+"""The ``X-RateLimit-Bucket`` of each route: posting and editing are separate buckets."""
 
 _MARKDOWN = re.compile(r"[*_~`|]|^\s*(?:>|#{1,3}\s|-#\s|[-*]\s)|\[[^\]]*\]\([^)]*\)", re.M)
 _ESCAPED = re.compile(r"\\.")
@@ -167,6 +198,10 @@ class DiscordStandIn:
         with one."""
         self._answers_held: asyncio.Event | None = None
         self._change = asyncio.Event()
+        self.fail_edits: list[float] = []
+        """Retry-afters of 429s to answer the next edits with, whatever the buckets say."""
+        self.rates = DISCORD_RATES
+        self.book = RateBook(resolution=0.001)  # Discord's retry_after has milliseconds
         self.reject_formatting = False
         self.sent_changed = asyncio.Event()
         self.connected = asyncio.Event()
@@ -586,15 +621,66 @@ class DiscordStandIn:
         return _json({"message": message, "code": code, **extra}, status=status)
 
     @staticmethod
-    def _ratelimit_headers(remaining: int, reset_after: float) -> dict[str, str]:
+    def _ratelimit_headers(
+        remaining: int, reset_after: float, *, bucket: str = "b3f2c1d0e9a8", limit: int = 5
+    ) -> dict[str, str]:
         return {
-            "X-RateLimit-Bucket": "b3f2c1d0e9a8",
-            "X-RateLimit-Limit": "5",
+            "X-RateLimit-Bucket": bucket,
+            "X-RateLimit-Limit": str(limit),
             "X-RateLimit-Remaining": str(remaining),
             "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
             "X-RateLimit-Reset-After": f"{reset_after:.3f}",
             "Via": "1.1 google",
         }
+
+    def _route(self, route: Literal["post", "edit"], channel_id: str) -> tuple[str, Limit]:
+        limit = self.rates.post if route == "post" else self.rates.edit
+        return f"{channel_id}:{route}", limit
+
+    def _bucket_headers(self, route: Literal["post", "edit"], channel_id: str) -> dict[str, str]:
+        """The bucket's state after a request, as Discord reports it."""
+        key, limit = self._route(route, channel_id)
+        state = self.book.state(key, limit)
+        if not isinstance(state, FixedWindowState):
+            return self._ratelimit_headers(1, 0.0, bucket=_BUCKETS[route], limit=1)
+        now = self.book.clock()
+        return self._ratelimit_headers(
+            state.remaining(now),
+            state.reset_after(now),
+            bucket=_BUCKETS[route],
+            limit=state.rule.limit,
+        )
+
+    def _too_many(self, route: str, retry_after: float, *, limit: int = 5) -> web.Response:
+        """Discord's 429: ``retry_after`` in the body, the bucket emptied in the headers."""
+        headers = self._ratelimit_headers(
+            0, retry_after, bucket=_BUCKETS.get(route, "b3f2c1d0e9a8"), limit=limit
+        )
+        headers["Retry-After"] = str(math.ceil(retry_after))
+        headers["X-RateLimit-Scope"] = "user"
+        body = {
+            "message": "You are being rate limited.",
+            "retry_after": retry_after,
+            "global": False,
+        }
+        return _json(body, status=429, headers=headers)
+
+    def _over_bucket(self, route: Literal["post", "edit"], channel_id: str) -> web.Response | None:
+        key, limit = self._route(route, channel_id)
+        refusal = self.book.admit(channel_id, [(key, limit)], scope=route)
+        if refusal is None:
+            return None
+        size = limit.limit if isinstance(limit, FixedWindow) else 1
+        return self._too_many(route, refusal.retry_after, limit=size)
+
+    def chat_shows(self, channel_id: str) -> list[str]:
+        """The contents of the bot's messages in a channel, oldest first, as they show now."""
+        shown = (self.messages[message_id] for message_id in self.posted)
+        return [
+            message["content"]
+            for message in shown
+            if str(message["channel_id"]) == channel_id and message["id"] not in self.deleted
+        ]
 
     async def _me(self, request: web.Request) -> web.Response:
         self.requests.append(("GET", request.path, None))
@@ -679,18 +765,13 @@ class DiscordStandIn:
         if self.fail_sends:
             status, retry_after = self.fail_sends.pop(0)
             if status == 429:
-                headers = self._ratelimit_headers(0, retry_after)
-                headers["Retry-After"] = str(math.ceil(retry_after))
-                headers["X-RateLimit-Scope"] = "user"
-                body = {
-                    "message": "You are being rate limited.",
-                    "retry_after": retry_after,
-                    "global": False,
-                }
-                return _json(body, status=429, headers=headers)
+                return self._too_many("post", retry_after)
             return self._error(status, f"{status}: stand-in failure")
+        over = self._over_bucket("post", channel_id)
+        if over is not None:
+            return over
         content = body.get("content") or ""
-        if len(content) > 2000:
+        if len(content) > MAX_CONTENT:
             return self._error(
                 400,
                 "Invalid Form Body",
@@ -728,7 +809,7 @@ class DiscordStandIn:
                 if earlier[0] in self.deleted:
                     return self._error(404, "Unknown Message", 10008)
                 message = self.messages[earlier[0]]
-                return _json(message, headers=self._ratelimit_headers(4, 1.0))
+                return _json(message, headers=self._bucket_headers("post", channel_id))
         if self.reject_formatting and is_formatted(content):
             self.reject_formatting = False
             return self._error(
@@ -781,13 +862,14 @@ class DiscordStandIn:
             self.nonces[str(nonce)] = (message["id"], time.monotonic())
         self.messages[message["id"]] = message
         self.posted.append(message["id"])
+        self.book.record(channel_id, "message")
         self.sent_changed.set()
         self._changed()
         await self.publish("MESSAGE_CREATE", message)  # Discord echoes the bot's own too
         held = self._answers_held
         if held is not None:
             await held.wait()
-        return _json(message, headers=self._ratelimit_headers(4, 1.0))
+        return _json(message, headers=self._bucket_headers("post", channel_id))
 
     async def _patch_message(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -803,11 +885,31 @@ class DiscordStandIn:
             return self._error(404, "Unknown Message", 10008)
         if message["author"]["id"] != self.bot_user["id"]:
             return self._error(403, "Cannot edit a message authored by another user", 50005)
+        channel_id = request.match_info["channel_id"]
+        if self.fail_edits:
+            return self._too_many("edit", self.fail_edits.pop(0))
+        over = self._over_bucket("edit", channel_id)
+        if over is not None:
+            return over
         message = dict(message)  # a new version: records of the old one keep what they showed
         if "content" in body:
             content = body.get("content") or ""
-            if len(content) > 2000:
-                return self._error(400, "Invalid Form Body", 50035)
+            if len(content) > MAX_CONTENT:
+                return self._error(
+                    400,
+                    "Invalid Form Body",
+                    50035,
+                    errors={
+                        "content": {
+                            "_errors": [
+                                {
+                                    "code": "BASE_TYPE_MAX_LENGTH",
+                                    "message": "Must be 2000 or fewer in length.",
+                                }
+                            ]
+                        }
+                    },
+                )
             message["content"] = content
         components = body.get("components")
         if components:
@@ -821,9 +923,10 @@ class DiscordStandIn:
             message.pop("components", None)
         message["edited_timestamp"] = _iso()
         self.messages[message["id"]] = message
+        self.book.record(channel_id, "edit")
         self.sent_changed.set()
         self._changed()
-        return _json(message, headers=self._ratelimit_headers(4, 1.0))
+        return _json(message, headers=self._bucket_headers("edit", channel_id))
 
     async def _interaction_callback(self, request: web.Request) -> web.Response:
         body = await request.json()
