@@ -31,6 +31,9 @@ Choices a Slack user would notice:
 * Buttons. A message's actions (approval requests) become Block Kit buttons on its last part;
   a press is acked at once and runs as the presser's command (:mod:`adapters.slack.buttons`).
   A command or press that cannot run is told to the person (:mod:`adapters.slack.interactions`).
+* Rate limits. A part refused with 429 is posted again after Slack's ``Retry-After``
+  (slack-sdk's own retry handlers are off: see ``__init__``); an edit's 429 is raised as
+  ``RateLimitedError`` for the chat's pacer (:mod:`adapters.slack.edits`).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.buttons import ACTION_IDS, update
+from adapters.slack.buttons import ACTION_IDS
 from adapters.slack.commands import DEFAULT_COMMAND
 from adapters.slack.connections import (
     NotStored,
@@ -60,15 +63,16 @@ from adapters.slack.connections import (
     socket_mode_handler,
 )
 from adapters.slack.downloads import SlackFiles
+from adapters.slack.edits import one_part, update
 from adapters.slack.files import MAX_UPLOAD_BYTES, upload
 from adapters.slack.inbound import BotIdentity, event_to_inbound, second_delivery
 from adapters.slack.interactions import Interactions, post_privately
-from adapters.slack.sending import edit_to_post_args, error_code, part_to_post_args, post_part
+from adapters.slack.sending import error_code, part_to_post_args, post_part
 from adapters.slack.setting_checks import settings_problems
 from adapters.slack.users import UserDirectory
 from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.channels.rendering import render_parts
-from clawbot.errors import ClawbotError, ConfigError
+from clawbot.errors import ClawbotError, ConfigError, DeliveryError
 from clawbot.messages import (
     Attachment,
     InboundMessage,
@@ -83,18 +87,23 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHANNEL = "slack"
+LIMITS = ChannelLimits(
+    max_message_chars=4000,
+    markup="slack_mrkdwn",
+    # chat.postMessage: "one message per second per channel".
+    message_interval=1.0,
+    # chat.update is Tier 3, "50+ per minute" for the whole workspace: one edit every 1.2 s.
+    edit_interval=1.2,
+    max_upload_bytes=MAX_UPLOAD_BYTES,
+    max_caption_chars=4000,
+)
 
 
 class SlackAdapter(Adapter):
     """Slack through slack-bolt; Socket Mode by default, the Events API over HTTP as an option."""
 
     name = CHANNEL
-    limits = ChannelLimits(
-        max_message_chars=4000,
-        markup="slack_mrkdwn",
-        max_upload_bytes=MAX_UPLOAD_BYTES,
-        max_caption_chars=4000,
-    )
+    limits = LIMITS
     max_send_attempts = 4
     max_retry_after = 60.0
     connect_timeout = 30.0
@@ -335,15 +344,22 @@ class SlackAdapter(Adapter):
             return [SentMessage(channel=CHANNEL, chat_id=message.chat_id)]
         for index, part in enumerate(parts):
             actions = message.actions if index == len(parts) - 1 else ()
-            ts = await post_part(
-                self._client,
-                message.chat_id,
-                message.thread_id,
-                part,
-                actions,
-                attempts=self.max_send_attempts,
-                max_wait=self.max_retry_after,
-            )
+            try:
+                ts = await post_part(
+                    self._client,
+                    message.chat_id,
+                    message.thread_id,
+                    part,
+                    actions,
+                    attempts=self.max_send_attempts,
+                    max_wait=self.max_retry_after,
+                )
+            except DeliveryError as exc:
+                if not sent:
+                    raise  # nothing was posted: a RateLimitedError may be sent again whole
+                raise DeliveryError(
+                    f"{exc.message} (after {len(sent)} of {len(parts)} parts were delivered)"
+                ) from None
             sent.append(SentMessage(channel=CHANNEL, chat_id=message.chat_id, message_id=ts))
         return sent
 
@@ -358,8 +374,10 @@ class SlackAdapter(Adapter):
         )
         return [SentMessage(channel=CHANNEL, chat_id=file.chat_id, message_id=ts)]
 
-    async def edit(self, edit: OutboundEdit) -> None:  # see slack_buttons.update
-        await update(self._client, edit, *edit_to_post_args(edit, self.limits))
+    async def edit(self, edit: OutboundEdit) -> None:
+        """``chat.update`` to a text that fits one message, without buttons; raises
+        ``RateLimitedError`` when Slack asks to wait (see ``adapters.slack.edits``)."""
+        await update(self._client, edit, one_part(edit.text, self.limits))
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Nothing: Slack has no typing indicator for bots (see the module docstring)."""

@@ -6,7 +6,8 @@ checked by the router like any command. With blocks Slack shows the blocks, not 
 the message's text goes in ``section`` blocks above the buttons and stays in ``text`` as the
 notification fallback. The app needs Interactivity turned on (in HTTP mode its Request URL is
 the events endpoint); Socket Mode delivers presses over the same connection. Once answered,
-``chat.update`` rewrites the message with its text's sections and no actions block.
+``chat.update`` rewrites the message with its text's sections and no actions block
+(``adapters.slack.edits``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
-
-from clawbot.errors import DeliveryError
-from clawbot.messages import Action, InboundMessage, OutboundEdit
+from clawbot.messages import Action, InboundMessage
 
 log = logging.getLogger("adapters.slack")
 
@@ -103,31 +99,3 @@ def press_to_inbound(body: Any) -> InboundMessage | None:
         message_id=f"action:{press_id}",
         mentioned=True,  # a button under the bot's message is addressed to the bot
     )
-
-
-async def update(
-    client: AsyncWebClient, edit: OutboundEdit, args: Mapping[str, Any], plain: str
-) -> None:
-    """``chat.update`` the message ``edit`` names with the part's post ``args``: its text in
-    sections only (the blocks replace the old ones, so its buttons are gone; ``plain`` when
-    it goes without markup, as a post does), and as the notification fallback.
-    ``DeliveryError`` when Slack refuses."""
-    text, markup = str(args["text"]), bool(args["mrkdwn"])
-    shown = text if markup else plain
-    try:
-        await client.chat_update(
-            channel=edit.chat_id,
-            ts=edit.message_id,
-            text=text,
-            blocks=sections_for(shown, markup=markup),
-        )
-    except SlackApiError as exc:
-        error = exc.response.get("error") if exc.response is not None else None
-        raise DeliveryError(
-            f"Slack refused to update message {edit.message_id} in chat {edit.chat_id} "
-            f"({error or 'unknown_error'})"
-        ) from None
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise DeliveryError(
-            f"cannot reach Slack to update a message in chat {edit.chat_id} ({type(exc).__name__})"
-        ) from None

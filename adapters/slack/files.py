@@ -19,7 +19,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.sending import _retry_after, error_code
+from adapters.slack.sending import error_code, retry_after_of
 from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.rendering import render_caption
 from clawbot.errors import DeliveryError
@@ -66,7 +66,7 @@ async def upload(
                 raise DeliveryError(
                     f"Slack refused {file.name!r} for chat {file.chat_id} ({error})"
                 ) from None
-            await asyncio.sleep(_retry_after(exc, max_wait))
+            await asyncio.sleep(min(retry_after_of(exc), max_wait))
             continue
         except SlackRequestError as exc:  # the upload URL refused the bytes
             raise DeliveryError(

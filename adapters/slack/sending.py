@@ -1,5 +1,10 @@
 """Sending to Slack: a rendered part as ``chat.postMessage`` arguments, and the post of a
 part that goes again as plain text when Slack refuses its formatting and waits out rate limits.
+
+slack-sdk could retry a 429 itself (its ``RateLimitErrorRetryHandler``), but the adapter's
+client has no retry handlers (a library retry after a lost response could post twice), so
+``post_part`` waits out Slack's ``Retry-After`` itself, a few times; when Slack still refuses,
+``RateLimitedError`` says how long it asked to wait.
 """
 
 from __future__ import annotations
@@ -14,10 +19,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.buttons import blocks_for
-from clawbot.channels.interface import ChannelLimits
-from clawbot.channels.rendering import RenderedPart, render_parts
-from clawbot.errors import DeliveryError
-from clawbot.messages import Action, OutboundEdit
+from clawbot.channels.rendering import RenderedPart
+from clawbot.errors import DeliveryError, RateLimitedError
+from clawbot.messages import Action
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +45,6 @@ def part_to_post_args(
     if thread_id:
         args["thread_ts"] = thread_id
     return args
-
-
-def edit_to_post_args(edit: OutboundEdit, limits: ChannelLimits) -> tuple[dict[str, Any], str]:
-    """``part_to_post_args`` of the part of an edit's text that replaces the message (the
-    last: the one that carried the buttons), and that part's plain text."""
-    part = render_parts(edit.text, limits)[-1]
-    return part_to_post_args(edit.chat_id, None, part), part.plain
 
 
 def _escape(text: str) -> str:
@@ -79,13 +76,14 @@ async def post_part(
             return str(response.get("ts") or "")
         except SlackApiError as exc:
             error = error_code(exc)
-            if exc.response.status_code == 429 or error == "ratelimited":
+            if is_rate_limited(exc):
                 rate_limited += 1
-                if rate_limited >= attempts:
-                    raise DeliveryError(
-                        f"Slack kept rate-limiting messages to chat {chat_id}"
+                wait = retry_after_of(exc)
+                if rate_limited >= attempts or wait > max_wait:
+                    raise RateLimitedError(
+                        f"Slack kept rate-limiting messages to chat {chat_id}", wait
                     ) from None
-                await asyncio.sleep(_retry_after(exc, max_wait))
+                await asyncio.sleep(wait)
                 continue
             if (formatted or with_blocks) and error in FORMATTING_ERRORS:
                 log.info("slack: formatted part refused (%s); sending it as plain text", error)
@@ -98,14 +96,18 @@ async def post_part(
             ) from None
 
 
-def _retry_after(exc: SlackApiError, cap: float) -> float:
-    """Seconds Slack's ``Retry-After`` asks for, within ``[0, cap]``; 1 when it says none."""
+def is_rate_limited(exc: SlackApiError) -> bool:
+    return exc.response.status_code == 429 or error_code(exc) == "ratelimited"
+
+
+def retry_after_of(exc: SlackApiError) -> float:
+    """Seconds Slack's ``Retry-After`` asks for (at least 0); 1 when it says none."""
     headers = exc.response.headers or {}
     for key, value in headers.items():
         if key.lower() == "retry-after":
             raw = value[0] if isinstance(value, list) else value
             try:
-                return min(max(float(raw), 0.0), cap)
+                return max(float(raw), 0.0)
             except (TypeError, ValueError):
                 break
     return 1.0

@@ -26,6 +26,13 @@ Acknowledgement is modelled as strictly as Slack applies it (:class:`EventSender
 * ``chat.postEphemeral`` shows a message to one ``user`` in a channel, and keeps nothing: it is
   kept in ``ephemeral``, apart from the channel's messages (``posted``).
 
+Rate limits (:data:`SLACK_RATES`, on by default): ``chat.postMessage`` has a per-channel budget
+and ``chat.update`` a workspace-wide one; a call over budget is answered HTTP 429 with
+``{"ok": false, "error": "ratelimited"}`` and a ``Retry-After`` header in whole seconds.
+``chat.update`` refuses a text over 40,000 characters (``msg_too_long``), as
+``chat.postMessage`` does. ``book`` counts each channel's messages, edits and refusals and the
+calls that did not wait as long as asked; ``chat_shows`` is what a channel shows in the end.
+
 Messages carry no ``user_profile`` (Slack's documented message events do not): the app learns
 names from ``users.info``, which serves the people the harness has seen.
 
@@ -54,6 +61,7 @@ from aiohttp import web
 
 from clawbot.channels.harness import SentRecord
 from clawbot.channels.interface import Adapter
+from tests.standins.rate_rules import Limit, RateBook, TokenBucket
 
 from .slack_uploads import MAX_UPLOAD_BYTES, SlackUploads
 from .uploads import ReceivedFile
@@ -71,6 +79,28 @@ RETRY_DELAYS = (0.0, 60.0, 300.0)
 """Slack's Events API retries: nearly at once, after 1 minute, after 5 minutes."""
 
 Mode = Literal["socket", "http"]
+
+MAX_TEXT_CHARS = 40_000
+"""chat.postMessage: "Slack will truncate messages containing more than 40,000 characters";
+beyond that the API answers ``msg_too_long``."""
+POSTS_PER_CHANNEL = TokenBucket(per_second=1.0, burst=3)
+UPDATES_PER_WORKSPACE = TokenBucket(per_second=50 / 60, burst=5)
+
+
+@dataclass(frozen=True)
+class SlackRates:
+    """Slack's limits on what clawbot calls, from its rate-limit page (docs.slack.dev/apis/
+    web-api/rate-limits): ``chat.postMessage`` "generally allows posting one message per
+    second per channel" ("Posting messages: 1 per second. Short bursts >1 allowed"; bursts of
+    3 here); ``chat.update`` is Tier 3, "50+ per minute" per method per workspace per app,
+    where "sporadic bursts are welcome" (5 here). Over a limit Slack answers HTTP 429 with a
+    ``Retry-After`` header: "the number of seconds until you can retry"."""
+
+    post: Limit = POSTS_PER_CHANNEL
+    update: Limit = UPDATES_PER_WORKSPACE
+
+
+SLACK_RATES = SlackRates()
 
 
 @dataclass
@@ -173,6 +203,8 @@ class SlackStandIn:
         self.sender = EventSender(self)
         self.uploads = SlackUploads(self)
         self._fail_queue: list[tuple[int, float]] = []
+        self.rates = SLACK_RATES
+        self.book = RateBook(resolution=1.0)  # Retry-After is whole seconds
         self._reject_formatting: list[str] = []
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
@@ -309,6 +341,27 @@ class SlackStandIn:
         self._responded.set()
         return web.Response(text="ok")
 
+    # -- rate limits and what a channel shows ---------------------------------------------------
+
+    def _over_limit(self, method: str, channel: str, key: str, limit: Limit) -> web.Response | None:
+        """Slack's answer to a call over ``limit``: 429, ``ratelimited``, ``Retry-After``."""
+        refusal = self.book.admit(channel, [(key, limit)], scope=method)
+        if refusal is None:
+            return None
+        headers = {"Retry-After": f"{refusal.retry_after:g}"}  # whole seconds, as rounded
+        return _ok_false("ratelimited", status=429, headers=headers)
+
+    def chat_shows(self, channel: str) -> list[str]:
+        """The texts of the bot's messages in a channel, oldest first, as they show now."""
+        shown = []
+        for record in self.posted:
+            key = (record.chat_id, record.message_id)
+            if record.chat_id != channel or key in self.deleted:
+                continue
+            update = self.updates.get(key)
+            shown.append(str(update.get("text") or "") if update is not None else record.text)
+        return shown
+
     # -- Web API -------------------------------------------------------------------------------
 
     async def _api(self, request: web.Request) -> web.Response:
@@ -381,10 +434,13 @@ class SlackStandIn:
             status, retry_after = self._fail_queue.pop(0)
             error = "ratelimited" if status == 429 else "internal_error"
             return _ok_false(error, status=status, headers={"Retry-After": f"{retry_after:g}"})
+        over = self._over_limit("chat.postMessage", channel, channel, self.rates.post)
+        if over is not None:
+            return over
         formatted = _truthy(args.get("mrkdwn", True))
         if formatted and self._reject_formatting:
             return _ok_false(self._reject_formatting.pop(0))
-        if len(text) > 40_000:
+        if len(text) > MAX_TEXT_CHARS:
             return _ok_false("msg_too_long")
         ts = self.next_ts()
         thread_ts = args.get("thread_ts") or None
@@ -398,6 +454,7 @@ class SlackStandIn:
                 raw=dict(args),
             )
         )
+        self.book.record(channel, "message")
         self._posted_changed.set()
         message = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "text": text, "ts": ts}
         if thread_ts:
@@ -430,11 +487,15 @@ class SlackStandIn:
 
     def _update_message(self, args: dict[str, Any]) -> web.Response:
         """As Slack: the bot's own message that still exists; ``blocks`` replace the old ones
-        (checked as for a post); an update that changes nothing is accepted."""
+        (checked as for a post); a text over 40,000 characters is ``msg_too_long``; an update
+        that changes nothing is accepted."""
         channel, ts = str(args.get("channel") or ""), str(args.get("ts") or "")
         key = (channel, ts)
         if not any((r.chat_id, r.message_id) == key for r in self.posted) or key in self.deleted:
             return _ok_false("message_not_found")
+        over = self._over_limit("chat.update", channel, TEAM_ID, self.rates.update)
+        if over is not None:
+            return over
         if isinstance(args.get("blocks"), str):
             args["blocks"] = json.loads(args["blocks"])
         if "blocks" in args and not _valid_blocks(args["blocks"]):
@@ -442,7 +503,10 @@ class SlackStandIn:
         text = str(args.get("text") or "")
         if not text and not args.get("blocks"):
             return _ok_false("no_text")
+        if len(text) > MAX_TEXT_CHARS:
+            return _ok_false("msg_too_long")
         self.updates[key] = dict(args)
+        self.book.record(channel, "edit")
         self._posted_changed.set()
         message = {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "text": text}
         return web.json_response(
