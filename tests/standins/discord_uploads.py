@@ -2,12 +2,11 @@
 ``payload_json`` part with the message and ``files[n]`` parts with the files, as Discord
 takes them.
 
-Checked as Discord checks them (after the failures a test queued, as for messages): every
-file named in ``attachments`` by its index, each at most the upload limit (10 MB for a bot
-in a server without boosts: 413, code 40005, "Request entity too large"), the content at
-most 2,000 characters. The message the bot
-posted carries its attachments (served from the stand-in's CDN), and the files are kept in
-``received``.
+Checked as Discord checks them (after the failures a test queued, and the channel's bucket
+for posting, as for messages): every file named in ``attachments`` by its index, each at most
+the upload limit (10 MB for a bot in a server without boosts: 413, code 40005, "Request
+entity too large"), the content at most 2,000 characters. The message the bot posted carries
+its attachments (served from the stand-in's CDN), and the files are kept in ``received``.
 """
 
 from __future__ import annotations
@@ -56,6 +55,9 @@ class DiscordUploads:
             headers["Retry-After"] = str(math.ceil(retry_after))
             body = {"message": "You are being rate limited.", "retry_after": retry_after}
             return _json({**body, "global": False}, status=429, headers=headers)
+        over = standin._over_bucket("post", channel_id)  # an upload is a message posted
+        if over is not None:
+            return over
         files = {key: value for key, value in form.items() if isinstance(value, web.FileField)}
         uploads = []
         for described in body.get("attachments") or []:
@@ -98,9 +100,10 @@ class DiscordUploads:
                     after=len(standin.posted),
                 )
             )
+        standin.book.record(channel_id, "message")
         standin.sent_changed.set()
         await standin.publish("MESSAGE_CREATE", message)
-        return _json(message)
+        return _json(message, headers=standin._bucket_headers("post", channel_id))
 
 
 def _invalid(field: str, code: str, message: str) -> web.Response:

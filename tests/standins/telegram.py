@@ -541,10 +541,11 @@ class TelegramStandIn:
             )
 
     def chat_shows(self, chat_id: int) -> list[str]:
-        """The texts of the bot's messages in a chat, oldest first, as they show now."""
+        """The texts of the bot's messages in a chat (a file's caption), oldest first, as
+        they show now."""
         bot_id = self.bot_user["id"]
         return [
-            message["text"]
+            str(message.get("text", message.get("caption", "")))
             for (cid, _), message in sorted(self.messages.items())
             if cid == chat_id and message.get("from", {}).get("id") == bot_id
         ]

@@ -2,10 +2,11 @@
 ``sendDocument`` with the file as a multipart part, as the Bot API takes them.
 
 Checked as Telegram checks them (after the failures a test queued, as for messages: a 429
-with ``retry_after``, a caption's HTML refused): the file must be an upload (a part with a
-file name), at most 50 MB (413 ``Request Entity Too Large`` past it), a photo at most 10 MB
-and an image, a voice note OGG/Opus, MP3 or M4A, audio MP3 or M4A; a caption at most 1,024
-characters once its HTML is parsed (``message caption is too long``), its HTML valid.
+with ``retry_after``, a caption's HTML refused; and the chat's flood budget, as a message):
+the file must be an upload (a part with a file name), at most 50 MB (413 ``Request Entity
+Too Large`` past it), a photo at most 10 MB and an image, a voice note OGG/Opus, MP3 or M4A,
+audio MP3 or M4A; a caption at most 1,024 characters once its HTML is parsed (``message
+caption is too long``), its HTML valid.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class TelegramUploads:
                 wait = f"retry after {retry_after:g}"
                 raise ApiError(429, f"Too Many Requests: {wait}", {"retry_after": retry_after})
             raise ApiError(status, "Internal Server Error")
+        standin._flood_check(int(params["chat_id"]))  # a file is a message to the chat
         upload = params.get(kind)
         if not isinstance(upload, Upload):
             raise ApiError(400, f"Bad Request: there is no {kind} in the request")
@@ -97,6 +99,7 @@ class TelegramUploads:
         if caption:
             message["caption"] = caption
         standin.store_message(message)
+        standin.book.record(str(chat_id), "message")
         self.received.append(
             ReceivedFile(
                 chat_id=str(chat_id),
