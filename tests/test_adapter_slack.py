@@ -20,7 +20,7 @@ from adapters.slack.sending import part_to_post_args
 from adapters.slack.users import UserDirectory
 from clawbot.channels.interface import NOT_TAKEN_IN
 from clawbot.channels.rendering import RenderedPart
-from clawbot.errors import ConfigError, DeliveryError, InputError
+from clawbot.errors import ConfigError, DeliveryError, InputError, RateLimitedError
 from clawbot.messages import Action, InboundMessage, OutboundMessage
 from clawbot.settings import Settings
 from tests.standins.slack import (
@@ -440,16 +440,18 @@ async def test_rejected_formatting_is_resent_as_plain_text(
     assert (record.text, record.formatted) == ("hi there", False)
 
 
-async def test_rate_limited_send_is_retried_and_stored_exactly_once(
+async def test_a_rate_limited_send_raises_rate_limited_with_slacks_retry_after(
     harness: SlackHarness, running: Running
 ) -> None:
+    """Nothing was posted, so the chat's pacer may send it again once the wait is over."""
     adapter, _ = running
-    harness.fail_next_sends(2, status=429, retry_after=0)
+    harness.fail_next_sends(1, status=429, retry_after=3)
 
-    sent = await adapter.send(OutboundMessage(channel="slack", chat_id="C0GENERAL", text="hi"))
+    with pytest.raises(RateLimitedError) as refused:
+        await adapter.send(OutboundMessage(channel="slack", chat_id="C0GENERAL", text="hi"))
 
-    assert [r.text for r in harness.sent()] == ["hi"]
-    assert sent[0].message_id == harness.sent()[0].message_id
+    assert refused.value.retry_after == 3.0
+    assert harness.sent() == []
 
 
 async def test_endless_rate_limit_raises_delivery_error_naming_the_chat(

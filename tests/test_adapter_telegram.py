@@ -18,7 +18,7 @@ from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.inbound import BotIdentity, update_to_inbound
 from adapters.telegram.sending import part_to_send_kwargs
 from clawbot.channels.rendering import RenderedPart
-from clawbot.errors import ConfigError, DeliveryError, InputError
+from clawbot.errors import ConfigError, DeliveryError, InputError, RateLimitedError
 from clawbot.messages import Attachment, InboundMessage, OutboundMessage
 from clawbot.settings import Settings
 from tests.standins.telegram import (
@@ -401,23 +401,27 @@ async def test_rejected_formatting_is_resent_as_plain_text(
     assert not record.formatted and record.text == "bold move"
 
 
-async def test_rate_limited_send_is_retried_into_exactly_one_message(
+async def test_a_flood_limited_send_raises_rate_limited_with_telegrams_retry_after(
+    harness: TelegramHarness, running: tuple[TelegramAdapter, Inbox]
+) -> None:
+    """Nothing was posted, so the chat's pacer may send it again once the wait is over."""
+    adapter, _ = running
+    harness.fail_next_sends(1, retry_after=3)  # PTB raises RetryAfter for a nonzero value
+    with pytest.raises(RateLimitedError) as refused:
+        await adapter.send(outbound("after the pause"))
+    assert refused.value.retry_after == 3.0
+    assert harness.sent() == []
+
+
+async def test_a_flood_limit_without_a_wait_is_raised_as_waiting_no_time(
     harness: TelegramHarness, running: tuple[TelegramAdapter, Inbox]
 ) -> None:
     adapter, _ = running
-    harness.fail_next_sends(1, retry_after=0)
-    sent = await adapter.send(outbound("after the pause"))
-    assert [r.text for r in harness.sent()] == ["after the pause"]
-    assert len(sent) == 1
-
-
-async def test_retry_after_from_the_server_is_honoured(
-    harness: TelegramHarness, running: tuple[TelegramAdapter, Inbox]
-) -> None:
-    adapter, _ = running
-    harness.fail_next_sends(2, retry_after=0.01)  # PTB raises RetryAfter for a nonzero value
-    await adapter.send(outbound("eventually"))
-    assert [r.text for r in harness.sent()] == ["eventually"]
+    harness.fail_next_sends(1, retry_after=0)  # PTB's NetworkError "Too Many Requests"
+    with pytest.raises(RateLimitedError) as refused:
+        await adapter.send(outbound("after the pause"))
+    assert refused.value.retry_after == 0.0
+    assert harness.sent() == []
 
 
 async def test_persistent_rate_limit_raises_delivery_error_naming_the_chat(

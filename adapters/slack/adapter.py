@@ -31,9 +31,9 @@ Choices a Slack user would notice:
 * Buttons. A message's actions (approval requests) become Block Kit buttons on its last part;
   a press is acked at once and runs as the presser's command (:mod:`adapters.slack.buttons`).
   A command or press that cannot run is told to the person (:mod:`adapters.slack.interactions`).
-* Rate limits. A part refused with 429 is posted again after Slack's ``Retry-After``
-  (slack-sdk's own retry handlers are off: see ``__init__``); an edit's 429 is raised as
-  ``RateLimitedError`` for the chat's pacer (:mod:`adapters.slack.edits`).
+* Rate limits. A 429 is raised as ``RateLimitedError`` with Slack's ``Retry-After`` for the
+  chat's pacer to wait out (slack-sdk's own retry handlers are off: see ``__init__``), but
+  for a later part of a message, which is waited out here (:mod:`adapters.slack.sending`).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class SlackAdapter(Adapter):
         self._ignore_other_bots = ignore_other_bots
         self._shutdown_timeout = shutdown_timeout
         # retry_handlers=[]: a library-level retry of chat.postMessage after a lost response
-        # could post twice; send() retries rate limits itself, where it knows it is safe.
+        # could post twice; a 429 goes to the chat's pacer, which waits as long as Slack asks.
         self._client = AsyncWebClient(
             token=bot_token.get_secret_value(), base_url=api_base, retry_handlers=[]
         )
@@ -353,6 +353,7 @@ class SlackAdapter(Adapter):
                     actions,
                     attempts=self.max_send_attempts,
                     max_wait=self.max_retry_after,
+                    wait_out=bool(sent),
                 )
             except DeliveryError as exc:
                 if not sent:

@@ -2,9 +2,11 @@
 part that goes again as plain text when Slack refuses its formatting and waits out rate limits.
 
 slack-sdk could retry a 429 itself (its ``RateLimitErrorRetryHandler``), but the adapter's
-client has no retry handlers (a library retry after a lost response could post twice), so
-``post_part`` waits out Slack's ``Retry-After`` itself, a few times; when Slack still refuses,
-``RateLimitedError`` says how long it asked to wait.
+client has no retry handlers (a library retry after a lost response could post twice). So a
+429 on a message's first part, when nothing was posted, is raised as ``RateLimitedError``
+with Slack's ``Retry-After``: the chat's pacer waits that long and sends the message again.
+A 429 on a later part is waited out here, a few times, since sending the whole message again
+would post its first parts twice.
 """
 
 from __future__ import annotations
@@ -60,9 +62,12 @@ async def post_part(
     *,
     attempts: int,
     max_wait: float,
+    wait_out: bool = False,
 ) -> str:
     """Post one part; with ``actions``, as blocks with buttons. A part Slack refuses as
-    formatted goes again as plain text, without blocks (its text names the commands)."""
+    formatted goes again as plain text, without blocks (its text names the commands). A
+    429 is raised as ``RateLimitedError``, or with ``wait_out`` waited out (``attempts``
+    times, each wait up to ``max_wait``)."""
     formatted = part.markup == "slack_mrkdwn"
     with_blocks = bool(actions)
     rate_limited = 0
@@ -79,9 +84,9 @@ async def post_part(
             if is_rate_limited(exc):
                 rate_limited += 1
                 wait = retry_after_of(exc)
-                if rate_limited >= attempts or wait > max_wait:
+                if not wait_out or rate_limited >= attempts or wait > max_wait:
                     raise RateLimitedError(
-                        f"Slack kept rate-limiting messages to chat {chat_id}", wait
+                        f"Slack asked to wait {wait:g} s before posting to chat {chat_id}", wait
                     ) from None
                 await asyncio.sleep(wait)
                 continue

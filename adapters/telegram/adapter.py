@@ -262,6 +262,7 @@ class TelegramAdapter(Adapter):
                     first=index == 0,
                     last=index == len(parts) - 1,
                     scrub=self._scrub,
+                    wait_out=bool(sent),
                 )
             except DeliveryError as exc:
                 if not sent:

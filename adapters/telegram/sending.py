@@ -2,9 +2,11 @@
 part that falls back to plain text when Telegram rejects the HTML and waits out rate limits.
 
 python-telegram-bot does not wait out flood control itself (only with its optional
-``AIORateLimiter``, which clawbot does not use: the chat's pacer keeps Telegram's pace), so
-``send_part`` does: a part of a reply is sent again after the ``retry_after`` Telegram asked
-for, up to ``MAX_RETRY_AFTER``; a longer wait is raised as ``RateLimitedError``.
+``AIORateLimiter``, which clawbot does not use: the chat's pacer keeps Telegram's pace). So a
+429 on a message's first part, when nothing was posted, is raised as ``RateLimitedError``
+with Telegram's ``retry_after``: the pacer waits that long and sends the message again. A
+429 on a later part is waited out here (up to ``MAX_RETRY_AFTER``), since sending the whole
+message again would post its first parts twice.
 """
 
 from __future__ import annotations
@@ -103,8 +105,10 @@ async def send_part(
     first: bool,
     last: bool,
     scrub: Callable[[str], str],
+    wait_out: bool = False,
 ) -> Message:
-    """Send one part: plain re-send on rejected markup, bounded waits on rate limits.
+    """Send one part: plain re-send on rejected markup; flood control raised as
+    ``RateLimitedError``, or with ``wait_out`` waited out (a bounded number of times).
 
     Only errors where Telegram certainly did not post the message are retried, so a retry
     never duplicates one.
@@ -129,7 +133,7 @@ async def send_part(
             wait = flood_wait(exc)
             if wait is None:
                 raise delivery_error(message, exc, scrub) from None
-            if wait > MAX_RETRY_AFTER:
+            if not wait_out or wait > MAX_RETRY_AFTER:
                 raise RateLimitedError(
                     f"telegram asked to wait {wait:g} s before posting to chat {message.chat_id}",
                     wait,
