@@ -192,6 +192,8 @@ class SlackStandIn:
         self.ephemeral: list[SentRecord] = []
         """Messages ``chat.postEphemeral`` showed one person (``raw["user"]``)."""
         self.api_calls: list[tuple[str, dict[str, Any]]] = []
+        self.on_call: Callable[[str, dict[str, Any]], None] | None = None
+        """Told each Web API call (method, arguments) as it arrives, on the server's loop."""
         self.typing: list[str] = []
         self.files: dict[str, StandInFile] = {}
         self.downloads_held: asyncio.Event | None = None
@@ -375,6 +377,8 @@ class SlackStandIn:
                 args.update(parse_qsl(raw.decode()))
         token = _bearer(request) or args.pop("token", None)
         self.api_calls.append((method, args))
+        if self.on_call is not None:
+            self.on_call(method, args)
         expected = self.app_token if method == "apps.connections.open" else self.bot_token
         if token is None:
             return _ok_false("not_authed")
