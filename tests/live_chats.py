@@ -73,8 +73,8 @@ class StandIn:
     """What a chat shows in the end: its messages' texts, oldest first."""
     delete: Callable[[str, str], None]
     """Delete a message of the bot's, as a person with the right to would."""
-    observe: Callable[[Callable[[str], None]], None]
-    """Have a callback told the name of each API call as it arrives."""
+    observe: Callable[[Callable[[str, dict[str, Any]], None]], None]
+    """Have a callback told each API call (its name and arguments) as it arrives."""
 
 
 def _telegram(strictness: Strictness) -> StandIn:
@@ -87,8 +87,8 @@ def _telegram(strictness: Strictness) -> StandIn:
     def delete(chat: str, message_id: str) -> None:
         del server.messages[(int(chat), int(message_id))]
 
-    def observe(callback: Callable[[str], None]) -> None:
-        server.on_call = lambda method, _params: callback(method)
+    def observe(callback: Callable[[str, dict[str, Any]], None]) -> None:
+        server.on_call = callback
 
     return StandIn(harness, server, lambda chat: server.chat_shows(int(chat)), delete, observe)
 
@@ -100,7 +100,7 @@ def _discord(strictness: Strictness) -> StandIn:
     bucket = FixedWindow(limit=5, seconds=seconds)
     server.rates = DiscordRates(post=bucket, edit=bucket)
 
-    def observe(callback: Callable[[str], None]) -> None:
+    def observe(callback: Callable[[str, dict[str, Any]], None]) -> None:
         raise NotImplementedError("the benchmark measures Telegram and Slack")
 
     return StandIn(
@@ -118,8 +118,8 @@ def _slack(strictness: Strictness) -> StandIn:
             update=TokenBucket(per_second=pace * 50 / 60, burst=1),
         )
 
-    def observe(callback: Callable[[str], None]) -> None:
-        server.on_call = lambda method, _args: callback(method)
+    def observe(callback: Callable[[str, dict[str, Any]], None]) -> None:
+        server.on_call = callback
 
     return StandIn(
         harness,
@@ -147,8 +147,9 @@ class Live:
     adapter: Adapter
     bot: Clawbot
     service: Service
-    say: Callable[[str], Awaitable[str]]
-    """The owner writes to the bot in the chat (mentioning it in a group)."""
+    say: Callable[..., Awaitable[str]]
+    """``say(text, **fields)``: the owner writes to the bot in the chat (mentioning it in a
+    group); ``fields`` as the harness's ``inject_message`` takes them (another sender, chat)."""
     clock: VirtualClock | None
 
     @property
@@ -170,19 +171,26 @@ class Live:
         return [part.plain for part in render_parts(text, self.adapter.limits)]
 
     async def stream(
-        self, pace: StreamPace, reply: str, *, once_shown: Callable[[], None] | None = None
+        self,
+        pace: StreamPace,
+        reply: str,
+        *,
+        once_shown: Callable[[], None] | None = None,
+        seconds_a_chunk: float = SECONDS_A_CHUNK,
     ) -> None:
-        """Let the model write ``reply`` a chunk at a time (each taking ``SECONDS_A_CHUNK``
-        of virtual time), then wait for the turn to end. ``once_shown`` runs as soon as the
-        chat shows a first message of it."""
+        """Let the model write ``reply`` a chunk at a time, chunk ``k`` at ``k`` times
+        ``seconds_a_chunk`` of virtual time (or when the pacer's waits brought the clock
+        there), then wait for the turn to end. ``once_shown`` runs as soon as the chat shows
+        a first message of it."""
         chunks = -(-len(reply) // CHUNK)
-        for _ in range(chunks - 1):
+        start = self.clock.now if self.clock is not None else 0.0
+        for written in range(1, chunks):
             await asyncio.wait_for(pace.held(), 30)
             if once_shown is not None and self.sent():
                 once_shown()
                 once_shown = None
-            if self.clock is not None:
-                self.clock.now += SECONDS_A_CHUNK
+            if self.clock is not None:  # the next chunk comes at its time, or now if later
+                self.clock.now = max(self.clock.now, start + written * seconds_a_chunk)
             pace.allow(1)
         pace.release()
         await asyncio.wait_for(self.service.idle(), 60)
@@ -197,34 +205,42 @@ async def serving(
     chat_type: Literal["dm", "group"] = "group",
     strictness: Strictness = "documented",
     virtual: bool = True,
+    **settings: Any,
 ) -> AsyncIterator[Live]:
     """``platform``'s stand-in and a bot serving it with streaming on, for a conversation
-    of the owner's in a ``chat_type`` chat; ``virtual=False`` keeps real time throughout."""
+    of the owner's in a ``chat_type`` chat; ``virtual=False`` keeps real time throughout;
+    ``settings`` override the bot's."""
     standin = STAND_INS[platform](strictness)
     clock = VirtualClock() if virtual and platform != "discord" else None
     if clock is not None:
         standin.server.book = RateBook(clock=clock.monotonic, resolution=1.0)
     chat = GROUPS[platform] if chat_type == "group" else DMS[platform]
     await standin.harness.start()
-    settings = Settings(
+    values: dict[str, Any] = {
+        "allowed_senders": [f"{platform}:{OWNER}"],
+        "allowed_groups": [f"{platform}:{GROUPS[platform]}"],
+        **settings,
+    }
+    bot_settings = Settings(
         home=home,
         model=model.model_string,
         retry_backoff=0,
         shell_unsandboxed="allow-host-access",  # no tool runs; where bwrap cannot run
-        allowed_senders=[f"{platform}:{OWNER}"],
-        allowed_groups=[f"{platform}:{GROUPS[platform]}"],
         streaming=True,
         _env_file=None,  # type: ignore[call-arg]
-    )
+    ).model_copy(update=values)
 
-    async def say(text: str) -> str:
-        group = chat_type == "group"
-        return await standin.harness.inject_message(
-            text, chat_type=chat_type, mention=group, sender_id=OWNER
-        )
+    async def say(text: str, **fields: Any) -> str:
+        fields = {
+            "chat_type": chat_type,
+            "mention": chat_type == "group",
+            "sender_id": OWNER,
+            **fields,
+        }
+        return await standin.harness.inject_message(text, **fields)
 
     try:
-        async with await Clawbot.open(settings) as bot:
+        async with await Clawbot.open(bot_settings) as bot:
             adapter = standin.harness.make_adapter()
             if platform == "discord":
                 adapter.limits = replace(

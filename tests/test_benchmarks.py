@@ -34,6 +34,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         ),
         ("bench_adapters.py", ["--messages", "50"], ["inbound telegram", "render+chunk plain"]),
         (
+            "bench_live_replies.py",
+            ["--replies", "2", "--chars", "1500", "--chars-per-second", "3000"],
+            ["first visible text", "telegram private chat (draft)", "slack channel", "refused"],
+        ),
+        (
             "bench_memory.py",
             ["--checkpoints", "2", "20", "50"],
             ["model call: direct", "per session", "growth from 2 to 50 sessions"],
