@@ -77,6 +77,19 @@ async def test_an_update_over_the_workspaces_budget_raises_rate_limited_with_sla
     assert harness.standin.chat_shows(CHANNEL) == [text]
 
 
+async def test_a_message_over_the_channels_budget_raises_rate_limited_and_nothing_is_posted(
+    harness: SlackHarness, adapter: SlackAdapter, frozen: ManualClock
+) -> None:
+    for n in range(3):  # the burst
+        await post(adapter, f"message {n}")
+
+    with pytest.raises(RateLimitedError) as refused:
+        await post(adapter, "one too many")
+
+    assert refused.value.retry_after == 1.0  # the chat's pacer waits that long, sends again
+    assert harness.standin.chat_shows(CHANNEL) == [f"message {n}" for n in range(3)]
+
+
 async def test_updates_at_the_adapters_pace_stay_within_the_workspaces_budget(
     harness: SlackHarness, adapter: SlackAdapter, frozen: ManualClock
 ) -> None:

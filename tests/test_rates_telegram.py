@@ -15,7 +15,7 @@ from adapters.telegram.edits import edit_text
 from clawbot.channels.rendering import RenderedPart
 from clawbot.clock import ManualClock
 from clawbot.errors import DeliveryError, RateLimitedError
-from clawbot.messages import InboundMessage, OutboundEdit, OutboundMessage
+from clawbot.messages import InboundMessage, OutboundEdit, OutboundFile, OutboundMessage
 from tests.standins.rate_rules import RateBook, TokenBucket
 from tests.standins.telegram import DEFAULT_GROUP_ID, TelegramHarness, TelegramRates
 
@@ -91,6 +91,33 @@ async def test_a_draft_over_the_chats_budget_raises_rate_limited_with_telegrams_
 
     assert refused.value.retry_after == 1.0
     assert harness.server.draft_shown(int(PRIVATE)) == "one two three"
+
+
+async def test_a_message_over_the_chats_budget_raises_rate_limited_and_nothing_is_posted(
+    harness: TelegramHarness, adapter: TelegramAdapter, frozen: ManualClock
+) -> None:
+    for n in range(3):
+        await post(adapter, PRIVATE, f"message {n}")
+
+    with pytest.raises(RateLimitedError) as refused:
+        await post(adapter, PRIVATE, "one too many")
+
+    assert refused.value.retry_after == 1.0  # the chat's pacer waits that long, sends again
+    assert harness.server.chat_shows(int(PRIVATE)) == [f"message {n}" for n in range(3)]
+
+
+async def test_a_file_over_the_chats_budget_raises_rate_limited_and_nothing_is_posted(
+    harness: TelegramHarness, adapter: TelegramAdapter, frozen: ManualClock
+) -> None:
+    for n in range(3):
+        await post(adapter, PRIVATE, f"message {n}")
+    notes = OutboundFile(channel="telegram", chat_id=PRIVATE, name="notes.txt", data=b"notes")
+
+    with pytest.raises(RateLimitedError) as refused:
+        await adapter.send_file(notes)
+
+    assert refused.value.retry_after == 1.0
+    assert harness.server.uploads.received == []
 
 
 async def test_edits_at_the_adapters_pace_stay_within_a_groups_budget(

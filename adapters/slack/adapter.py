@@ -366,13 +366,7 @@ class SlackAdapter(Adapter):
 
     async def send_file(self, file: OutboundFile) -> list[SentMessage]:
         """The file shared into the chat (``adapters.slack.files``)."""
-        ts = await upload(
-            self._client,
-            file,
-            self.limits,
-            attempts=self.max_send_attempts,
-            max_wait=self.max_retry_after,
-        )
+        ts = await upload(self._client, file, self.limits)
         return [SentMessage(channel=CHANNEL, chat_id=file.chat_id, message_id=ts)]
 
     async def edit(self, edit: OutboundEdit) -> None:

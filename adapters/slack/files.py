@@ -4,13 +4,13 @@ URL, ``files.completeUploadExternal`` sharing the file into the channel, or the 
 the caption as its ``initial_comment`` in mrkdwn).
 
 Slack shows an image inline and plays audio in place, so every kind is a file. A rate limit
-on any step starts the upload again once Slack's ``Retry-After`` passed: a file not yet
-completed was shared nowhere, so that never posts it twice.
+on any step is raised as ``RateLimitedError`` with Slack's ``Retry-After``: a file not yet
+completed was shared nowhere, so the chat's pacer starts the upload again once the wait is
+over, and that never posts it twice.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from typing import Any
@@ -19,10 +19,10 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.sending import error_code, retry_after_of
+from adapters.slack.sending import error_code, is_rate_limited, retry_after_of
 from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.rendering import render_caption
-from clawbot.errors import DeliveryError
+from clawbot.errors import DeliveryError, RateLimitedError
 from clawbot.messages import OutboundFile
 
 log = logging.getLogger(__name__)
@@ -47,37 +47,33 @@ def upload_arguments(file: OutboundFile, limits: ChannelLimits) -> dict[str, Any
     return arguments
 
 
-async def upload(
-    client: AsyncWebClient,
-    file: OutboundFile,
-    limits: ChannelLimits,
-    *,
-    attempts: int,
-    max_wait: float,
-) -> str | None:
+async def upload(client: AsyncWebClient, file: OutboundFile, limits: ChannelLimits) -> str | None:
     """Share ``file`` into its channel; the ``ts`` of the message that shows it, where
-    Slack said (it may share a file in a moment, after it answered)."""
-    for attempt in range(1, attempts + 1):
-        try:
-            response = await client.files_upload_v2(**upload_arguments(file, limits))
-        except SlackApiError as exc:
-            error = error_code(exc)
-            if (exc.response.status_code != 429 and error != "ratelimited") or attempt == attempts:
-                raise DeliveryError(
-                    f"Slack refused {file.name!r} for chat {file.chat_id} ({error})"
-                ) from None
-            await asyncio.sleep(min(retry_after_of(exc), max_wait))
-            continue
-        except SlackRequestError as exc:  # the upload URL refused the bytes
-            raise DeliveryError(
-                f"Slack refused {file.name!r} for chat {file.chat_id}: {_upload_refusal(exc)}"
+    Slack said (it may share a file in a moment, after it answered). A 429 is raised as
+    ``RateLimitedError`` with Slack's ``Retry-After``: nothing was shared, so the chat's
+    pacer waits that long and sends it again."""
+    try:
+        response = await client.files_upload_v2(**upload_arguments(file, limits))
+    except SlackApiError as exc:
+        if is_rate_limited(exc):
+            wait = retry_after_of(exc)
+            raise RateLimitedError(
+                f"Slack asked to wait {wait:g} s before taking {file.name!r} for chat "
+                f"{file.chat_id}",
+                wait,
             ) from None
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise DeliveryError(
-                f"cannot reach Slack to send {file.name!r} ({type(exc).__name__})"
-            ) from None
-        return _share_ts(response.get("file") or {}, file.chat_id)
-    raise DeliveryError(f"Slack kept rate-limiting files to chat {file.chat_id}")
+        raise DeliveryError(
+            f"Slack refused {file.name!r} for chat {file.chat_id} ({error_code(exc)})"
+        ) from None
+    except SlackRequestError as exc:  # the upload URL refused the bytes
+        raise DeliveryError(
+            f"Slack refused {file.name!r} for chat {file.chat_id}: {_upload_refusal(exc)}"
+        ) from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise DeliveryError(
+            f"cannot reach Slack to send {file.name!r} ({type(exc).__name__})"
+        ) from None
+    return _share_ts(response.get("file") or {}, file.chat_id)
 
 
 def _upload_refusal(exc: SlackRequestError) -> str:

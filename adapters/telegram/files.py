@@ -1,7 +1,7 @@
 """Sending files to Telegram: ``sendPhoto``, ``sendVoice``, ``sendAudio`` or ``sendDocument``
 by the file's kind (an upload PTB sends as multipart form data), the caption rendered as
-Telegram HTML within its 1,024 characters, plain when Telegram refuses the markup, rate
-limits waited out as for messages.
+Telegram HTML within its 1,024 characters, plain when Telegram refuses the markup, flood
+control raised as ``RateLimitedError`` for the chat's pacer to wait out, as for messages.
 
 Telegram's limits for a bot: 50 MB per uploaded file, 10 MB per photo (a bigger image goes
 as a document, which Telegram shows with a preview).
@@ -9,7 +9,6 @@ as a document, which Telegram shows with a preview).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +18,6 @@ from telegram.constants import ParseMode
 from telegram.error import BadRequest, TelegramError
 
 from adapters.telegram.sending import (
-    MAX_RETRY_AFTER,
     MAX_SEND_ATTEMPTS,
     _is_parse_error,
     api_chat_id,
@@ -27,7 +25,7 @@ from adapters.telegram.sending import (
 )
 from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.rendering import RenderedPart, render_caption
-from clawbot.errors import DeliveryError
+from clawbot.errors import DeliveryError, RateLimitedError
 from clawbot.messages import FileKind, OutboundFile
 
 log = logging.getLogger(__name__)
@@ -71,7 +69,8 @@ def file_to_send_kwargs(
 async def send_file(
     bot: Any, file: OutboundFile, limits: ChannelLimits, *, scrub: Callable[[str], str]
 ) -> Message:
-    """Upload one file; only what Telegram certainly did not post is sent again."""
+    """Upload one file; only what Telegram certainly did not post is sent again (a caption
+    refused as HTML, as plain text). Flood control is raised as ``RateLimitedError``."""
     caption = render_caption(file.caption, limits)
     plain = False
     for _attempt in range(MAX_SEND_ATTEMPTS):
@@ -89,10 +88,11 @@ async def send_file(
             wait = flood_wait(exc)
             if wait is None:
                 raise _refused(file, scrub(exc.message)) from None
-            if wait > MAX_RETRY_AFTER:
-                raise _refused(file, f"rate limited for {wait:.0f}s") from None
-            log.info("telegram: rate limited in chat %s; retrying in %.1fs", file.chat_id, wait)
-            await asyncio.sleep(wait)
+            raise RateLimitedError(  # nothing was posted: the chat's pacer waits, sends again
+                f"telegram asked to wait {wait:g} s before taking {file.name!r} for chat "
+                f"{file.chat_id}",
+                wait,
+            ) from None
     raise _refused(file, f"still failing after {MAX_SEND_ATTEMPTS} tries")
 
 
