@@ -227,6 +227,7 @@ async def serving(
         retry_backoff=0,
         shell_unsandboxed="allow-host-access",  # no tool runs; where bwrap cannot run
         streaming=True,
+        streaming_channels={platform: True},
         _env_file=None,  # type: ignore[call-arg]
     ).model_copy(update=values)
 

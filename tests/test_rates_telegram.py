@@ -120,29 +120,38 @@ async def test_a_file_over_the_chats_budget_raises_rate_limited_and_nothing_is_p
     assert harness.server.uploads.received == []
 
 
-async def test_edits_at_the_adapters_pace_stay_within_a_groups_budget(
+async def test_a_groups_messages_and_edits_at_the_adapters_pace_stay_within_its_budget(
     harness: TelegramHarness, adapter: TelegramAdapter, frozen: ManualClock
 ) -> None:
+    group = adapter.limits_for(GROUP)
     message_id = await post(adapter, GROUP, "word")
     text = "word"
-    for _ in range(40):  # two minutes of a preview growing in a group
-        frozen.advance(adapter.limits.edit_interval)
-        text += " word"
-        await adapter.edit(edit(GROUP, message_id, text))
+    for n in range(1, 41):  # two minutes of a reply streaming in a group, a new part at times
+        frozen.advance(max(group.message_interval, group.edit_interval))
+        if n % 5 == 0:
+            message_id = await post(adapter, GROUP, f"part {n // 5}")
+            text = f"part {n // 5}"
+        else:
+            text += " word"
+            await adapter.edit(edit(GROUP, message_id, text))
 
     assert harness.server.book.activity(GROUP).refused == 0
-    assert harness.server.chat_shows(DEFAULT_GROUP_ID) == [text]
+    assert harness.server.chat_shows(DEFAULT_GROUP_ID)[-1] == text
 
 
 async def test_messages_at_the_adapters_pace_stay_within_a_private_chats_budget(
     harness: TelegramHarness, adapter: TelegramAdapter, frozen: ManualClock
 ) -> None:
+    private = adapter.limits_for(PRIVATE)
     for n in range(10):
         await post(adapter, PRIVATE, f"message {n}")
-        frozen.advance(adapter.limits.message_interval)
+        frozen.advance(private.message_interval)
+    for n in range(10):
+        await adapter.send_draft(PRIVATE, 7, f"draft {n}")
+        frozen.advance(private.edit_interval)
 
-    assert harness.server.book.activity(PRIVATE).refused == 0
-    assert harness.server.book.activity(PRIVATE).messages == 10
+    activity = harness.server.book.activity(PRIVATE)
+    assert (activity.messages, activity.drafts, activity.refused) == (10, 10, 0)
 
 
 async def test_parts_sent_faster_than_telegram_allows_arrive_in_order_once_it_let_them(

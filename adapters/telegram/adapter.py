@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any
 
 from telegram import Bot, CallbackQuery, Update
@@ -45,17 +46,19 @@ LIMITS = ChannelLimits(
     max_message_chars=4096,
     markup="telegram_html",
     length_unit="utf16",
-    # The Bot FAQ: "avoid sending more than one message per second" in one chat ...
+    # The Bot FAQ: "avoid sending more than one message per second" in one chat; edits and
+    # drafts count as such calls here (Telegram's flood control meets streamed edits too).
     message_interval=1.0,
-    # ... and "not more than 20 messages per minute to the same group": a streamed preview
-    # edited once every 3 s stays within a group's budget on its own. One interval serves
-    # every chat, so a private chat's draft grows at that pace too.
-    edit_interval=3.0,
+    edit_interval=1.0,
     # sendMessageDraft (Bot API 9.3): a private chat shows a reply growing in a draft.
     drafts=True,
     max_upload_bytes=MAX_UPLOAD_BYTES,
     max_caption_chars=MAX_CAPTION_CHARS,
 )
+"""A private chat's limits (and the channel's, where no chat is named)."""
+GROUP_LIMITS = replace(LIMITS, message_interval=3.0, edit_interval=3.0)
+"""A group's or channel's: the Bot FAQ's "not more than 20 messages per minute to the same
+group", kept by every call, edits included, at most one every 3 s."""
 
 
 class TelegramAdapter(Adapter):
@@ -277,6 +280,11 @@ class TelegramAdapter(Adapter):
         """A photo, voice note, audio or document (``adapters.telegram.files``)."""
         result = await send_file(self._bot(), file, self.limits, scrub=self._scrub)
         return [SentMessage(CHANNEL, file.chat_id, str(result.message_id))]
+
+    def limits_for(self, chat_id: str) -> ChannelLimits:
+        """A private chat's limits for a person's chat (a positive id), a group's otherwise
+        (groups, supergroups and channels have negative ids or ``@username``)."""
+        return LIMITS if chat_id.isdigit() else GROUP_LIMITS
 
     async def edit(self, edit: OutboundEdit) -> None:
         """``editMessageText`` to a text that fits one message, without buttons; raises

@@ -142,6 +142,12 @@ class Adapter(abc.ABC):
         gated by the outbox); raises ``DeliveryError`` when the platform refuses. Channels
         without buttons do nothing: their messages never need taking back."""
 
+    def limits_for(self, chat_id: str) -> ChannelLimits:
+        """The limits that hold in one chat: ``limits``, unless the platform's rate differs
+        by kind of chat (a Telegram group allows 20 messages a minute, a private chat one a
+        second). The chat's pacer keeps these."""
+        return self.limits
+
     async def send_draft(self, chat_id: str, draft_id: int, text: str) -> None:
         """Show ``text`` as the growing draft ``draft_id`` in a private chat, where
         ``limits.drafts`` says the platform has drafts; the final reply is then sent as a

@@ -64,6 +64,8 @@ class ChatPacer:
     def __init__(self, adapter: Adapter, chat_id: str, clock: PacerClock) -> None:
         self.adapter = adapter
         self.chat_id = chat_id
+        self.limits = adapter.limits_for(chat_id)
+        """The intervals this chat keeps (its kind of chat's, where the platform's differ)."""
         self.clock = clock
         self._lock = asyncio.Lock()
         self._next_post = NO_WAIT
@@ -145,7 +147,7 @@ class ChatPacer:
         """``message`` as the messages the platform will show, one per part: the first
         keeps the reply-to, the last the buttons. A short message, or one for one person
         alone, stays whole (the adapter renders it in one part)."""
-        limits = self.adapter.limits
+        limits = self.limits
         measure = utf16_length if limits.length_unit == "utf16" else len
         if (
             message.private_to is not None
@@ -238,7 +240,7 @@ class ChatPacer:
         slow call never brings the next one closer to it at the platform)."""
         self.calls += 1
         now = self.clock.monotonic()
-        limits = self.adapter.limits
+        limits = self.limits
         self._next_post = now + limits.message_interval
         if edits is not None:
             self._next_edit[edits] = now + max(limits.edit_interval, limits.message_interval)
