@@ -123,15 +123,17 @@ async def test_a_file_over_the_chats_budget_raises_rate_limited_and_nothing_is_p
 async def test_a_groups_messages_and_edits_at_the_adapters_pace_stay_within_its_budget(
     harness: TelegramHarness, adapter: TelegramAdapter, frozen: ManualClock
 ) -> None:
+    """Two minutes of long replies streamed in a group: a preview edited at the group's pace,
+    then three parts in a row at the message pace, again and again."""
     group = adapter.limits_for(GROUP)
-    message_id = await post(adapter, GROUP, "word")
-    text = "word"
-    for n in range(1, 41):  # two minutes of a reply streaming in a group, a new part at times
-        frozen.advance(max(group.message_interval, group.edit_interval))
-        if n % 5 == 0:
-            message_id = await post(adapter, GROUP, f"part {n // 5}")
-            text = f"part {n // 5}"
-        else:
+    text = ""
+    for reply in range(5):
+        for part in range(3):
+            frozen.advance(group.message_interval)
+            text = f"reply {reply} part {part}"
+            message_id = await post(adapter, GROUP, text)
+        for _ in range(5):
+            frozen.advance(group.edit_interval)
             text += " word"
             await adapter.edit(edit(GROUP, message_id, text))
 
