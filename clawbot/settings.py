@@ -53,9 +53,6 @@ class PeerGroup(BaseModel):
     agents: tuple[str, ...] = Field(min_length=1)
 
 
-UNPACED_PLATFORMS = frozenset({"telegram", "discord", "slack"})  # stream only when named
-
-
 class Settings(BaseSettings):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
@@ -381,10 +378,8 @@ class Settings(BaseSettings):
         return profile
 
     def streams(self, channel: str) -> bool:
-        """Whether replies in ``channel`` show while they are written. The platforms stream
-        only when named in ``streaming_channels``, until their adapters keep edit rates."""
-        default = self.streaming and channel not in UNPACED_PLATFORMS
-        return self.streaming_channels.get(channel, default)
+        """Whether replies in ``channel`` are shown while they are written."""
+        return self.streaming_channels.get(channel, self.streaming)
 
     def secret_values(self) -> list[str]:
         """Every secret setting's value, for log redaction."""

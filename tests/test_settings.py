@@ -145,8 +145,7 @@ def test_comma_separated_lists_are_accepted(monkeypatch: pytest.MonkeyPatch) -> 
 def test_streaming_is_on_unless_turned_off_and_a_channel_may_differ(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert load_settings().streams("console")
-    assert not load_settings().streams("telegram")  # until its adapter keeps the edit rates
+    assert load_settings().streams("telegram")
 
     monkeypatch.setenv("CLAWBOT_STREAMING", "off")
     monkeypatch.setenv("CLAWBOT_STREAMING_CHANNELS", "Telegram:on, slack:off")
