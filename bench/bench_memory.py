@@ -60,14 +60,18 @@ class CountingChannel(MemoryChannel):
     def __init__(self) -> None:
         super().__init__()
         self.replies = 0
-        self.typing = 0
+        self.typed = 0
 
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         self.replies += 1
         return [SentMessage(channel=self.name, chat_id=message.chat_id)]
 
+    @property
+    def supports_typing(self) -> bool:
+        return True
+
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        self.typing += 1
+        self.typed += 1
 
 
 def rss_mb() -> float:

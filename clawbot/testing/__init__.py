@@ -65,6 +65,7 @@ __all__ = [
     "VirtualClock",
     "answer",
     "call",
+    "scripted_audio",
 ]
 
 
