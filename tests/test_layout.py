@@ -334,6 +334,10 @@ FOUNDATION = (
     "clawbot.messages",
     "clawbot.errors",
     "clawbot.settings",
+    "clawbot.settings.files",
+    "clawbot.settings.platforms",
+    "clawbot.settings.tools",
+    "clawbot.settings.model",
     "clawbot.clock",
     "clawbot.lru",
     "clawbot.logs",
@@ -511,9 +515,10 @@ def platform_of(module: str) -> str | None:
     return parts[1] if is_package(".".join(parts[:2])) else parts[1].split("_")[0]
 
 
-FACADES = ("store", "testing")
+FACADES = ("settings", "store", "testing")
 """Packages whose init is their public face: the store's names its interface, the testing
-kit's is what a user's tests import (``from clawbot.testing import ScriptedModel``)."""
+kit's is what a user's tests import (``from clawbot.testing import ScriptedModel``), the
+settings' is the one model its mixin modules make up."""
 
 
 def packages(root: Path = ROOT) -> dict[str, Path]:

@@ -1,4 +1,5 @@
-"""Settings from the environment, a ``.env`` file and optional ``clawbot.toml`` files.
+"""The settings model: every field, read from the environment, a ``.env`` file and optional
+``clawbot.toml`` files.
 
 Precedence, highest first: explicit overrides (CLI flags), environment, ``.env``, the current
 folder's ``clawbot.toml`` (or ``CLAWBOT_CONFIG``'s file), the home's ``clawbot.toml``,
@@ -9,13 +10,10 @@ Every setting is listed with a comment in ``.env.example``.
 from __future__ import annotations
 
 import os
-import re
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -26,7 +24,6 @@ from pydantic import (
 )
 from pydantic_settings import (
     BaseSettings,
-    InitSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
@@ -35,14 +32,17 @@ from pydantic_settings import (
 
 from clawbot.errors import ConfigError
 from clawbot.policies import DEFAULT_PROFILE, Autonomy, RiskProfile
+from clawbot.settings.files import (
+    DEFAULT_HOME,
+    check_config_file,
+    config_file,
+    config_files,
+    home_before_files,
+)
+from clawbot.settings.platforms import PlatformSettings
+from clawbot.settings.tools import ToolSettings
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
-CONFIG_NAME = "clawbot.toml"
-DEFAULT_HOME = Path("~/.clawbot")
-
-
-def _env(*names: str) -> AliasChoices:
-    return AliasChoices(*names)
 
 
 class PeerGroup(BaseModel):
@@ -53,7 +53,7 @@ class PeerGroup(BaseModel):
     agents: tuple[str, ...] = Field(min_length=1)
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, PlatformSettings, ToolSettings):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
     model_config = SettingsConfigDict(
@@ -113,46 +113,6 @@ class Settings(BaseSettings):
     tts_voice: str = Field(default="alloy", min_length=1, description="the speech model's voice")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     db_synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL"
-
-    telegram_token: SecretStr | None = Field(
-        default=None, validation_alias=_env("CLAWBOT_TELEGRAM_TOKEN", "TELEGRAM_BOT_TOKEN")
-    )
-    telegram_api_base: str = "https://api.telegram.org/bot"
-    telegram_file_base: str = "https://api.telegram.org/file/bot"
-    telegram_mode: Literal["polling", "webhook"] = "polling"
-    telegram_webhook_url: str = ""
-    telegram_webhook_listen: str = "127.0.0.1"
-    telegram_webhook_port: int = Field(default=8443, ge=1, le=65535)
-    telegram_webhook_path: str = "/telegram"
-    telegram_webhook_secret: SecretStr | None = None
-
-    discord_token: SecretStr | None = Field(
-        default=None, validation_alias=_env("CLAWBOT_DISCORD_TOKEN", "DISCORD_BOT_TOKEN")
-    )
-    discord_api_base: str = "https://discord.com/api/v10"
-    discord_catch_up_hours: float = Field(
-        default=24.0,
-        ge=0,
-        description="on start, fetch Discord messages missed while offline (Discord never "
-        "redelivers) from active conversations, up to this many hours old; 0 turns it off",
-    )
-
-    slack_bot_token: SecretStr | None = Field(
-        default=None, validation_alias=_env("CLAWBOT_SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN")
-    )
-    slack_app_token: SecretStr | None = Field(
-        default=None, validation_alias=_env("CLAWBOT_SLACK_APP_TOKEN", "SLACK_APP_TOKEN")
-    )
-    slack_signing_secret: SecretStr | None = Field(
-        default=None,
-        validation_alias=_env("CLAWBOT_SLACK_SIGNING_SECRET", "SLACK_SIGNING_SECRET"),
-    )
-    slack_api_base: str = "https://slack.com/api/"
-    slack_mode: Literal["socket", "http"] = "socket"
-    slack_http_host: str = "127.0.0.1"
-    slack_http_port: int = Field(default=3000, ge=1, le=65535)
-    slack_http_path: str = "/slack/events"
-    slack_command: str = "/clawbot"
 
     dm_policy: DmPolicy = "pairing"
     allowed_senders: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -216,59 +176,6 @@ class Settings(BaseSettings):
         le=32,
         description="delegated tasks (delegate, agents as tools) running at once in this bot; "
         "more wait for a free slot",
-    )
-
-    memory_max_chars: int = Field(
-        default=4000,
-        ge=100,
-        le=1_000_000,
-        description="the longest text one memory may hold (memory_store, clawbot memory "
-        "import); a longer one is refused with a clear error",
-    )
-    memory_embeddings: str = Field(
-        default="off",
-        min_length=1,
-        description="semantic recall: off (full-text search alone), local (the wordllama "
-        "model shipped in the semantic extra; nothing leaves the machine) or a litellm "
-        "embedding model, e.g. openai/text-embedding-3-small (docs/memory.md)",
-    )
-    memory_embedding_dims: Literal[64, 128, 256] = Field(
-        default=128, description="dimensions of the local model's vectors (64, 128 or 256)"
-    )
-
-    shell_timeout: float = Field(
-        default=60.0,
-        gt=0,
-        le=3600,
-        description="seconds a shell_exec command may run at most (a call may ask for less); "
-        "then it and everything it started are killed",
-    )
-    shell_max_output: int = Field(
-        default=20_000,
-        ge=1000,
-        le=45_000,
-        description="bytes of a command's output shell_exec returns (its start and its end)",
-    )
-    shell_network: bool = Field(
-        default=False, description="whether sandboxed shell_exec commands may use the network"
-    )
-    shell_unsandboxed: Literal["refuse", "allow-host-access"] = Field(
-        default="refuse",
-        description="where bubblewrap cannot run: refuse (shell_exec is not offered) or "
-        "allow-host-access (commands run on the host as the bot's user and can read and "
-        "change every file it can: the .env with its keys and tokens, the database with "
-        "every transcript; each call is unsafe and asks a person)",
-    )
-    web_allow_hosts: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description="hosts web_fetch may reach although they resolve to private or loopback "
-        "addresses (an intranet; 127.0.0.1 for a local test server)",
-    )
-    web_timeout: float = Field(
-        default=20.0, gt=0, le=600, description="seconds one web_fetch may take, redirects too"
-    )
-    web_max_bytes: int = Field(
-        default=2_000_000, ge=1000, description="bytes of a response body web_fetch reads"
     )
 
     risk_profiles: dict[str, RiskProfile] = Field(
@@ -352,7 +259,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        home = _home_before_files(init_settings, env_settings, dotenv_settings)
+        home = home_before_files(init_settings, env_settings, dotenv_settings)
         files = config_files(home)
         return (
             init_settings,
@@ -395,90 +302,18 @@ class Settings(BaseSettings):
         return self.home / "agents"
 
 
-def config_file() -> Path:
-    """The current folder's TOML settings file: CLAWBOT_CONFIG, else ``clawbot.toml`` here."""
-    return Path(os.environ.get("CLAWBOT_CONFIG", CONFIG_NAME))
-
-
-def config_files(home: Path) -> list[Path]:
-    """The TOML settings files clawbot looks for, in the order they are read (a later one
-    overrides an earlier one): the home's, then the current folder's. One file named twice
-    (the home is the current folder) is read once."""
-    files = [home.expanduser() / CONFIG_NAME, config_file()]
-    if files[0].resolve() == files[1].resolve():
-        return files[:1]
-    return files
-
-
 def config_files_read(settings: Settings) -> list[Path]:
     """The settings files that exist and were read for ``settings``, in order."""
     return [path for path in config_files(settings.home) if path.is_file()]
 
 
-def _home_before_files(*sources: PydanticBaseSettingsSource) -> Path:
-    """The home folder as the sources above the files, then the current folder's file, set
-    it: the home's own ``clawbot.toml`` is read from there, so it cannot move it."""
-    for source in sources:
-        values = source.init_kwargs if isinstance(source, InitSettingsSource) else source()
-        if values.get("home"):
-            return Path(str(values["home"]))
-    local = config_file()
-    if local.is_file():
-        try:
-            with local.open("rb") as file:
-                home = tomllib.load(file).get("home")
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-            home = None  # reported by load_settings, naming the file
-        if isinstance(home, str) and home:
-            return Path(home)
-    return DEFAULT_HOME
-
-
-def _check_config_file(path: Path, *, in_home: bool = False) -> None:
-    """A ConfigError naming ``path`` (and the line) when it is not readable TOML, or when the
-    home's own file (``in_home``) sets the home.
-
-    pydantic-settings reports a broken file with the parser's words alone, which do not say
-    which file; parsing it once more here first is cheap.
-    """
-    if not path.is_file():
-        return
-    where = path.absolute()
-    try:
-        with path.open("rb") as file:
-            values = tomllib.load(file)
-    except tomllib.TOMLDecodeError as exc:
-        reason = str(exc)
-        line = re.search(r"\bline (\d+)", reason)
-        raise ConfigError(
-            f"the settings file {where} is not valid TOML: {reason[:1].lower()}{reason[1:]}",
-            hint=f"correct {f'line {line[1]}' if line else 'the file'} and start clawbot again",
-        ) from None
-    except UnicodeDecodeError:
-        raise ConfigError(
-            f"the settings file {where} is not UTF-8 text",
-            hint="save it as UTF-8 and start clawbot again",
-        ) from None
-    except OSError as exc:
-        raise ConfigError(
-            f"the settings file {where} cannot be read: {exc.strerror}",
-            hint="make it readable, or set CLAWBOT_CONFIG to another file",
-        ) from None
-    if in_home and "home" in values:
-        raise ConfigError(
-            f"the settings file {where} sets home, but it is read from the home itself",
-            hint="remove home there; set CLAWBOT_HOME, --home or home in the current "
-            "folder's clawbot.toml instead",
-        )
-
-
 def load_settings(**overrides: Any) -> Settings:
     """Load settings, turning validation failures into one ConfigError naming each setting."""
     clean = {key: value for key, value in overrides.items() if value is not None}
-    _check_config_file(config_file())
-    home = clean.get("home") or os.environ.get("CLAWBOT_HOME") or _home_before_files()
+    check_config_file(config_file())
+    home = clean.get("home") or os.environ.get("CLAWBOT_HOME") or home_before_files()
     for index, path in enumerate(config_files(Path(home))):
-        _check_config_file(path, in_home=index == 0)
+        check_config_file(path, in_home=index == 0)
     try:
         return Settings(**clean)
     except ValidationError as exc:
