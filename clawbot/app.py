@@ -23,6 +23,7 @@ from clawbot.commands.compaction import register_compaction_commands
 from clawbot.commands.memory import register_memory_commands
 from clawbot.commands.queue import register_queue_commands
 from clawbot.commands.registry import CommandRegistry
+from clawbot.commands.schedules import register_schedule_commands
 from clawbot.commands.subagents import register_subagent_commands
 from clawbot.commands.voice import register_voice_commands
 from clawbot.errors import ConfigError
@@ -35,6 +36,8 @@ from clawbot.runtime.llm import ModelClient
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.runtime.speech import VoiceReplies
 from clawbot.runtime.turn import AgentResolver, Runtime
+from clawbot.schedules.heartbeat import Heartbeat
+from clawbot.schedules.runner import ScheduleRunner
 from clawbot.scheduling.scheduler import Scheduler
 from clawbot.scheduling.streaming import StreamingTurns
 from clawbot.security.approvals import Approvals
@@ -87,6 +90,7 @@ class Clawbot:
     switchboard: Switchboard
     scheduler: Scheduler
     subagents: SubagentControl
+    schedules: ScheduleRunner
 
     @classmethod
     async def open(
@@ -132,6 +136,7 @@ class Clawbot:
         )
         outbox = Outbox()
         clock = clock or SystemClock()
+        schedules = ScheduleRunner(settings=settings, store=store, outbox=outbox, clock=clock)
         approvals = Approvals(
             settings=settings, store=store, outbox=outbox, clock=clock, note=registry.approval_note
         )
@@ -158,6 +163,7 @@ class Clawbot:
                 ApprovalTurns(approvals),
                 *([VoiceReplies(settings, outbox)] if settings.tts_model else []),
                 StreamingTurns(),
+                schedules,
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(
@@ -175,6 +181,14 @@ class Clawbot:
             agents=agent_registry,
         )
         scheduler.bind_turn_ends(subagents.announcer)
+        heartbeat = Heartbeat(
+            settings=settings,
+            store=store,
+            scheduler=scheduler,
+            workspace=workspace,
+            agents=agent_registry.all,
+        )
+        schedules.bind(scheduler, heartbeat)
         if tools is None:
             registry.add(delegate_tool(subagents.delegation))
             offered = AgentTools(
@@ -199,6 +213,7 @@ class Clawbot:
                 message_tool(messenger),
                 send_file_tool(outbox),
                 *memory_tools(store.memories, agent_registry.get),
+                *schedules.tools(),
             ]:
                 registry.add(tool)
         for plugin in plugins:
@@ -214,6 +229,7 @@ class Clawbot:
             register_subagent_commands(commands, store, scheduler, scheduler.clock)
             register_memory_commands(commands, store.memories, agent_registry.get)
             register_voice_commands(commands, settings)
+            register_schedule_commands(commands, schedules.book)
             register_compaction_commands(
                 commands, runtime.compactor, lambda session: runtime.resolve(session).model
             )
@@ -244,6 +260,7 @@ class Clawbot:
             switchboard,
             scheduler,
             subagents,
+            schedules,
         )
 
     def connect(self, adapter: Adapter) -> None:

@@ -161,6 +161,7 @@ STORE_PUBLIC = {
     "clawbot.store.protocols.security",
     "clawbot.store.protocols.senders",
     "clawbot.store.protocols.turns",
+    "clawbot.store.protocols.schedules",
     "clawbot.store.records",
     "clawbot.store.ids",
 }
@@ -337,6 +338,7 @@ FOUNDATION = (
     "clawbot.settings.files",
     "clawbot.settings.platforms",
     "clawbot.settings.tools",
+    "clawbot.settings.schedules",
     "clawbot.settings.model",
     "clawbot.clock",
     "clawbot.lru",
@@ -363,6 +365,7 @@ RECORDS = (
     "clawbot.memory.chunks",
     "clawbot.memory.ranking",
     "clawbot.subagents.records",
+    "clawbot.schedules.records",
 )
 """The records the store persists (and the pure helpers it applies), each kept in its
 stage's package but below the store: they import only the foundation and each other."""
@@ -376,6 +379,7 @@ STAGES = (
     "memory",
     "scheduling",
     "subagents",
+    "schedules",
     "commands",
     "routing",
 )

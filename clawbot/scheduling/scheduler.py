@@ -80,6 +80,7 @@ class Scheduler:
         self.closing = False
         self._started = False
         self._start_lock = asyncio.Lock()
+        self._started_event = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._outcomes = Outcomes(loop=self._event_loop, closing=self._is_closing)
         self._replies = Replies(outbox, settings)
@@ -139,6 +140,12 @@ class Scheduler:
             self._started = True
             if self._turns.ends is not None:
                 await self._turns.ends.recover()
+            self._started_event.set()
+
+    async def wait_started(self) -> None:
+        """Return once :meth:`start` has run: work of its own (a schedule's loop) starts
+        no turn before the adapters are connected and recovery is done."""
+        await self._started_event.wait()
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Stop intake, give running turns ``timeout`` seconds (default: the

@@ -40,6 +40,7 @@ from clawbot.settings.files import (
     home_before_files,
 )
 from clawbot.settings.platforms import PlatformSettings
+from clawbot.settings.schedules import ScheduleSettings
 from clawbot.settings.tools import ToolSettings
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
@@ -53,7 +54,7 @@ class PeerGroup(BaseModel):
     agents: tuple[str, ...] = Field(min_length=1)
 
 
-class Settings(BaseSettings, PlatformSettings, ToolSettings):
+class Settings(BaseSettings, PlatformSettings, ToolSettings, ScheduleSettings):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
     model_config = SettingsConfigDict(

@@ -11,6 +11,7 @@ from typing import Protocol
 from clawbot.store.protocols.agents import Agents, Injections
 from clawbot.store.protocols.conversations import Sessions, Transcripts
 from clawbot.store.protocols.memories import Memories
+from clawbot.store.protocols.schedules import Schedules
 from clawbot.store.protocols.security import Approvals, AuditLog
 from clawbot.store.protocols.senders import Access, Pairing
 from clawbot.store.protocols.turns import Backlog, Jobs, Ledger
@@ -43,6 +44,8 @@ class Store(Protocol):
     def audit(self) -> AuditLog: ...
     @property
     def approvals(self) -> Approvals: ...
+    @property
+    def schedules(self) -> Schedules: ...
 
     @property
     def owner(self) -> str:
