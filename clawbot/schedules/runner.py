@@ -89,6 +89,11 @@ class ScheduleRunner(TurnPlugin):
                 await task
         self._loop = None
 
+    async def counted(self) -> None:
+        """Return once the outcomes of the runs that ended are counted."""
+        while self._watchers:
+            await asyncio.wait(set(self._watchers))
+
     def wake(self) -> None:
         """A task was created: look at the due times again now."""
         self._wake.set()
