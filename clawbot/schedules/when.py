@@ -77,7 +77,7 @@ class Trigger:
         if self.kind == "once":
             return f"once at {datetime.fromisoformat(self.spec):%Y-%m-%d %H:%M} UTC"
         if self.kind == "interval":
-            return f"every {human_duration(float(self.spec))}"
+            return f"every {_every(float(self.spec))}"
         return f"cron {self.spec} ({self.tz})"
 
 
@@ -140,6 +140,15 @@ def _once(text: str, zone: ZoneInfo, now: datetime) -> Trigger:
             "or 'in 20 minutes'",
         )
     return Trigger("once", moment.isoformat())
+
+
+def _every(seconds: float) -> str:
+    """``7200`` -> ``"2 hours"``, ``3600`` -> ``"hour"``, ``90`` -> ``"90 s"``."""
+    for unit, size in (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return unit if count == 1 else f"{count} {unit}s"
+    return human_duration(seconds)
 
 
 def _zone(tz: str) -> ZoneInfo:
