@@ -229,11 +229,12 @@ class SqliteSchedules:
     async def heartbeat_target(self, agent_id: str) -> str | None:
         """The chat a person last wrote to with ``agent_id`` active: the key of the
         session of the newest ``main`` lane job among the platform sessions (not internal
-        ones, not subagents) whose agent it is; read from the newest job backwards."""
+        ones, not subagents) whose agent it is; read from the newest job backwards (job ids
+        are time-ordered, and the table is clustered on them)."""
         row = await self._database.fetchone(
             "SELECT j.session_key FROM turn_jobs j JOIN sessions s ON s.key = j.session_key"
             " WHERE j.lane = 'main' AND s.agent_id = ? AND s.channel != 'internal'"
-            " AND s.owner_key IS NULL ORDER BY j.rowid DESC LIMIT 1",
+            " AND s.owner_key IS NULL ORDER BY j.id DESC LIMIT 1",
             (agent_id,),
         )
         if row is None:
