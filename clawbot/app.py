@@ -188,7 +188,7 @@ class Clawbot:
             workspace=workspace,
             agents=agent_registry.all,
         )
-        schedules.bind(scheduler, heartbeat)
+        schedules.bind(scheduler, heartbeat, subagents)
         if tools is None:
             registry.add(delegate_tool(subagents.delegation))
             offered = AgentTools(

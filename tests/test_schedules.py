@@ -278,3 +278,21 @@ async def test_the_schedule_tools_are_not_offered_to_an_agent_whose_policy_denie
         assert not {"schedule_create", "schedule_list", "schedule_cancel"} & set(
             scripted.requests[-1].tool_names
         )
+
+
+async def test_a_task_run_in_a_subagent_reports_back_through_the_chats_agent(
+    bot: Clawbot, channel: MemoryChannel, clock: ManualClock, scripted: ScriptedModel
+) -> None:
+    reply = await say(bot, channel, "/schedule add subagent every 1 day | look for new papers")
+    assert "in a subagent" in reply or reply.startswith("Scheduled")
+    scripted.add("Found 3 new papers.", "Your daily search found 3 new papers.")
+    clock.advance(86400)
+
+    assert await run_due(bot) == 1
+
+    assert channel.chat("chat1")[-1] == "Your daily search found 3 new papers."
+    assert "Found 3 new papers." not in channel.chat("chat1")  # the child's own words stay inside
+    (child,) = await bot.store.sessions.children("memory:chat1")
+    assert [j.lane for j in await bot.store.jobs.for_session(child.key)] == ["subagent"]
+    assert "look for new papers" in scripted.requests[-2].last_user_text
+    assert await cron_jobs(bot) == []

@@ -11,7 +11,7 @@ import typer
 from clawbot.cli.common import HomeOption, fail, load, with_store
 
 if TYPE_CHECKING:
-    from clawbot.schedules.records import ScheduledTask
+    from clawbot.schedules.records import ScheduledTask, TaskMode
     from clawbot.store import Store
 
 
@@ -45,6 +45,9 @@ def schedule_add(
     ],
     prompt: Annotated[str, typer.Argument(help="what the agent does when it runs")],
     tz: Annotated[str, typer.Option(help="IANA time zone of a cron expression")] = "UTC",
+    subagent: Annotated[
+        bool, typer.Option("--subagent", help="run each time in a fresh subagent of the session")
+    ] = False,
     home: HomeOption = None,
 ) -> None:
     """Add a task to a session; it runs with the session's agent and answers its chat."""
@@ -56,7 +59,8 @@ def schedule_add(
         if target is None:
             return None
         book = ScheduleBook(settings=settings, store=store, clock=SystemClock())
-        return await book.create(target, when, prompt, tz=tz, created_by="cli")
+        mode: TaskMode = "subagent" if subagent else "session"
+        return await book.create(target, when, prompt, tz=tz, created_by="cli", mode=mode)
 
     settings = load(home=home)
     task = with_store(settings, add)

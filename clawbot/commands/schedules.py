@@ -1,13 +1,15 @@
 """``/schedule``: a chat's scheduled tasks, from the chat and without a model call.
-``/schedule add <when> | <prompt>`` creates one, ``/schedule list`` shows this chat's,
-``/schedule cancel <id>`` cancels one of them (another chat's tasks are neither shown nor
-cancelled from here)."""
+``/schedule add <when> | <prompt>`` creates one (``add subagent <when> | <prompt>``: each
+run in a fresh subagent whose report comes back to the chat), ``/schedule list`` shows this
+chat's, ``/schedule cancel <id>`` cancels one of them (another chat's tasks are neither
+shown nor cancelled from here)."""
 
 from __future__ import annotations
 
 from clawbot.commands.registry import CommandContext, CommandRegistry
 from clawbot.errors import ScheduleError
 from clawbot.schedules.book import ScheduleBook, describe, render
+from clawbot.schedules.records import TaskMode
 from clawbot.schedules.when import Trigger
 
 USAGE = "add <when> | <prompt>, list, or cancel <id>"
@@ -48,7 +50,12 @@ async def _add(ctx: CommandContext, book: ScheduleBook, rest: str) -> str:
     if not bar or not when.strip():
         return f"Give a time and a prompt, split by '|': {ADD_EXAMPLE}."
     when, zone = split_zone(when.strip())
-    task = await book.create(ctx.session, when, prompt, tz=zone, created_by=ctx.message.sender_id)
+    mode: TaskMode = "session"
+    if when.lower().startswith("subagent "):
+        mode, when = "subagent", when[len("subagent ") :]
+    task = await book.create(
+        ctx.session, when, prompt, tz=zone, created_by=ctx.message.sender_id, mode=mode
+    )
     assert task.next_run is not None
     trigger = Trigger(task.kind, task.spec, task.tz).describe()
     return (

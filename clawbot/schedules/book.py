@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from clawbot.clock import Clock
 from clawbot.errors import ScheduleError
 from clawbot.routing.sessions import Session
-from clawbot.schedules.records import ScheduledTask
+from clawbot.schedules.records import ScheduledTask, TaskMode
 from clawbot.schedules.when import Trigger, parse_when
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
@@ -37,10 +37,18 @@ class ScheduleBook:
         self.changed = changed
 
     async def create(
-        self, session: Session, when: str, prompt: str, *, tz: str = "UTC", created_by: str = ""
+        self,
+        session: Session,
+        when: str,
+        prompt: str,
+        *,
+        tz: str = "UTC",
+        created_by: str = "",
+        mode: TaskMode = "session",
     ) -> ScheduledTask:
         """A new task of ``session`` (its active agent's), or a ScheduleError saying why
-        not: an unreadable time, a time past, an empty prompt, the session's cap reached."""
+        not: an unreadable time, a time past, an empty prompt, the session's cap reached.
+        ``mode`` ``subagent``: each run goes to a fresh subagent of the session."""
         prompt = prompt.strip()
         if not prompt:
             raise ScheduleError(
@@ -64,6 +72,7 @@ class ScheduleBook:
             status="active",
             next_run=trigger.first_run(now),
             created_by=created_by,
+            mode=mode,
         )
         cap = self.settings.schedules_per_session
         if not await self.store.schedules.create(task, cap=cap):
@@ -96,6 +105,7 @@ def describe(task: ScheduledTask) -> str:
     trigger = Trigger(task.kind, task.spec, task.tz).describe()
     when = f"next {task.next_run:%Y-%m-%d %H:%M} UTC" if task.next_run else "no next run"
     state = f", paused after {task.failures} failed runs" if task.status == "paused" else ""
+    state += ", in a subagent" if task.mode == "subagent" else ""
     prompt = " ".join(task.prompt.split())
     if len(prompt) > PROMPT_LINE_CHARS:
         prompt = prompt[: PROMPT_LINE_CHARS - 1] + "…"

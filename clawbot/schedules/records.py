@@ -7,6 +7,9 @@ from typing import Literal, NamedTuple
 
 TriggerKind = Literal["cron", "interval", "once"]
 TaskStatus = Literal["active", "paused", "done", "cancelled"]
+TaskMode = Literal["session", "subagent"]
+"""Where a run's prompt goes: its session's ``cron`` lane, or a fresh subagent of the
+session (an internal child, its own agent the task's) whose announce reaches the session."""
 SCHEDULE_DEDUP_PREFIX = "schedule:"
 """Dedup ledger keys of due times claimed: ``schedule:<task id>:<due time>``."""
 
@@ -25,6 +28,7 @@ class ScheduledTask(NamedTuple):
     status: TaskStatus
     next_run: datetime | None
     created_by: str = ""
+    mode: TaskMode = "session"
     failures: int = 0
     last_job: str | None = None
     last_run: datetime | None = None

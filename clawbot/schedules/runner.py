@@ -23,7 +23,7 @@ from datetime import datetime
 
 from clawbot.channels.outbox import Outbox
 from clawbot.clock import Clock
-from clawbot.errors import ShuttingDownError
+from clawbot.errors import ShuttingDownError, SubagentError
 from clawbot.messages import OutboundMessage, Provenance, TextBlock, TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.runtime.plugins import TurnPlugin
@@ -34,8 +34,10 @@ from clawbot.schedules.tools import schedule_tools
 from clawbot.schedules.when import Trigger
 from clawbot.scheduling.records import TurnHandle
 from clawbot.scheduling.scheduler import Scheduler
+from clawbot.security.origin import TurnOrigin
 from clawbot.settings import Settings
 from clawbot.store import Store
+from clawbot.subagents.control import SubagentControl
 from clawbot.tools.registry import Tool
 
 log = logging.getLogger("clawbot.schedules")
@@ -58,16 +60,24 @@ class ScheduleRunner(TurnPlugin):
         self.clock = clock
         self._scheduler: Scheduler | None = None
         self.heartbeat: Heartbeat | None = None
+        self.subagents: SubagentControl | None = None
         self.book = ScheduleBook(settings=settings, store=store, clock=clock, changed=self.wake)
         self._wake = asyncio.Event()
         self._tick_lock = asyncio.Lock()
         self._loop: asyncio.Task[None] | None = None
         self._watchers: set[asyncio.Task[None]] = set()
 
-    def bind(self, scheduler: Scheduler, heartbeat: Heartbeat | None = None) -> None:
-        """The scheduler its runs go to (built after the runtime this plug-in is part of)."""
+    def bind(
+        self,
+        scheduler: Scheduler,
+        heartbeat: Heartbeat | None = None,
+        subagents: SubagentControl | None = None,
+    ) -> None:
+        """The scheduler its runs go to and the subagents a ``subagent`` task's runs are
+        (built after the runtime this plug-in is part of)."""
         self._scheduler = scheduler
         self.heartbeat = heartbeat
+        self.subagents = subagents
 
     @property
     def scheduler(self) -> Scheduler:
@@ -156,7 +166,9 @@ class ScheduleRunner(TurnPlugin):
         if session is None:  # its conversation was deleted
             await self.store.schedules.cancel(task.id)
             return 0
-        trigger = Trigger(task.kind, task.spec, task.tz)
+        following = Trigger(task.kind, task.spec, task.tz).next_after(due, now)
+        if task.mode == "subagent":
+            return await self._fire_subagent(task, session, due, following)
         entry = TranscriptEntry(
             role="user",
             content=(TextBlock(text=f"[Scheduled task {task.id}]\n{task.prompt}"),),
@@ -168,7 +180,6 @@ class ScheduleRunner(TurnPlugin):
         handle = await self.scheduler.submit(
             session, entry, lane="cron", dedup_id=due_key(task.id, due)
         )
-        following = trigger.next_after(due, now)
         job_id = handle.job_id if handle is not None else None
         if not await self.store.schedules.advance(task.id, due, following, job_id):
             return 0
@@ -177,6 +188,36 @@ class ScheduleRunner(TurnPlugin):
             return 0
         log.info("scheduled task %s: runs (job %s) in %s", task.id, handle.job_id, session.key)
         self._watch(task.id, handle)
+        return 1
+
+    async def _fire_subagent(
+        self, task: ScheduledTask, session: Session, due: datetime, following: datetime | None
+    ) -> int:
+        """Spawn a fresh subagent of ``session`` (the task's agent) with the prompt as its
+        task; its announce reaches the session. The spawn is named by the due time, so a
+        second attempt at one due time finds the child made by the first."""
+        if self.subagents is None:
+            raise RuntimeError("ScheduleRunner.bind was not given the subagents")
+        claim = due_key(task.id, due)
+        try:
+            spawned = await self.subagents.spawn(
+                session,
+                task.prompt,
+                TurnOrigin.of(session, claim, ()),
+                agent=task.agent_id,
+                label=f"scheduled: {task.prompt}",
+                turn_id=claim,
+            )
+        except SubagentError as exc:
+            log.warning("scheduled task %s: its subagent was refused: %s", task.id, exc)
+            if await self.store.schedules.advance(task.id, due, following, None):
+                await self._settle(task.id, None, failed=True)
+            return 0
+        jobs = await self.store.jobs.for_session(spawned.key)
+        job_id = jobs[0].id if jobs else None
+        if not await self.store.schedules.advance(task.id, due, following, job_id):
+            return 0
+        log.info("scheduled task %s: runs in subagent %s", task.id, spawned.key)
         return 1
 
     def _watch(self, task_id: str, handle: TurnHandle) -> None:
@@ -198,7 +239,9 @@ class ScheduleRunner(TurnPlugin):
             return await self._settle(task.id, task.last_job, failed=failed)
         return None  # still queued or running: counted when it ends
 
-    async def _settle(self, task_id: str, job_id: str, *, failed: bool) -> ScheduledTask | None:
+    async def _settle(
+        self, task_id: str, job_id: str | None, *, failed: bool
+    ) -> ScheduledTask | None:
         limit = self.settings.schedule_failures_to_pause
         task = await self.store.schedules.settle(task_id, job_id, failed=failed, pause_after=limit)
         if task is not None and task.status == "paused" and failed and task.failures == limit:

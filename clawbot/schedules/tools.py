@@ -32,11 +32,23 @@ def schedule_tools(book: ScheduleBook) -> list[Tool]:
         timezone: Annotated[
             str, Field(description="IANA time zone of a cron expression or a local time")
         ] = "UTC",
+        in_subagent: Annotated[
+            bool,
+            Field(
+                description="run each time in a fresh subagent whose report comes back to "
+                "you here, instead of in this conversation itself"
+            ),
+        ] = False,
     ) -> str:
         """Schedule a prompt to run later in this conversation, once or repeatedly; its
         answer is sent to this chat."""
         task = await book.create(
-            ctx.session, when, prompt, tz=timezone, created_by=f"agent:{ctx.agent_id}"
+            ctx.session,
+            when,
+            prompt,
+            tz=timezone,
+            created_by=f"agent:{ctx.agent_id}",
+            mode="subagent" if in_subagent else "session",
         )
         trigger = Trigger(task.kind, task.spec, task.tz).describe()
         assert task.next_run is not None

@@ -15,7 +15,7 @@ from clawbot.store.database import Database
 from clawbot.store.rows import now
 
 _COLUMNS = (
-    "id, session_key, agent_id, kind, spec, tz, prompt, status, next_run, created_by,"
+    "id, session_key, agent_id, kind, spec, tz, prompt, status, next_run, created_by, mode,"
     " failures, last_job, last_run, created_at"
 )
 _LIVE = "status IN ('active', 'paused')"
@@ -43,6 +43,7 @@ def _task(row: Sequence[Any]) -> ScheduledTask:
         status,
         next_run,
         created_by,
+        mode,
         failures,
         last_job,
         last_run,
@@ -59,6 +60,7 @@ def _task(row: Sequence[Any]) -> ScheduledTask:
         status=status,
         next_run=_parse(next_run),
         created_by=created_by,
+        mode=mode,
         failures=int(failures),
         last_job=last_job,
         last_run=_parse(last_run),
@@ -86,7 +88,7 @@ class SqliteSchedules:
                 return False
             db.execute(
                 f"INSERT INTO scheduled_tasks ({_COLUMNS}, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     task.id,
                     task.session_key,
@@ -98,6 +100,7 @@ class SqliteSchedules:
                     task.status,
                     stamp(task.next_run) if task.next_run else None,
                     task.created_by,
+                    task.mode,
                     0,
                     None,
                     None,
@@ -191,18 +194,19 @@ class SqliteSchedules:
         return changed == 1
 
     async def settle(
-        self, task_id: str, job_id: str, *, failed: bool, pause_after: int
+        self, task_id: str, job_id: str | None, *, failed: bool, pause_after: int
     ) -> ScheduledTask | None:
-        """Count the outcome of the task's run ``job_id`` (once: the first caller wins):
-        a failure adds one to the consecutive failures, a success clears them; at
-        ``pause_after`` failures an active task is paused. The task as it now is, or None
-        when this outcome was counted before."""
+        """Count the outcome of the task's run ``job_id`` (once: the first caller wins; None
+        for a run that got no job at all, its subagent refused): a failure adds one to the
+        consecutive failures, a success clears them; at ``pause_after`` failures an active
+        task is paused. The task as it now is, or None when this outcome was counted before."""
 
         def settle(db: sqlite3.Connection) -> ScheduledTask | None:
+            which = "last_job = ?" if job_id is not None else "? IS NULL"
             changed = db.execute(
                 "UPDATE scheduled_tasks SET last_job = NULL,"
                 " failures = CASE WHEN ? THEN failures + 1 ELSE 0 END, updated_at = ?"
-                " WHERE id = ? AND last_job = ?",
+                f" WHERE id = ? AND {which}",
                 (failed, now(), task_id, job_id),
             ).rowcount
             if not changed:

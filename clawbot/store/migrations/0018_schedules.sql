@@ -4,7 +4,8 @@
 -- ``next_run`` is the due time not yet claimed (NULL once a one-off ran); a due time is
 -- claimed by the job it starts (the dedup ledger row ``schedule:<id>:<due>`` is written in
 -- the job's transaction), so it runs once even across a crash. ``last_job`` is the job whose
--- outcome is not yet counted; ``failures`` the consecutive failed runs.
+-- outcome is not yet counted; ``failures`` the consecutive failed runs. ``mode``: the prompt
+-- runs in the session itself, or in a fresh subagent whose announce reaches the session.
 CREATE TABLE scheduled_tasks (
     id          TEXT PRIMARY KEY,
     session_key TEXT NOT NULL REFERENCES sessions(key) ON DELETE CASCADE,
@@ -13,6 +14,7 @@ CREATE TABLE scheduled_tasks (
     spec        TEXT NOT NULL,
     tz          TEXT NOT NULL DEFAULT 'UTC',
     prompt      TEXT NOT NULL,
+    mode        TEXT NOT NULL DEFAULT 'session' CHECK (mode IN ('session', 'subagent')),
     created_by  TEXT NOT NULL DEFAULT '',
     status      TEXT NOT NULL CHECK (status IN ('active', 'paused', 'done', 'cancelled')),
     next_run    TEXT,

@@ -41,7 +41,7 @@ class Schedules(Protocol):
         ...
 
     async def settle(
-        self, task_id: str, job_id: str, *, failed: bool, pause_after: int
+        self, task_id: str, job_id: str | None, *, failed: bool, pause_after: int
     ) -> ScheduledTask | None:
         """Count a run's outcome once; pause at ``pause_after`` consecutive failures."""
         ...
