@@ -120,3 +120,21 @@ async def test_an_agents_own_interval_and_checklist_override_the_settings(
         assert await run_due(bot) == 1
 
         assert "water the plants" in scripted.requests[-1].last_user_text
+
+
+async def test_a_restart_within_the_same_slot_does_not_run_the_heartbeat_again(
+    beating: Settings, scripted: ScriptedModel
+) -> None:
+    clock = ManualClock(START)
+    async with opened(beating, clock) as bot:
+        channel = bot.outbox.adapter("memory")
+        assert isinstance(channel, MemoryChannel)
+        await say(bot, channel, "hi")
+        checklist(bot, CHECKLIST)
+        assert await run_due(bot) == 1
+    clock.advance(600)  # still the same half hour
+
+    async with opened(beating, clock) as again:
+        calls = len(scripted.requests)
+        assert await run_due(again) == 0
+        assert len(scripted.requests) == calls

@@ -202,6 +202,7 @@ def test_an_interval_missed_many_times_moves_to_the_next_time_ahead() -> None:
         ("2029-12-31T09:00", "is in the past"),
         ("every 5 seconds", "repeats too often"),
         ("next blue moon", "is not a time clawbot can read — e.g. 'in 20 minutes'"),
+        ("cron 0 8 * * * tz Mars/Olympus", "'Mars/Olympus' is not a time zone"),
     ],
 )
 async def test_a_time_that_cannot_be_scheduled_gets_a_clear_message_with_an_example(
@@ -296,3 +297,18 @@ async def test_a_task_run_in_a_subagent_reports_back_through_the_chats_agent(
     assert [j.lane for j in await bot.store.jobs.for_session(child.key)] == ["subagent"]
     assert "look for new papers" in scripted.requests[-2].last_user_text
     assert await cron_jobs(bot) == []
+
+
+async def test_creating_and_cancelling_ask_for_an_approval_and_listing_does_not(
+    bot: Clawbot,
+) -> None:
+    risks = {}
+    for name in ("schedule_create", "schedule_list", "schedule_cancel"):
+        tool = bot.tools.get(name)
+        assert tool is not None
+        risks[name] = tool.risk
+    assert risks == {
+        "schedule_create": "guarded",
+        "schedule_list": "safe",
+        "schedule_cancel": "guarded",
+    }
