@@ -380,11 +380,13 @@ class Scheduler:
         if run is not None:
             if run.cancel_reason is None and run.task is not None:
                 run.cancel_reason = "with-parent" if with_parent else "stop"
-                # A turn launched this very moment (``/stop`` right after its message) takes
-                # its first step first: a task cancelled before that never runs the code that
-                # records its end, and its session would wait for it forever.
-                await asyncio.sleep(0)
-                run.task.cancel()
+                # A turn launched this very moment (``/stop`` right after its message) has
+                # not taken its first step: cancelled now, it would never run the code that
+                # records its end (its session would wait for it forever), and cancelled a
+                # step later, the cancel would cut short that very record. It stops itself
+                # at its first step, which sees the reason set here.
+                if run.began:
+                    run.task.cancel()
             if run.task is not None:
                 await asyncio.wait({run.task})
         self._queues.settle(queue)

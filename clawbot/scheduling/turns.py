@@ -130,6 +130,7 @@ class TurnRunner:
     async def _turn(self, run: Run) -> TurnOutcome | None:
         if run.cancel_reason is not None:
             raise asyncio.CancelledError
+        run.began = True  # in the same step as the check: a stop from now on cancels the task
         session = run.queue.session
         job = run.job
         if run.mode != "started" and not self.runtime.client.loaded():
