@@ -44,6 +44,8 @@ log = logging.getLogger("clawbot.schedules")
 
 MAX_SLEEP = 60.0
 """The loop looks at the database at least this often (seconds), whatever woke it."""
+RETRY_SECONDS = 5.0
+"""After a round that failed (the database unavailable, say), the loop waits this long."""
 SCHEDULE_META = "schedule"
 """The meta key of a scheduled run's prompt entry: the task's id."""
 
@@ -129,18 +131,25 @@ class ScheduleRunner(TurnPlugin):
 
     async def _run(self) -> None:
         await self.scheduler.wait_started()  # adapters connected, recovery done
-        await self.settle_unsettled()
+        settled = False
         while True:
+            delay: float | None = None
             try:
+                if not settled:
+                    await self.settle_unsettled()
+                    settled = True
                 await self.tick()
+                self._wake.clear()
+                delay = await self._delay()
             except ShuttingDownError:
                 return
             except Exception:
-                log.exception("scheduled tasks: a round failed (tried again shortly)")
-            self._wake.clear()
-            delay = await self._delay()
+                log.exception(
+                    "scheduled tasks: a round failed (tried again in %.0f s)", RETRY_SECONDS
+                )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+                # after a failure the due task is still due: wait, never spin on it
+                await asyncio.wait_for(self._wake.wait(), RETRY_SECONDS if delay is None else delay)
 
     async def _delay(self) -> float:
         """Seconds until the soonest due time (a task or a heartbeat), at most MAX_SLEEP."""
