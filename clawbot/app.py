@@ -58,15 +58,18 @@ from clawbot.tools.sending import send_file_tool
 from clawbot.tools.shell import shell_tools
 from clawbot.tools.skills import skill_tools
 from clawbot.tools.web import web_fetch_tool
+from clawbot.tools.web_search import web_search_tools
 
 
 def default_tools(settings: Settings | None = None) -> ToolRegistry:
-    """The built-in tools; without ``settings`` the shell only where bubblewrap runs."""
+    """The built-in tools; without ``settings`` the shell only where bubblewrap runs, and
+    no web_search (its provider is a setting)."""
     return ToolRegistry(
         [
             *file_tools(),
             *shell_tools(find_bubblewrap(), settings),
             web_fetch_tool(),
+            *web_search_tools(settings),
             *skill_tools(),
             *agent_tools(),
             *scratchpad_tools(),
