@@ -181,6 +181,35 @@ async def test_searxng_without_its_json_format_says_how_to_enable_it(
     )
 
 
+async def test_a_query_the_provider_will_not_take_is_an_error_without_blaming_the_key(
+    standin: SearchStandin,
+) -> None:
+    words = " ".join(["tea"] * 60)  # Brave takes at most 50 words
+
+    content, is_error = await search(make_settings(**chosen(standin, "brave")), query=words)
+
+    assert is_error
+    assert content == (
+        "error: Brave Search refused the query (422 Unprocessable Entity) — try a shorter "
+        "query in plain words"
+    )
+
+
+async def test_a_redirect_is_not_followed_and_names_the_address_setting(
+    standin: SearchStandin,
+) -> None:
+    settings = make_settings(web_search="searxng", searxng_url=f"{standin.base}/moved")
+
+    content, is_error = await search(settings, query="tea")
+
+    assert is_error
+    assert content == (
+        "error: SearXNG answered with a redirect (301 Moved Permanently) — set "
+        "CLAWBOT_SEARXNG_URL to the address it leads to"
+    )
+    assert standin.asked == []
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("status", [429, 432])
 async def test_a_rate_limit_is_an_error_result(
@@ -234,7 +263,8 @@ async def test_a_provider_slower_than_the_timeout_is_given_up(
     standin.hold = asyncio.Event()
     settings = make_settings(**chosen(standin, provider, web_timeout=0.2))
 
-    content, is_error = await search(settings, query="tea")
+    async with asyncio.timeout(10):  # a guard: the tool's own bound is what is tested
+        content, is_error = await search(settings, query="tea")
 
     assert is_error
     assert content == f"error: {LABELS[provider]} did not answer within 0.2 s — try again later"
@@ -269,6 +299,23 @@ def test_a_provider_chosen_without_what_it_needs_is_refused_at_start(
 ) -> None:
     with pytest.raises(ConfigError, match=f"CLAWBOT_WEB_SEARCH={provider} needs {missing}"):
         default_tools(make_settings(web_search=provider))
+
+
+@pytest.mark.parametrize(
+    ("fields", "setting"),
+    [
+        ({"web_search": "searxng", "searxng_url": "127.0.0.1:8888"}, "CLAWBOT_SEARXNG_URL"),
+        (
+            {"web_search": "brave", "brave_api_key": "k", "brave_api_base": "ftp://x"},
+            "CLAWBOT_BRAVE_API_BASE",
+        ),
+    ],
+)
+def test_a_provider_address_that_is_not_http_is_refused_at_start(
+    fields: dict[str, str], setting: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"{setting} is not an http:// or https:// address"):
+        default_tools(make_settings(**fields))
 
 
 def test_the_keys_are_read_from_their_usual_environment_names(

@@ -60,10 +60,15 @@ class SearchCall:
 
 @dataclass(frozen=True)
 class Provider:
-    """One search provider: its name, how to ask it, how to read its answer, and what to
-    tell the operator when it refuses."""
+    """One search provider: how to ask it and read its answer, and the settings an operator
+    is told to check when it cannot be asked."""
 
     label: str
+    address_setting: str
+    address: Callable[[Settings], str]
+    needs: str
+    """The setting it cannot go without (its address, or its key)."""
+    needed: Callable[[Settings], str]
     call: Callable[[Settings, str, int], SearchCall]
     hits: Callable[[Any], list[dict[str, Any]]]
     snippet_key: str
@@ -115,76 +120,89 @@ def _list(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)]
 
 
+def _secret(value: SecretStr | None) -> str:
+    return value.get_secret_value() if value is not None else ""
+
+
 PROVIDERS: dict[str, Provider] = {
     "searxng": Provider(
-        "SearXNG",
-        _searxng,
-        _results,
-        "content",
-        "enable the json format under search.formats in the instance's settings.yml",
+        label="SearXNG",
+        address_setting="CLAWBOT_SEARXNG_URL",
+        address=lambda settings: settings.searxng_url,
+        needs="CLAWBOT_SEARXNG_URL",
+        needed=lambda settings: settings.searxng_url.strip(),
+        call=_searxng,
+        hits=_results,
+        snippet_key="content",
+        refused_hint="enable the json format under search.formats in the instance's settings.yml",
     ),
-    "brave": Provider("Brave Search", _brave, _brave_results, "description", "check BRAVE_API_KEY"),
-    "tavily": Provider("Tavily", _tavily, _results, "content", "check TAVILY_API_KEY"),
+    "brave": Provider(
+        label="Brave Search",
+        address_setting="CLAWBOT_BRAVE_API_BASE",
+        address=lambda settings: settings.brave_api_base,
+        needs="BRAVE_API_KEY",
+        needed=lambda settings: _secret(settings.brave_api_key),
+        call=_brave,
+        hits=_brave_results,
+        snippet_key="description",
+        refused_hint="check BRAVE_API_KEY",
+    ),
+    "tavily": Provider(
+        label="Tavily",
+        address_setting="CLAWBOT_TAVILY_API_BASE",
+        address=lambda settings: settings.tavily_api_base,
+        needs="TAVILY_API_KEY",
+        needed=lambda settings: _secret(settings.tavily_api_key),
+        call=_tavily,
+        hits=_results,
+        snippet_key="content",
+        refused_hint="check TAVILY_API_KEY",
+    ),
 }
 
 
 def _endpoint(base: str, path: str) -> URL:
-    url = URL(base.rstrip("/") + "/")
-    return url.join(URL(path))
-
-
-def _secret(value: SecretStr | None) -> str:
-    return value.get_secret_value() if value is not None else ""
+    return URL(base.strip().rstrip("/") + "/").join(URL(path))
 
 
 def configured_provider(settings: Settings) -> Provider | None:
     """The provider settings choose, or None; a provider chosen without what it needs is a
     ConfigError at start, not an error at the model's first search."""
-    name = settings.web_search
-    if name == "off":
+    if settings.web_search == "off":
         return None
-    needs = {
-        "searxng": ("CLAWBOT_SEARXNG_URL", settings.searxng_url.strip()),
-        "brave": ("BRAVE_API_KEY", _secret(settings.brave_api_key)),
-        "tavily": ("TAVILY_API_KEY", _secret(settings.tavily_api_key)),
-    }
-    setting, value = needs[name]
-    if not value:
+    provider = PROVIDERS[settings.web_search]
+    if not provider.needed(settings):
         raise ConfigError(
-            f"CLAWBOT_WEB_SEARCH={name} needs {setting}",
-            hint=f"set {setting}, or CLAWBOT_WEB_SEARCH=off to go without web_search",
+            f"CLAWBOT_WEB_SEARCH={settings.web_search} needs {provider.needs}",
+            hint=f"set {provider.needs}, or CLAWBOT_WEB_SEARCH=off to go without web_search",
         )
-    if name == "searxng" and URL(value).scheme not in ("http", "https"):
+    address = provider.address(settings).strip()
+    if URL(address).scheme not in ("http", "https") or not URL(address).host:
         raise ConfigError(
-            "CLAWBOT_SEARXNG_URL is not an http:// or https:// address",
-            hint="give the instance's address, e.g. http://127.0.0.1:8888",
+            f"{provider.address_setting} is not an http:// or https:// address",
+            hint="give the provider's address, e.g. http://127.0.0.1:8888",
         )
-    return PROVIDERS[name]
+    return provider
 
 
 async def _ask(provider: Provider, query: str, count: int, settings: Settings) -> Any:
-    """The provider's answer as JSON, or the ToolError that says why there is none."""
+    """The provider's answer as JSON, or the ToolError that says why there is none.
+    Redirects are not followed: a key goes to the address the operator set, nowhere else."""
     request = provider.call(settings, query, count)
     headers = {"User-Agent": USER_AGENT, "Accept": "application/json", **request.headers}
     async with (
         web_session(headers=headers) as session,
         session.request(
-            request.method, request.url, params=request.params, json=request.body
+            request.method,
+            request.url,
+            params=request.params,
+            json=request.body,
+            allow_redirects=False,
         ) as response,
     ):
         body, cut = await read_capped(response, settings.web_max_bytes)
         status = f"{response.status} {response.reason or ''}".rstrip()
-    if response.status in (401, 403) or (provider is PROVIDERS["brave"] and response.status == 422):
-        raise ToolError(
-            f"{provider.label} refused the search ({status})", hint=provider.refused_hint
-        )
-    if response.status == 429 or response.status in (432, 433):  # Tavily's plan limits
-        raise ToolError(
-            f"{provider.label} is rate-limiting or out of quota ({status})",
-            hint="try again later",
-        )
-    if response.status >= 400:
-        raise ToolError(f"{provider.label} failed ({status})", hint="try again later")
+    _check_status(provider, response.status, status, body)
     if cut:
         raise ToolError(f"{provider.label} answered more than {settings.web_max_bytes:,} bytes")
     try:
@@ -192,8 +210,32 @@ async def _ask(provider: Provider, query: str, count: int, settings: Settings) -
     except ValueError:
         raise ToolError(
             f"{provider.label} answered with something that is not JSON",
-            hint="check the provider's address in the settings",
+            hint=f"check {provider.address_setting}",
         ) from None
+
+
+def _check_status(provider: Provider, code: int, status: str, body: bytes) -> None:
+    """The ToolError a status other than success is, saying what to do about it."""
+    if code in (401, 403) or (code == 422 and b"SUBSCRIPTION_TOKEN" in body):  # Brave's 422
+        raise ToolError(
+            f"{provider.label} refused the search ({status})", hint=provider.refused_hint
+        )
+    if code in (429, 432, 433):  # 432, 433: Tavily's plan and spending limits
+        raise ToolError(
+            f"{provider.label} is rate-limiting or out of quota ({status})", hint="try again later"
+        )
+    if 300 <= code < 400:
+        raise ToolError(
+            f"{provider.label} answered with a redirect ({status})",
+            hint=f"set {provider.address_setting} to the address it leads to",
+        )
+    if 400 <= code < 500:
+        raise ToolError(
+            f"{provider.label} refused the query ({status})",
+            hint="try a shorter query in plain words",
+        )
+    if code >= 500:
+        raise ToolError(f"{provider.label} failed ({status})", hint="try again later")
 
 
 def _hits(provider: Provider, data: Any, count: int) -> list[SearchHit]:

@@ -4,11 +4,13 @@ format and enforcing its rules, for tests/test_web_search.py.
 - SearXNG under ``/searxng`` (an instance served below a path): ``GET /searxng/search`` with
   ``q`` and ``format``; a format not enabled in its settings (``searxng_formats``) is a 403, as
   SearXNG answers; no ``format`` is its HTML page. JSON: ``results[].title/url/content``, a page
-  of them (no count parameter).
-- Brave: ``GET /res/v1/web/search`` with ``q`` and ``count`` (at most 20, else a 422
-  ``VALIDATION``); the key in ``X-Subscription-Token`` (missing or wrong: a 422
-  ``SUBSCRIPTION_TOKEN_INVALID``, Brave's answer). JSON: ``{"type": "search", "web":
-  {"results": [{title, url, description}]}}``, no ``web`` when nothing was found.
+  of them (no count parameter). ``/moved/search`` redirects there (an instance that moved).
+- Brave: ``GET /res/v1/web/search`` with ``q`` (at most 400 characters and 50 words) and
+  ``count`` (at most 20; either broken: a 422 ``VALIDATION``); the key in
+  ``X-Subscription-Token`` (missing or wrong: a 422 ``SUBSCRIPTION_TOKEN_INVALID``, Brave's
+  answer). JSON: ``{"type": "search", "web": {"results": [{title, url, description}]}}``, no
+  ``web`` when nothing was found; the query's words are in ``<strong>`` in descriptions
+  unless ``text_decorations`` is off.
 - Tavily: ``POST /search`` with a JSON body (``query``, ``max_results`` 0-20); the key as
   ``Authorization: Bearer tvly-...`` (missing or wrong: a 401 with ``detail.error``). JSON:
   ``results[].title/url/content``.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -105,12 +108,13 @@ class SearchStandin:
             count = int(request.query.get("count", "20"))
         except ValueError:
             count = -1
-        if not query or not 1 <= count <= 20 or len(query) > 400:
+        if not query or not 1 <= count <= 20 or len(query) > 400 or len(query.split()) > 50:
             return _brave_error(422, "VALIDATION", "Unable to validate request parameter(s)")
         if (fault := await self._gate("brave", query, count, request)) is not None:
             return fault
+        marked = request.query.get("text_decorations", "true") not in ("false", "0")
         found = [
-            {"title": t, "url": u, "description": s, "type": "search_result"}
+            {"title": t, "url": u, "description": _decorated(s, query, marked)}
             for t, u, s in self.results[:count]
         ]
         answer: dict[str, Any] = {"type": "search", "query": {"original": query}}
@@ -152,6 +156,14 @@ class SearchStandin:
         )
 
 
+def _decorated(text: str, query: str, marked: bool) -> str:
+    """Brave's highlighting: the query's words in ``<strong>`` unless text_decorations is off."""
+    if not marked:
+        return text
+    words = "|".join(re.escape(word) for word in query.split())
+    return re.sub(f"({words})", r"<strong>\1</strong>", text, flags=re.IGNORECASE)
+
+
 def _brave_error(status: int, code: str, detail: str) -> web.Response:
     return web.json_response(
         {
@@ -169,6 +181,10 @@ def _brave_error(status: int, code: str, detail: str) -> web.Response:
     )
 
 
+async def _moved(request: web.Request) -> web.Response:
+    raise web.HTTPMovedPermanently(f"/searxng/search?{request.query_string}")
+
+
 @asynccontextmanager
 async def running_search_standin() -> AsyncIterator[SearchStandin]:
     standin = SearchStandin()
@@ -176,6 +192,7 @@ async def running_search_standin() -> AsyncIterator[SearchStandin]:
     app.router.add_get("/searxng/search", standin.searxng)
     app.router.add_get("/res/v1/web/search", standin.brave)
     app.router.add_post("/search", standin.tavily)
+    app.router.add_get("/moved/search", _moved)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
