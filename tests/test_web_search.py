@@ -334,10 +334,14 @@ def test_the_keys_are_read_from_their_usual_environment_names(
     assert BRAVE_KEY not in repr(settings)
 
 
-def test_web_search_is_guarded_and_only_main_or_an_agent_naming_it_gets_it() -> None:
-    (tool,) = web_search_tools(make_settings(web_search="tavily", tavily_api_key=TAVILY_KEY))
+@pytest.mark.parametrize("name", ["web_fetch", "web_search"])
+def test_the_web_tools_are_guarded_and_only_main_or_an_agent_naming_them_gets_them(
+    name: str,
+) -> None:
+    settings = make_settings(web_search="tavily", tavily_api_key=TAVILY_KEY)
+    tool = next(tool for tool in default_tools(settings) if tool.name == name)
     everything = ToolPolicy(allow=("*",))
-    named = ToolPolicy(allow=("*", "web_search"))
+    named = ToolPolicy(allow=("*", name))
 
     assert tool.risk == "guarded"
     assert AgentSpec(agent_id="main", name="main").allows_tool(tool.name, tool.groups)

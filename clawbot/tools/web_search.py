@@ -25,6 +25,7 @@ from pydantic import Field, SecretStr
 from yarl import URL
 
 from clawbot.errors import ConfigError, ToolError
+from clawbot.scheduling.backlog import shorten
 from clawbot.settings import Settings
 from clawbot.tools.registry import Tool, ToolContext, make_tool
 from clawbot.tools.web_client import answered_within, read_capped, web_session
@@ -255,9 +256,8 @@ def _hits(provider: Provider, data: Any, count: int) -> list[SearchHit]:
 
 
 def _clean(value: Any, limit: int) -> str:
-    """One line of at most ``limit`` characters."""
-    text = " ".join(str(value).split()) if value is not None else ""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """One line of at most ``limit`` characters (a provider may send null or a number)."""
+    return shorten(str(value) if value is not None else "", limit)
 
 
 def _shown(query: str, provider: Provider, hits: list[SearchHit]) -> str:

@@ -31,6 +31,8 @@ from typing import Any
 
 from aiohttp import web
 
+from .local_server import served
+
 BRAVE_KEY = "BSA-standin-key-0123456789"
 TAVILY_KEY = "tvly-standin-key-0123456789"
 
@@ -193,14 +195,9 @@ async def running_search_standin() -> AsyncIterator[SearchStandin]:
     app.router.add_get("/res/v1/web/search", standin.brave)
     app.router.add_post("/search", standin.tavily)
     app.router.add_get("/moved/search", _moved)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    standin.port = runner.addresses[0][1]
-    try:
-        yield standin
-    finally:
-        if standin.hold is not None:
-            standin.hold.set()
-        await runner.cleanup()
+    async with served(app) as standin.port:
+        try:
+            yield standin
+        finally:
+            if standin.hold is not None:
+                standin.hold.set()  # a held search ends before the server does
