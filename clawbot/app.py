@@ -108,6 +108,8 @@ class Clawbot:
         the pipeline. A ``commands`` or ``tools`` registry passed in is used as given (the
         agent commands and tools are added only to the default ones)."""
         prepare_home(settings)
+        # before the database opens: a tool's bad setting (web_search's key) stops the start
+        registry = tools if tools is not None else default_tools(settings)
         redactor.add(*settings.secret_values())  # masked in transcripts and replies too
         workspace = Workspace(settings.workspace_dir, clock=clock)
         # the embedding model loads at its first use
@@ -126,7 +128,6 @@ class Clawbot:
                 f"CLAWBOT_AGENT names an unknown agent {settings.agent!r} (known: {known})",
                 hint=f"set CLAWBOT_AGENT to one of them or add agents/{settings.agent}.toml",
             )
-        registry = tools if tools is not None else default_tools(settings)
         switchboard = Switchboard(
             settings=settings,
             agents=agent_registry,

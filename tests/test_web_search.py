@@ -301,6 +301,13 @@ def test_a_provider_chosen_without_what_it_needs_is_refused_at_start(
         default_tools(make_settings(web_search=provider))
 
 
+async def test_the_bot_does_not_start_with_a_provider_missing_its_key(tmp_path: Path) -> None:
+    settings = make_settings(home=tmp_path / "home", web_search="brave")
+
+    with pytest.raises(ConfigError, match="CLAWBOT_WEB_SEARCH=brave needs BRAVE_API_KEY"):
+        await Clawbot.open(settings)
+
+
 @pytest.mark.parametrize(
     ("fields", "setting"),
     [
