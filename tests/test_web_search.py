@@ -246,6 +246,26 @@ async def test_an_answer_that_is_not_json_is_an_error_result(
     assert content.startswith(f"error: {LABELS[provider]} answered with something that is not JSON")
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_json_of_another_shape_is_an_error_result(
+    standin: SearchStandin, provider: str
+) -> None:
+    standin.fail_with = 200  # a 200 whose JSON holds no results
+
+    content, is_error = await search(make_settings(**chosen(standin, provider)), query="tea")
+
+    assert is_error
+    assert content == f"error: {LABELS[provider]} answered JSON without a list of results"
+
+
+async def test_a_query_of_only_spaces_is_refused(standin: SearchStandin) -> None:
+    content, is_error = await search(make_settings(**chosen(standin, "searxng")), query="   ")
+
+    assert is_error
+    assert content == "error: the query is empty — say what to search for"
+    assert standin.asked == []
+
+
 async def test_an_answer_over_the_size_cap_is_an_error_result(standin: SearchStandin) -> None:
     standin.results = [("t", "https://example.com/", "s" * 400)] * 20
     settings = make_settings(**chosen(standin, "searxng", web_max_bytes=2000))
