@@ -28,6 +28,7 @@ from pydantic import Field
 from yarl import URL
 
 from clawbot.errors import ToolError
+from clawbot.scheduling.backlog import shorten
 from clawbot.tools.html_text import html_to_text
 from clawbot.tools.registry import Tool, ToolContext, make_tool
 from clawbot.tools.web_client import answered_within, read_capped, web_session
@@ -121,8 +122,7 @@ async def checked_addresses(
 
 
 def _shown(url: URL) -> str:
-    text = str(url.with_user(None))
-    return text if len(text) <= SHOWN_URL_CHARS else text[: SHOWN_URL_CHARS - 1] + "…"
+    return shorten(str(url.with_user(None)), SHOWN_URL_CHARS)
 
 
 def _parse(raw: str) -> URL:
