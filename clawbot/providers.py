@@ -16,6 +16,7 @@ import threading
 from types import ModuleType
 
 from clawbot.errors import MissingCredentialsError
+from clawbot.redaction import redactor
 
 _litellm: ModuleType | None = None
 _import_lock = threading.Lock()
@@ -122,9 +123,13 @@ def key_list_variable(provider: str) -> str:
 
 
 def listed_keys(provider: str) -> tuple[str, ...]:
-    """The keys of ``<PROVIDER>_API_KEYS`` (comma-separated), in order, without repeats."""
+    """The keys of ``<PROVIDER>_API_KEYS`` (comma-separated), in order, without repeats;
+    each is masked from then on wherever clawbot writes text (a provider's error may echo
+    the key it refused)."""
     raw = os.environ.get(key_list_variable(provider), "")
-    return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+    keys = tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+    redactor.add(*keys)
+    return keys
 
 
 def missing_credentials(model: str) -> list[str]:

@@ -2,8 +2,8 @@
 
 A call goes out with the provider's current key; a 429 or a spent quota on it moves the
 provider on to its next key, for this call at once and for the calls after it. A key is
-named only as "openai key 2 of 3": its value is in no log line, error or repr (the
-redactor masks each listed key too, should a provider's text echo one).
+named only as "openai key 2 of 3": its value is in no log line, error or repr (and the
+redactor masks each listed key, should a provider's text echo one: ``listed_keys``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clawbot.providers import listed_keys, provider_of
-from clawbot.redaction import redactor
 
 
 @dataclass(frozen=True)
@@ -67,6 +66,5 @@ class ApiKeys:
         provider = provider_of(model)
         if provider not in self._rings:
             values = self._keys_of(provider)
-            redactor.add(*values)
             self._rings[provider] = KeyRing(provider, values) if values else None
         return self._rings[provider]
