@@ -6,6 +6,7 @@ litellm path as providers do."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -274,10 +275,12 @@ async def test_an_agent_with_an_empty_fallback_list_has_none(
     primary.outage = ScriptedFailure("server_error")
 
     handled = await chat.say("hi")
+    await chat.say("again")
 
     assert handled.reply is not None
     assert handled.reply.startswith("The model provider is unavailable")
     assert backup.requests == []
+    assert len(primary.requests) == 4  # with no fallback, each message tries it (and a retry)
 
 
 async def test_the_reply_names_the_model_that_answered(
@@ -338,15 +341,14 @@ async def test_when_every_model_rests_the_one_resting_least_is_tried(
 ) -> None:
     health = ModelHealth(cooldown=60, clock=clock)
     client = ModelClient(backoff=0, retries=0, health=health)
-    primary.outage = backup.outage = ScriptedFailure("server_error")
-    with pytest.raises(ProviderError):
-        await client.complete(primary.model_string, ASK, fallbacks=[backup.model_string])
+    health.failed(backup.model_string, "had a server error")  # rests until 60 s
     clock.advance(1)
-    primary.outage = backup.outage = None
+    health.failed(primary.model_string, "had a server error")  # rests until 61 s
 
     reply = await client.complete(primary.model_string, ASK, fallbacks=[backup.model_string])
 
-    assert reply.model == primary.model_string  # it rests until 60 s, the backup until 61 s
+    assert reply.model == backup.model_string
+    assert primary.requests == []
 
 
 # Bad input ----------------------------------------------------------------------------
@@ -391,3 +393,54 @@ def test_a_fallback_list_entry_without_a_provider_is_a_settings_error(
 
     with pytest.raises(ConfigError, match="'gpt-4o-mini': write each model as provider/model"):
         load_settings()
+
+
+async def test_the_log_says_which_model_answered_in_place_of_which(
+    chat: Chat, primary: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="clawbot.llm")
+    primary.outage = ScriptedFailure("server_error")
+
+    await chat.say("hi")
+
+    assert "scripted/primary had a server error: the call moves to scripted/backup" in caplog.text
+    assert "answered by scripted/backup, a fallback for scripted/primary" in caplog.text
+
+
+async def test_a_summary_written_mid_turn_while_the_model_is_down_comes_from_the_fallback(
+    chat: Chat, primary: ScriptedModel, backup: ScriptedModel
+) -> None:
+    primary.add("One.")
+    await chat.say("first")
+    primary.outage = ScriptedFailure("server_error")
+    backup.add(ScriptedFailure("context_length"), "The person said first.", "Two.")
+
+    handled = await chat.say("second")
+
+    assert handled.reply == "Two."
+    assert "The person said first." in backup.requests[-1].system
+
+
+def test_the_cooldown_grows_no_longer_than_its_maximum(clock: ManualClock) -> None:
+    health = ModelHealth(cooldown=60, cooldown_max=200, clock=clock)
+
+    rests = [health.failed("p/m", "had a server error").resting_until - 1000 for _ in range(4)]
+
+    assert rests == [60, 120, 200, 200]
+
+
+def test_a_retry_waits_what_a_429_asks_up_to_30_seconds() -> None:
+    import httpx
+
+    from clawbot.providers import litellm_module
+    from clawbot.runtime.provider_errors import wait_before_retry
+
+    def limited(seconds: str) -> Exception:
+        response = httpx.Response(429, headers={"retry-after": seconds})
+        return litellm_module().RateLimitError(  # type: ignore[no-any-return]
+            message="slow down", llm_provider="openai", model="m", response=response
+        )
+
+    assert wait_before_retry(1.0, limited("12")) == 12
+    assert wait_before_retry(1.0, limited("300")) == 30
+    assert wait_before_retry(2.0, litellm_module().Timeout("late", "m", "openai")) == 2
