@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+from clawbot.agents.files import read_agent_file
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
 from clawbot.settings import Settings
@@ -138,3 +140,10 @@ async def test_a_restart_within_the_same_slot_does_not_run_the_heartbeat_again(
         calls = len(scripted.requests)
         assert await run_due(again) == 0
         assert len(scripted.requests) == calls
+
+
+def test_an_agents_file_sets_its_heartbeat_interval(tmp_path: Path) -> None:
+    path = tmp_path / "butler.toml"
+    path.write_text('agent_id = "butler"\nname = "Butler"\nheartbeat_interval = 1800\n')
+
+    assert read_agent_file(path).spec.heartbeat_interval == 1800
