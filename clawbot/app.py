@@ -26,6 +26,7 @@ from clawbot.commands.registry import CommandRegistry
 from clawbot.commands.subagents import register_subagent_commands
 from clawbot.commands.voice import register_voice_commands
 from clawbot.errors import ConfigError
+from clawbot.mcp.plugin import McpServers
 from clawbot.media.plugin import MediaIn
 from clawbot.memory.embeddings import configured_embedder
 from clawbot.memory.recall import MemoryRecall
@@ -158,6 +159,7 @@ class Clawbot:
                 ApprovalTurns(approvals),
                 *([VoiceReplies(settings, outbox)] if settings.tts_model else []),
                 StreamingTurns(),
+                *([McpServers(settings, registry)] if settings.mcp_servers else []),
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(

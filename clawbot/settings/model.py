@@ -39,6 +39,7 @@ from clawbot.settings.files import (
     config_files,
     home_before_files,
 )
+from clawbot.settings.mcp import McpSettings
 from clawbot.settings.platforms import PlatformSettings
 from clawbot.settings.tools import ToolSettings
 
@@ -53,7 +54,7 @@ class PeerGroup(BaseModel):
     agents: tuple[str, ...] = Field(min_length=1)
 
 
-class Settings(BaseSettings, PlatformSettings, ToolSettings):
+class Settings(BaseSettings, PlatformSettings, ToolSettings, McpSettings):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
     model_config = SettingsConfigDict(
@@ -295,7 +296,7 @@ class Settings(BaseSettings, PlatformSettings, ToolSettings):
             value = getattr(self, name)
             if isinstance(value, SecretStr):
                 values.append(value.get_secret_value())
-        return values
+        return values + self.mcp_secret_values()
 
     @property
     def agents_dir(self) -> Path:
