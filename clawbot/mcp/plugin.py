@@ -102,16 +102,15 @@ class McpServers(TurnPlugin):
                 continue
             if self.registry.get(name) is not None:
                 owner = self._mine.get(name)
-                taken = f"server {owner}'s tool" if owner else "the built-in tool"
+                taken = f"server {owner}'s tool" if owner else "a built-in or plug-in tool"
                 if (connection.name, name) not in self._refused:
                     self._refused.add((connection.name, name))
                     log.error(
-                        "MCP server %s's tool %s is refused: %s %s has that name; rename one "
-                        "or leave it out of enabled_tools",
+                        "MCP server %s's tool %s is refused: %s has that name already; "
+                        "rename one or leave it out of enabled_tools",
                         connection.name,
                         name,
                         taken,
-                        name,
                     )
                 continue
             self.registry.add(tool)
