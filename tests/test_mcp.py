@@ -28,6 +28,7 @@ from clawbot.testing import MemoryChannel, ScriptedModel, call
 from clawbot.tools.registry import Tool, make_tool
 
 from .conftest import Chat
+from .test_approvals import is_request, request_id
 
 TOOLBOX = Path(__file__).resolve().parent / "mcp_servers" / "toolbox.py"
 TOKEN = "tbx-7Hq2Lw9Zr4Kd8Vn1"
@@ -87,9 +88,7 @@ async def open_bot(settings: Settings) -> AsyncIterator[OpenBot]:
             configured = settings.model_copy(
                 update={"mcp_servers": servers, "mcp_backoff": 0.01, **changes}
             )
-            bot = await stack.enter_async_context(
-                await Clawbot.open(configured, plugins=plugins)
-            )
+            bot = await stack.enter_async_context(await Clawbot.open(configured, plugins=plugins))
             bot.connect(MemoryChannel())
             return bot
 
@@ -116,7 +115,7 @@ async def test_a_stdio_servers_tools_are_offered_as_name__tool_with_their_schema
     open_bot: OpenBot, scripted: ScriptedModel
 ) -> None:
     bot = await open_bot({"toolbox": stdio_server()})
-    chat, channel = chat_with(bot)
+    chat, _channel = chat_with(bot)
     scripted.add("Hello.")
 
     await chat.say("hi")
@@ -169,7 +168,7 @@ async def test_a_streamable_http_server_is_listed_and_called_with_its_headers(
 ) -> None:
     server = McpServer(url=http_url, headers={"Authorization": SecretStr(f"Bearer {TOKEN}")})
     bot = await open_bot({"toolbox": server})
-    chat, channel = chat_with(bot)
+    chat, _channel = chat_with(bot)
     scripted.add(call("toolbox__echo", text="over HTTP"), "Echoed.")
 
     await chat.say("echo")
@@ -191,7 +190,7 @@ async def test_a_streamable_http_server_that_refuses_the_headers_is_reported_and
     assert mcp_tools(scripted.requests[0].tool_names) == []
     status = servers_of(bot).statuses()[0]
     assert status.state == "failed"
-    assert [r.message for r in caplog.records if r.name == "clawbot.mcp"][0].startswith(
+    assert next(r.message for r in caplog.records if r.name == "clawbot.mcp").startswith(
         "MCP server toolbox failed to start:"
     )
 
@@ -206,8 +205,10 @@ async def test_enabled_tools_offers_only_the_servers_tools_it_lists(
     await chat.say("hi")
 
     assert mcp_tools(scripted.requests[0].tool_names) == ["toolbox__add", "toolbox__echo"]
-    assert scripted.requests[1].tool_results[0].startswith(
-        "error: tool 'toolbox__fail' is not available to this agent"
+    assert (
+        scripted.requests[1]
+        .tool_results[0]
+        .startswith("error: tool 'toolbox__fail' is not available to this agent")
     )
 
 
@@ -215,7 +216,7 @@ async def test_an_agent_whose_policy_denies_a_server_is_neither_offered_nor_runs
     open_bot: OpenBot, scripted: ScriptedModel
 ) -> None:
     bot = await open_bot({"toolbox": stdio_server()})
-    chat, channel = chat_with(bot)
+    chat, _channel = chat_with(bot)
     await bot.agents.create(
         AgentSpec(
             agent_id="quiet",
@@ -230,8 +231,10 @@ async def test_an_agent_whose_policy_denies_a_server_is_neither_offered_nor_runs
     await chat.say("add")
 
     assert mcp_tools(scripted.requests[0].tool_names) == []
-    assert scripted.requests[1].tool_results[0].startswith(
-        "error: tool 'toolbox__add' is not available to this agent"
+    assert (
+        scripted.requests[1]
+        .tool_results[0]
+        .startswith("error: tool 'toolbox__add' is not available to this agent")
     )
     records = [r for r in await bot.store.audit.all() if r.kind == "tool_call"]
     assert [(r.tool, r.status) for r in records] == [("toolbox__add", "refused")]
@@ -241,14 +244,14 @@ async def test_a_servers_tools_are_guarded_by_default_and_ask_a_person(
     open_bot: OpenBot, scripted: ScriptedModel
 ) -> None:
     bot = await open_bot({"toolbox": stdio_server()}, autonomy="supervised")
-    chat, channel = chat_with(bot)
+    _chat, channel = chat_with(bot)
     scripted.add(call("toolbox__add", a=1, b=2), "Asked.")
 
     receipt = await bot.router.receive(channel.message("add"))
-    request = await channel.sent_when(lambda m: "Approval needed" in m.text)
+    request = await channel.sent_when(is_request)
 
-    assert "toolbox__add — guarded" in request.text
-    await bot.router.handle(channel.message("/deny " + request.text.split("(")[1].split(")")[0]))
+    assert f"Approval needed ({request_id(request)}): toolbox__add — guarded" in request.text
+    await bot.router.handle(channel.message(f"/deny {request_id(request)}"))
     await receipt.wait()
 
 
@@ -322,6 +325,28 @@ async def test_a_server_that_dies_mid_call_gives_an_error_result_and_its_tools_l
     ]
 
 
+async def test_a_streamable_http_server_that_dies_mid_call_gives_an_error_result(
+    open_bot: OpenBot, scripted: ScriptedModel, http_url: str
+) -> None:
+    server = McpServer(
+        url=http_url, headers={"Authorization": SecretStr(f"Bearer {TOKEN}")}, timeout=600
+    )
+    bot = await open_bot({"toolbox": server}, mcp_backoff=3600)
+    chat, _ = chat_with(bot)
+    scripted.add(call("toolbox__crash"), "It crashed.")
+    scripted.add("Still here.")
+
+    await chat.say("crash it")
+    await servers_of(bot).until("toolbox", "failed")
+    await chat.say("hello?")
+
+    assert scripted.requests[1].tool_results == [
+        "error: MCP server toolbox closed the connection during the call — it is being "
+        "restarted; try again later"
+    ]
+    assert mcp_tools(scripted.requests[2].tool_names) == []
+
+
 async def test_a_dead_server_is_started_again_and_its_tools_come_back(
     open_bot: OpenBot, scripted: ScriptedModel
 ) -> None:
@@ -344,7 +369,7 @@ async def test_a_server_that_cannot_start_is_reported_once_and_the_bot_runs_with
 ) -> None:
     missing = McpServer(command=str(tmp_path / "no-such-server"), env={"KEY": SecretStr(TOKEN)})
     bot = await open_bot({"ghost": missing, "toolbox": stdio_server()})
-    chat, channel = chat_with(bot)
+    chat, _channel = chat_with(bot)
     scripted.add("Hello.")
     plugin = servers_of(bot)
 
@@ -356,8 +381,10 @@ async def test_a_server_that_cannot_start_is_reported_once_and_the_bot_runs_with
     assert mcp_tools(scripted.requests[0].tool_names) == OFFERED
     reports = [r for r in caplog.records if r.name == "clawbot.mcp" and "ghost" in r.message]
     assert [r.levelno for r in reports] == [logging.WARNING] + [logging.DEBUG] * (len(reports) - 1)
-    assert reports[0].getMessage().startswith(
-        "MCP server ghost failed to start: cannot run its command:"
+    assert (
+        reports[0]
+        .getMessage()
+        .startswith("MCP server ghost failed to start: cannot run its command:")
     )
     assert TOKEN not in caplog.text
 

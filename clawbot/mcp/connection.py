@@ -78,6 +78,8 @@ class _Live:
     """Set when a call failed in a way a dead server would: ping it now."""
     relist: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the server said its tools changed."""
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the session ends, however: a call still waiting ends with it."""
 
 
 class McpServerDied(Exception):
@@ -158,15 +160,27 @@ class McpConnection:
                 hint="it is being reconnected; try again later or do without it",
             )
         timeout = self.config.timeout
+        request = asyncio.ensure_future(live.session.call_tool(tool, arguments))
+        closed = asyncio.ensure_future(live.closed.wait())
         try:
-            async with asyncio.timeout(timeout):
-                result = await live.session.call_tool(tool, arguments)
-        except TimeoutError:
+            await asyncio.wait((request, closed), timeout=timeout, return_when="FIRST_COMPLETED")
+        finally:
+            closed.cancel()
+            if not request.done():
+                request.cancel()  # given up, or the turn was stopped: the call goes too
+        if not request.done() and live.closed.is_set():
+            raise McpToolError(
+                f"MCP server {self.name} closed the connection during the call",
+                hint="it is being restarted; try again later",
+            )
+        if not request.done():
             live.suspect.set()
             raise McpToolError(
                 f"{tool} on MCP server {self.name} gave no answer in {timeout:g} s",
                 hint="it was given up; try again or do without it",
-            ) from None
+            )
+        try:
+            result = request.result()
         except McpError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
                 raise McpToolError(
@@ -236,7 +250,11 @@ class McpConnection:
                         await session.initialize()
                         listed = await self._list(session)
                     self._set(state="connected", error="", failures=0, **self._made(listed))
-                    yield _Live(session=session, ended=ended, relist=relist)
+                    live = _Live(session=session, ended=ended, relist=relist)
+                    try:
+                        yield live
+                    finally:
+                        live.closed.set()
 
     @contextlib.asynccontextmanager
     async def _transport(
