@@ -36,6 +36,7 @@ OFFERED = [
     "toolbox__add",
     "toolbox__echo",
     "toolbox__token_length",
+    "toolbox__environment_names",
     "toolbox__wait_forever",
     "toolbox__crash",
     "toolbox__fail",
@@ -463,3 +464,20 @@ async def test_the_env_reaches_the_server_and_its_secrets_stay_out_of_reprs(
     assert TOKEN not in repr(bot.settings)
     assert TOKEN not in repr(bot.settings.mcp_servers)
     assert TOKEN in bot.settings.secret_values()  # so logs mask it
+
+
+async def test_a_stdio_server_gets_its_env_but_none_of_clawbots_own(
+    open_bot: OpenBot, scripted: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-mcp-servers")
+    monkeypatch.setenv("CLAWBOT_TELEGRAM_TOKEN", "123:not-for-mcp-servers")
+    bot = await open_bot({"toolbox": stdio_server()})
+    chat, _ = chat_with(bot)
+    scripted.add(call("toolbox__environment_names"), "Done.")
+
+    await chat.say("what is in your environment?")
+
+    names = scripted.requests[1].tool_results[0].split(",")
+    assert "TOOLBOX_TOKEN" in names
+    assert "PATH" in names
+    assert not [n for n in names if n.startswith(("OPENAI", "CLAWBOT"))]

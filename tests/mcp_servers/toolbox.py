@@ -4,6 +4,7 @@ FD its parent bound (127.0.0.1, a free port), so the parent connects without wai
 to start. Over HTTP every request must carry ``Authorization: Bearer $TOOLBOX_TOKEN``.
 
 Its tools: ``add``, ``echo``, ``token_length`` (of the TOOLBOX_TOKEN it was given),
+``environment_names``,
 ``wait_forever`` (a slow tool), ``crash`` (the process exits mid-call), ``fail`` (an error
 result), ``get.time`` and ``get_time`` (two names one clawbot name cannot tell apart), and
 ``broken``, whose input schema is malformed.
@@ -47,6 +48,12 @@ def echo(text: str) -> str:
 def token_length() -> int:
     """How long the TOOLBOX_TOKEN this server was started with is."""
     return len(os.environ.get("TOOLBOX_TOKEN", ""))
+
+
+@server.tool()
+def environment_names() -> str:
+    """The names of the variables in this server's environment."""
+    return ",".join(sorted(os.environ))
 
 
 @server.tool()
