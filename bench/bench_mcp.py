@@ -9,8 +9,9 @@ a turn's tool call runs inside the gate: arguments validated, the call, the resu
 - MCP over stdio: ``toolbox__add`` of the test suite's MCP server (tests/mcp_servers/
   toolbox.py, the official SDK), a child process on its standard streams;
 - MCP over streamable HTTP: the same server on a 127.0.0.1 port;
-- the SDK alone: ``ClientSession.call_tool`` on the stdio server, no clawbot around it, so
-  what clawbot adds to the SDK shows apart from what the protocol and the transport cost.
+- the SDK alone: ``ClientSession.call_tool`` on the same stdio session, no clawbot around
+  it, each call next to one through clawbot (so the machine's load hits both alike): what
+  clawbot adds to the SDK, apart from what the protocol, the transport and the server cost.
 Per call: p50 and p99 wall time, and the overhead (p50 less the direct call's p50).
 """
 
@@ -32,8 +33,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from pydantic import SecretStr
 
 from clawbot.mcp.plugin import McpServers
@@ -121,9 +120,22 @@ async def main() -> None:
         for status in servers.statuses():
             assert status.state == "connected", status
         results["direct call"] = await timed(calls, warmup, through(registry, context, "add"))
-        results["MCP over stdio"] = await timed(
-            calls, warmup, through(registry, context, "stdio__add")
-        )
+        live = servers.connections[0]._live
+        assert live is not None
+        session = live.session
+
+        async def sdk(i: int) -> object:
+            return await session.call_tool("add", {"a": i, "b": 1})
+
+        # one after the other on one session, so load on the machine hits both alike
+        clawbot, alone = through(registry, context, "stdio__add"), sdk
+        results["MCP over stdio"], results["the SDK alone (stdio)"] = [], []
+        for i in range(warmup + calls):
+            for name, one in (("MCP over stdio", clawbot), ("the SDK alone (stdio)", alone)):
+                start = time.perf_counter()
+                await one(i)
+                if i >= warmup:
+                    results[name].append(time.perf_counter() - start)
         results["MCP over streamable HTTP"] = await timed(
             calls, warmup, through(registry, context, "http__add")
         )
@@ -131,19 +143,6 @@ async def main() -> None:
         await servers.stop()
         process.kill()
         process.wait(30)
-
-    params = StdioServerParameters(command=sys.executable, args=[str(TOOLBOX), "stdio"])
-    with open(os.devnull, "w") as quiet:
-        async with (
-            stdio_client(params, errlog=quiet) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-
-            async def sdk(i: int) -> object:
-                return await session.call_tool("add", {"a": i, "b": 1})
-
-            results["the SDK alone (stdio)"] = await timed(calls, warmup, sdk)
 
     direct = statistics.median(results["direct call"])
     print(f"{calls} calls of add(a, b) each, one after another")
