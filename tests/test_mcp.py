@@ -4,6 +4,7 @@ the scripted model."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -40,6 +41,7 @@ OFFERED = [
     "toolbox__wait_forever",
     "toolbox__crash",
     "toolbox__fail",
+    "toolbox__grow",
     "toolbox__get_time",
 ]
 
@@ -54,7 +56,7 @@ def stdio_server(**fields: Any) -> McpServer:
 
 
 @pytest.fixture
-def http_url() -> Iterator[str]:
+def http_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """The toolbox serving streamable HTTP on a free 127.0.0.1 port: the socket is bound
     and listening before the server starts, so the first request waits in its queue."""
     listener = socket.socket()
@@ -69,10 +71,15 @@ def http_url() -> Iterator[str]:
     )
     listener.close()
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", process
     finally:
         process.kill()
         process.wait(30)
+
+
+@pytest.fixture
+def http_url(http_server: tuple[str, subprocess.Popen[bytes]]) -> str:
+    return http_server[0]
 
 
 OpenBot = Callable[..., Awaitable[Clawbot]]
@@ -100,6 +107,13 @@ def servers_of(bot: Clawbot) -> McpServers:
     plugin = bot.runtime.plugins.named("mcp")
     assert isinstance(plugin, McpServers)
     return plugin
+
+
+async def until(bot: Clawbot, server: str, state: str, check: Any = None) -> None:
+    """Wait for a server's state (the plug-in's changes wake it); a minute at most, so a
+    state never reached fails the test instead of hanging it."""
+    args = (server, state) if check is None else (server, state, check)
+    await asyncio.wait_for(servers_of(bot).until(*args), 60)
 
 
 def chat_with(bot: Clawbot) -> tuple[Chat, MemoryChannel]:
@@ -309,7 +323,7 @@ async def test_a_server_that_dies_mid_call_gives_an_error_result_and_its_tools_l
     scripted.add("Still here.")
 
     await chat.say("crash it")
-    await servers_of(bot).until("toolbox", "failed")
+    await until(bot, "toolbox", "failed")
     await chat.say("hello?")
 
     assert scripted.requests[1].tool_results == [
@@ -338,7 +352,7 @@ async def test_a_streamable_http_server_that_dies_mid_call_gives_an_error_result
     scripted.add("Still here.")
 
     await chat.say("crash it")
-    await servers_of(bot).until("toolbox", "failed")
+    await until(bot, "toolbox", "failed")
     await chat.say("hello?")
 
     assert scripted.requests[1].tool_results == [
@@ -357,8 +371,8 @@ async def test_a_dead_server_is_started_again_and_its_tools_come_back(
     scripted.add(call("toolbox__add", a=20, b=22), "42.")
 
     await chat.say("crash it")
-    await servers_of(bot).until("toolbox", "failed")
-    await servers_of(bot).until("toolbox", "connected")
+    await until(bot, "toolbox", "failed")
+    await until(bot, "toolbox", "connected")
     await chat.say("add")
 
     assert mcp_tools(scripted.requests[2].tool_names) == OFFERED
@@ -372,11 +386,10 @@ async def test_a_server_that_cannot_start_is_reported_once_and_the_bot_runs_with
     bot = await open_bot({"ghost": missing, "toolbox": stdio_server()})
     chat, _channel = chat_with(bot)
     scripted.add("Hello.")
-    plugin = servers_of(bot)
 
     for _ in range(3):  # failed, tried again (a growing wait), failed again
-        await plugin.until("ghost", "connecting")
-        await plugin.until("ghost", "failed")
+        await until(bot, "ghost", "connecting")
+        await until(bot, "ghost", "failed")
     await chat.say("hi")
 
     assert mcp_tools(scripted.requests[0].tool_names) == OFFERED
@@ -481,3 +494,37 @@ async def test_a_stdio_server_gets_its_env_but_none_of_clawbots_own(
     assert "TOOLBOX_TOKEN" in names
     assert "PATH" in names
     assert not [n for n in names if n.startswith(("OPENAI", "CLAWBOT"))]
+
+
+async def test_an_idle_streamable_http_server_that_dies_is_noticed_and_its_tools_withdrawn(
+    open_bot: OpenBot, scripted: ScriptedModel, http_server: tuple[str, subprocess.Popen[bytes]]
+) -> None:
+    url, process = http_server
+    server = McpServer(url=url, headers={"Authorization": SecretStr(f"Bearer {TOKEN}")})
+    bot = await open_bot({"toolbox": server}, mcp_backoff=3600, mcp_ping_interval=0.05)
+    chat, _ = chat_with(bot)
+    scripted.add("Hello.")
+
+    process.kill()
+    process.wait(30)
+    await until(bot, "toolbox", "failed")
+    await chat.say("hi")
+
+    assert mcp_tools(scripted.requests[0].tool_names) == []
+
+
+async def test_tools_a_server_adds_while_connected_are_offered_from_then_on(
+    open_bot: OpenBot, scripted: ScriptedModel
+) -> None:
+    bot = await open_bot({"toolbox": stdio_server()})
+    chat, _ = chat_with(bot)
+    scripted.add(call("toolbox__grow"), "Grown.")
+    scripted.add(call("toolbox__extra"), "Used it.")
+
+    await chat.say("grow")
+    await until(bot, "toolbox", "connected", lambda s: "toolbox__extra" in s.tools)
+    await chat.say("use the new tool")
+
+    assert "toolbox__extra" not in scripted.requests[0].tool_names
+    assert "toolbox__extra" in scripted.requests[2].tool_names
+    assert scripted.requests[3].tool_results[-1] == "extra"

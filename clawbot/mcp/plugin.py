@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from clawbot.mcp.connection import McpConnection, ServerStatus, Timing
 from clawbot.runtime.plugins import TurnPlugin
@@ -80,10 +80,12 @@ class McpServers(TurnPlugin):
             connection.tools = ()
             self._sync(connection)
 
-    async def until(self, server: str, state: str) -> ServerStatus:
-        """Wait until ``server`` is in ``state`` (for tests and the console): no timer, the
-        connection's changes wake it."""
-        while self._status(server).state != state:
+    async def until(
+        self, server: str, state: str, check: Callable[[ServerStatus], bool] = lambda s: True
+    ) -> ServerStatus:
+        """Wait until ``server`` is in ``state`` and passes ``check`` (for tests and the
+        console): no timer, the connection's changes wake it."""
+        while not (self._status(server).state == state and check(self._status(server))):
             await self._changed.wait()
         return self._status(server)
 

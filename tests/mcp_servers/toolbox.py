@@ -4,7 +4,7 @@ FD its parent bound (127.0.0.1, a free port), so the parent connects without wai
 to start. Over HTTP every request must carry ``Authorization: Bearer $TOOLBOX_TOKEN``.
 
 Its tools: ``add``, ``echo``, ``token_length`` (of the TOOLBOX_TOKEN it was given),
-``environment_names``,
+``environment_names``, ``grow`` (adds the tool ``extra`` and says so),
 ``wait_forever`` (a slow tool), ``crash`` (the process exits mid-call), ``fail`` (an error
 result), ``get.time`` and ``get_time`` (two names one clawbot name cannot tell apart), and
 ``broken``, whose input schema is malformed.
@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 from mcp import types
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 BROKEN_SCHEMA = {"type": "object", "properties": {"x": {"type": "no-such-type"}}}
 
@@ -73,6 +73,19 @@ def crash() -> str:
 def fail() -> str:
     """Always fails."""
     raise ValueError("the toolbox is out of order")
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Adds the tool ``extra`` and tells the client its tools changed."""
+
+    def extra() -> str:
+        """A tool that was not there at first."""
+        return "extra"
+
+    server.add_tool(extra)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
 
 
 @server.tool(name="get.time")
