@@ -22,6 +22,7 @@ from clawbot.agents.profiles import AgentSpec
 from clawbot.app import Clawbot
 from clawbot.mcp.plugin import McpServers
 from clawbot.policies import ToolPolicy
+from clawbot.routing.router import Handled
 from clawbot.runtime.plugins import TurnPlugin
 from clawbot.settings import Settings
 from clawbot.settings.mcp import McpServer
@@ -116,10 +117,17 @@ async def until(bot: Clawbot, server: str, state: str, check: Any = None) -> Non
     await asyncio.wait_for(servers_of(bot).until(*args), 60)
 
 
+class BoundedChat(Chat):
+    """A chat whose turns take a minute at most: a call that hangs fails the test."""
+
+    async def say(self, text: str, **fields: object) -> Handled:
+        return await asyncio.wait_for(super().say(text, **fields), 60)
+
+
 def chat_with(bot: Clawbot) -> tuple[Chat, MemoryChannel]:
     channel = bot.outbox.adapter("memory")
     assert isinstance(channel, MemoryChannel)
-    return Chat(bot, channel), channel
+    return BoundedChat(bot, channel), channel
 
 
 def mcp_tools(names: list[str]) -> list[str]:
@@ -263,11 +271,11 @@ async def test_a_servers_tools_are_guarded_by_default_and_ask_a_person(
     scripted.add(call("toolbox__add", a=1, b=2), "Asked.")
 
     receipt = await bot.router.receive(channel.message("add"))
-    request = await channel.sent_when(is_request)
+    request = await asyncio.wait_for(channel.sent_when(is_request), 60)
 
     assert f"Approval needed ({request_id(request)}): toolbox__add — guarded" in request.text
     await bot.router.handle(channel.message(f"/deny {request_id(request)}"))
-    await receipt.wait()
+    await asyncio.wait_for(receipt.wait(), 60)
 
 
 async def test_a_server_set_safe_runs_its_tools_without_asking(
@@ -403,7 +411,7 @@ async def test_a_server_that_cannot_start_is_reported_once_and_the_bot_runs_with
     assert TOKEN not in caplog.text
 
 
-async def test_a_malformed_schema_skips_that_tool_with_one_warning_and_keeps_the_rest(
+async def test_tools_with_a_malformed_schema_or_name_are_skipped_with_one_warning_each(
     open_bot: OpenBot, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
 ) -> None:
     bot = await open_bot({"toolbox": stdio_server()})
@@ -412,12 +420,17 @@ async def test_a_malformed_schema_skips_that_tool_with_one_warning_and_keeps_the
 
     await chat.say("hi")
 
-    assert "toolbox__broken" not in scripted.requests[0].tool_names
-    assert "toolbox__add" in scripted.requests[0].tool_names
-    warnings = [r.getMessage() for r in caplog.records if "broken" in r.getMessage()]
+    assert mcp_tools(scripted.requests[0].tool_names) == OFFERED
+    warnings = [r.getMessage() for r in caplog.records if r.getMessage().endswith("skipped")]
     assert warnings == [
+        "MCP server toolbox: tool get_time: its name toolbox__get_time is also that of its "
+        "tool 'get.time'; it is skipped",
         "MCP server toolbox: tool broken: its input schema is malformed: 'no-such-type' is not "
-        "valid under any of the given schemas; it is skipped"
+        "valid under any of the given schemas; it is skipped",
+        'MCP server toolbox: tool listed: its input schema is not of "type": "object"; it is '
+        "skipped",
+        f"MCP server toolbox: tool long_{'x' * 60}: its name toolbox__long_{'x' * 60} is longer "
+        "than 64 characters; it is skipped",
     ]
 
 

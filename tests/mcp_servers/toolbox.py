@@ -7,7 +7,8 @@ Its tools: ``add``, ``echo``, ``token_length`` (of the TOOLBOX_TOKEN it was give
 ``environment_names``, ``grow`` (adds the tool ``extra`` and says so),
 ``wait_forever`` (a slow tool), ``crash`` (the process exits mid-call), ``fail`` (an error
 result), ``get.time`` and ``get_time`` (two names one clawbot name cannot tell apart), and
-``broken``, whose input schema is malformed.
+``broken``, ``listed`` and ``long_xxx...``, listed only: a malformed input schema, one that
+is not an object's, a name too long for the providers.
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ BROKEN_SCHEMA = {"type": "object", "properties": {"x": {"type": "no-such-type"}}
 class Toolbox(FastMCP):
     async def list_tools(self) -> list[types.Tool]:
         listed = await super().list_tools()
-        return [*listed, types.Tool(name="broken", inputSchema=BROKEN_SCHEMA)]
+        return [
+            *listed,
+            types.Tool(name="broken", inputSchema=BROKEN_SCHEMA),
+            types.Tool(name="listed", inputSchema={"type": "array"}),
+            types.Tool(name="long_" + "x" * 60, inputSchema={"type": "object"}),
+        ]
 
 
 server = Toolbox("toolbox", log_level="WARNING")
