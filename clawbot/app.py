@@ -26,7 +26,6 @@ from clawbot.commands.registry import CommandRegistry
 from clawbot.commands.subagents import register_subagent_commands
 from clawbot.commands.voice import register_voice_commands
 from clawbot.errors import ConfigError
-from clawbot.mcp.plugin import McpServers
 from clawbot.media.plugin import MediaIn
 from clawbot.memory.embeddings import configured_embedder
 from clawbot.memory.recall import MemoryRecall
@@ -73,6 +72,16 @@ def default_tools(settings: Settings | None = None) -> ToolRegistry:
             *scratchpad_tools(),
         ]
     )
+
+
+def mcp_servers(settings: Settings, registry: ToolRegistry) -> list[TurnPlugin]:
+    """The MCP servers' plug-in, when settings list any: the SDK (about a second to import)
+    is imported only then."""
+    if not settings.mcp_servers:
+        return []
+    from clawbot.mcp.plugin import McpServers
+
+    return [McpServers(settings, registry)]
 
 
 @dataclass
@@ -159,7 +168,7 @@ class Clawbot:
                 ApprovalTurns(approvals),
                 *([VoiceReplies(settings, outbox)] if settings.tts_model else []),
                 StreamingTurns(),
-                *([McpServers(settings, registry)] if settings.mcp_servers else []),
+                *mcp_servers(settings, registry),
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(
