@@ -337,6 +337,7 @@ FOUNDATION = (
     "clawbot.settings.files",
     "clawbot.settings.platforms",
     "clawbot.settings.tools",
+    "clawbot.settings.fallbacks",
     "clawbot.settings.mcp",
     "clawbot.settings.model",
     "clawbot.clock",
