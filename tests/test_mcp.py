@@ -541,3 +541,20 @@ async def test_tools_a_server_adds_while_connected_are_offered_from_then_on(
     assert "toolbox__extra" not in scripted.requests[0].tool_names
     assert "toolbox__extra" in scripted.requests[2].tool_names
     assert scripted.requests[3].tool_results[-1] == "extra"
+
+
+async def test_a_server_that_never_answers_is_given_up_and_the_bot_starts_without_it(
+    open_bot: OpenBot, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    mute = McpServer(command=sys.executable, args=("-c", "import time; time.sleep(600)"))
+    bot = await asyncio.wait_for(
+        open_bot({"mute": mute}, mcp_connect_timeout=0.5, mcp_backoff=3600), 60
+    )
+    chat, _ = chat_with(bot)
+    scripted.add("Hello.")
+
+    await chat.say("hi")
+
+    assert mcp_tools(scripted.requests[0].tool_names) == []
+    assert servers_of(bot).statuses()[0].error == "it did not answer in time"
+    assert "MCP server mute failed to start: it did not answer in time" in caplog.text
