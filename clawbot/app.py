@@ -83,6 +83,16 @@ def default_tools(settings: Settings | None = None) -> ToolRegistry:
     )
 
 
+def mcp_servers(settings: Settings, registry: ToolRegistry) -> list[TurnPlugin]:
+    """The MCP servers' plug-in, when settings list any: the SDK (about a second to import)
+    is imported only then."""
+    if not settings.mcp_servers:
+        return []
+    from clawbot.mcp.plugin import McpServers
+
+    return [McpServers(settings, registry)]
+
+
 @dataclass
 class Clawbot:
     settings: Settings
@@ -178,6 +188,7 @@ class Clawbot:
                 *([VoiceReplies(settings, outbox)] if settings.tts_model else []),
                 StreamingTurns(),
                 FallbackNotices(client.health, outbox, max_sessions=settings.session_cache_size),
+                *mcp_servers(settings, registry),
                 schedules,
                 *plugins,
             ),

@@ -97,6 +97,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["litellm stubbed", "Python lines run per turn", "in clawbot/"],
         ),
         (
+            "bench_mcp.py",
+            ["--calls", "5", "--warmup", "1"],
+            ["direct call", "MCP over stdio", "MCP over streamable HTTP", "around the SDK"],
+        ),
+        (
             "bench_parts.py",
             ["no-intake-journal", "--rounds", "3", "--sessions", "3"],
             ["shipped", "no-intake-journal", "round by round: median"],

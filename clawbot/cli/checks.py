@@ -60,6 +60,29 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
         checks.append(approvers_check(settings, configured))
     checks.append(shell_check(find_bubblewrap(), settings))
     checks.append(await semantic_check(settings))
+    if settings.mcp_servers:
+        checks += await mcp_checks(settings)
+    return checks
+
+
+async def mcp_checks(settings: Settings) -> list[Check]:
+    """Each MCP server started once: its tools, or why it failed (``clawbot mcp list``)."""
+    from clawbot.mcp.plugin import probe
+
+    checks = []
+    for status in await probe(settings):
+        subject = f"mcp {status.name}"
+        if status.state != "connected":
+            checks.append(
+                Check(
+                    "problem",
+                    subject,
+                    f"{status.error} — check its command or url ({status.transport})",
+                )
+            )
+            continue
+        skipped = f"; {len(status.skipped)} skipped (clawbot mcp list)" if status.skipped else ""
+        checks.append(Check("ok", subject, f"{len(status.tools)} tools{skipped}"))
     return checks
 
 

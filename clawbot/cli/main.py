@@ -7,7 +7,18 @@ from typing import Annotated
 
 import typer
 
-from clawbot.cli import agents, audit, chat, doctor, memory, pairing, run, schedule, sessions
+from clawbot.cli import (
+    agents,
+    audit,
+    chat,
+    doctor,
+    mcp,
+    memory,
+    pairing,
+    run,
+    schedule,
+    sessions,
+)
 
 app = typer.Typer(
     name="clawbot",
@@ -38,6 +49,7 @@ app.add_typer(pairing.app, name="pairing")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(memory.app, name="memory")
 app.add_typer(audit.app, name="audit")
+app.add_typer(mcp.app, name="mcp")
 app.add_typer(schedule.app, name="schedule")
 
 

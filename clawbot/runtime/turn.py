@@ -93,6 +93,7 @@ class Runtime:
         self._reach_of = reach or _own_reach
         self.profiles = AgentProfiles(settings.risk_profile, agents)
         self.offer = ToolOffer(tools, self.profiles)
+        tools.listeners.append(self.tools_changed)  # tools that come and go (MCP servers')
         self.workspace = workspace
         self.client = client
         self.agents = agents

@@ -40,6 +40,7 @@ from clawbot.settings.files import (
     config_files,
     home_before_files,
 )
+from clawbot.settings.mcp import McpSettings
 from clawbot.settings.platforms import PlatformSettings
 from clawbot.settings.schedules import ScheduleSettings
 from clawbot.settings.tools import ToolSettings
@@ -55,7 +56,14 @@ class PeerGroup(BaseModel):
     agents: tuple[str, ...] = Field(min_length=1)
 
 
-class Settings(BaseSettings, PlatformSettings, ToolSettings, FallbackSettings, ScheduleSettings):
+class Settings(
+    BaseSettings,
+    PlatformSettings,
+    ToolSettings,
+    FallbackSettings,
+    McpSettings,
+    ScheduleSettings,
+):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
     model_config = SettingsConfigDict(
@@ -297,7 +305,7 @@ class Settings(BaseSettings, PlatformSettings, ToolSettings, FallbackSettings, S
             value = getattr(self, name)
             if isinstance(value, SecretStr):
                 values.append(value.get_secret_value())
-        return values
+        return values + self.mcp_secret_values()
 
     @property
     def agents_dir(self) -> Path:
