@@ -87,6 +87,7 @@ class Clawbot:
     switchboard: Switchboard
     scheduler: Scheduler
     subagents: SubagentControl
+    approvals: Approvals
 
     @classmethod
     async def open(
@@ -244,6 +245,7 @@ class Clawbot:
             switchboard,
             scheduler,
             subagents,
+            approvals,
         )
 
     def connect(self, adapter: Adapter) -> None:

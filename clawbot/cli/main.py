@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from clawbot.cli import agents, audit, chat, doctor, memory, pairing, run, sessions
+from clawbot.cli import agents, audit, chat, console, doctor, memory, pairing, run, sessions
 
 app = typer.Typer(
     name="clawbot",
@@ -33,6 +33,7 @@ def root(
 app.command()(chat.chat)
 app.add_typer(agents.app, name="agents")
 app.command()(run.run)
+app.command()(console.console)
 app.command()(doctor.doctor)
 app.add_typer(pairing.app, name="pairing")
 app.add_typer(sessions.app, name="sessions")
