@@ -17,7 +17,7 @@ from clawbot.cli.checks import console_check
 from clawbot.console.auth import COOKIE
 from clawbot.console.server import listening_problem
 from clawbot.store import SqliteStore
-from clawbot.testing import ScriptedModel
+from clawbot.testing import MemoryChannel, ScriptedModel
 
 from .console_site import Site, console_settings, conversation, csrf_of, logged_in, site
 
@@ -184,9 +184,10 @@ async def test_the_conversation_shows_the_ephemeral_blocks_a_turn_saw_from_the_a
     await conversation(bot, "memory:rec", [], agent_id="recaller")
     scripted.add("Teal, I remember.")
     channel = bot.outbox.adapter("memory")
+    assert isinstance(channel, MemoryChannel)
     receipt = await bot.router.receive(
         channel.message("what is my favourite colour", chat_id="rec")
-    )  # type: ignore[union-attr]
+    )
     await receipt.wait()
     async with logged_in(site) as client:
         page = await client.get("/conversation", params={"key": "memory:rec"})

@@ -34,7 +34,10 @@ class SqliteConsole:
         row = await self._database.fetchone(
             "SELECT token_hash FROM console_token WHERE id = 1", small=True
         )
-        return str(row[0]) if row is not None else None
+        if row is None:
+            return None
+        (token_hash,) = row
+        return str(token_hash)
 
     async def open_login(
         self, session_hash: str, csrf_token: str, at: datetime, expires_at: datetime
@@ -57,8 +60,9 @@ class SqliteConsole:
         )
         if row is None:
             return None
-        expires_at = datetime.fromisoformat(row[1])
-        return ConsoleLogin(str(row[0]), expires_at) if expires_at > now else None
+        csrf_token, expires = row
+        expires_at = datetime.fromisoformat(expires)
+        return ConsoleLogin(str(csrf_token), expires_at) if expires_at > now else None
 
     async def close_login(self, session_hash: str) -> None:
         await self._database.write(
