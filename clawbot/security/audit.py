@@ -195,7 +195,8 @@ def render_trace(records: Sequence[AuditRecord], depth_of: Mapping[str, int]) ->
     if not records:
         return ""
     sessions = {r.session_key for r in records}
-    lines = [f"trace {records[0].trace_id}: {len(records)} tool calls in {len(sessions)} sessions"]
+    calls = sum(r.kind == "tool_call" for r in records)
+    lines = [f"trace {records[0].trace_id}: {calls} tool calls in {len(sessions)} sessions"]
     current = None
     for record in records:
         indent = "  " * depth_of.get(record.session_key, 0)
