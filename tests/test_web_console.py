@@ -221,3 +221,13 @@ def test_every_interface_without_tls_is_refused_unless_allowed(tmp_path: Path) -
     assert listening_problem(allowed) is None
     assert console_check(allowed).status == "warning"
     assert listening_problem(local) is None and console_check(local).status == "ok"
+
+
+async def test_logging_out_ends_the_login(site: Site) -> None:
+    async with logged_in(site) as client:
+        page = (await client.get("/")).text
+        out = await client.post("/logout", data={"csrf": csrf_of(page)})
+        after = await client.get("/")
+
+    assert out.status_code == 200
+    assert after.status_code == 401

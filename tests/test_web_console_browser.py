@@ -6,6 +6,8 @@ each page goes to tests/artifacts/console/."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -165,3 +167,16 @@ async def test_a_planted_script_never_runs_on_any_page(site: Site, page: Page) -
 
     await page.goto(f"{site.base}/memory")
     await expect(page.locator("#memories td.text")).to_have_text(PLANTED)
+
+
+async def test_the_log_page_shows_new_lines_live_with_secrets_masked(
+    site: Site, page: Page
+) -> None:
+    secret = "sk-" + "z9y8x7w6v5u4t3s2r1q0p9o8"
+    await page.goto(f"{site.base}/logs")
+    await asyncio.wait_for(site.server.context.logs.followed.wait(), 30)
+
+    logging.getLogger("clawbot.test").warning("live line with %s", secret)
+
+    await expect(page.locator("#log div", has_text="live line with [redacted]")).to_be_visible()
+    assert secret not in await page.content()

@@ -25,6 +25,8 @@ class LogTail(logging.Handler):
         self.lines: collections.deque[str] = collections.deque(maxlen=kept)
         self._followers: set[asyncio.Queue[str]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.followed = asyncio.Event()
+        """Set once a page follows the tail (what a test waits for before it logs)."""
         self.setFormatter(
             RedactingFormatter("%(asctime)s [%(agent)s] %(levelname)s %(name)s: %(message)s")
         )
@@ -56,6 +58,7 @@ class LogTail(logging.Handler):
         """Every line logged from now on, as it comes, until the caller stops."""
         queue: asyncio.Queue[str] = asyncio.Queue()
         self._followers.add(queue)
+        self.followed.set()
         try:
             while True:
                 yield await queue.get()
