@@ -58,15 +58,18 @@ from clawbot.tools.sending import send_file_tool
 from clawbot.tools.shell import shell_tools
 from clawbot.tools.skills import skill_tools
 from clawbot.tools.web import web_fetch_tool
+from clawbot.tools.web_search import web_search_tools
 
 
 def default_tools(settings: Settings | None = None) -> ToolRegistry:
-    """The built-in tools; without ``settings`` the shell only where bubblewrap runs."""
+    """The built-in tools; without ``settings`` the shell only where bubblewrap runs, and
+    no web_search (its provider is a setting)."""
     return ToolRegistry(
         [
             *file_tools(),
             *shell_tools(find_bubblewrap(), settings),
             web_fetch_tool(),
+            *web_search_tools(settings),
             *skill_tools(),
             *agent_tools(),
             *scratchpad_tools(),
@@ -106,6 +109,8 @@ class Clawbot:
         the pipeline. A ``commands`` or ``tools`` registry passed in is used as given (the
         agent commands and tools are added only to the default ones)."""
         prepare_home(settings)
+        # before the database opens: a tool's bad setting (web_search's key) stops the start
+        registry = tools if tools is not None else default_tools(settings)
         redactor.add(*settings.secret_values())  # masked in transcripts and replies too
         workspace = Workspace(settings.workspace_dir, clock=clock)
         # the embedding model loads at its first use
@@ -124,7 +129,6 @@ class Clawbot:
                 f"CLAWBOT_AGENT names an unknown agent {settings.agent!r} (known: {known})",
                 hint=f"set CLAWBOT_AGENT to one of them or add agents/{settings.agent}.toml",
             )
-        registry = tools if tools is not None else default_tools(settings)
         switchboard = Switchboard(
             settings=settings,
             agents=agent_registry,
