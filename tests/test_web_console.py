@@ -14,8 +14,11 @@ import httpx
 
 from clawbot.agents.profiles import AgentSpec
 from clawbot.cli.checks import console_check
+from clawbot.clock import ManualClock
 from clawbot.console.auth import COOKIE
-from clawbot.console.server import listening_problem
+from clawbot.console.context import ConsoleContext
+from clawbot.console.logtail import LogTail
+from clawbot.console.server import ConsoleServer, listening_problem
 from clawbot.store import SqliteStore
 from clawbot.testing import MemoryChannel, ScriptedModel
 
@@ -231,3 +234,49 @@ async def test_logging_out_ends_the_login(site: Site) -> None:
 
     assert out.status_code == 200
     assert after.status_code == 401
+
+
+async def test_a_form_replayed_after_logging_out_is_refused_and_changes_nothing(
+    site: Site,
+) -> None:
+    async with logged_in(site) as client:
+        token = csrf_of((await client.get("/agents/main")).text)
+        await client.post("/logout", data={"csrf": token})
+        replayed = await client.post(
+            "/agents/main",
+            data={"toml": 'agent_id = "main"\nname = "main"\ndescription = "x"\n', "csrf": token},
+        )
+
+    assert replayed.status_code == 401
+    assert site.bot.agents.get("main").description != "x"
+
+
+async def test_a_login_ends_after_the_login_hours_and_a_new_start_retires_the_old_token(
+    site: Site,
+) -> None:
+    bot = site.bot
+    clock = ManualClock()
+    context = ConsoleContext(
+        settings=bot.settings,
+        store=bot.store,
+        agents=bot.agents,
+        approvals=None,
+        logs=LogTail(),
+        clock=clock,
+    )
+    server = ConsoleServer(context, host="127.0.0.1", port=0)
+    url = await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as client:
+            cookie = (await client.get(url)).cookies[COOKIE]
+            headers = {"cookie": f"{COOKIE}={cookie}"}
+            fresh = await client.get("/", headers=headers)
+            clock.advance(bot.settings.console_login_hours * 3600 + 1)
+            stale = await client.get("/", headers=headers)
+            first_token = await client.get(site.login_url)
+    finally:
+        await server.stop()
+
+    assert fresh.status_code == 200
+    assert stale.status_code == 401
+    assert first_token.status_code == 401  # the site's token, drawn before this start
