@@ -209,3 +209,30 @@ async def test_clawbot_console_refuses_every_interface_without_tls(
 
     assert process.returncode == 1 and out == b""
     assert "without TLS" in err.decode() and "CLAWBOT_CONSOLE_ALLOW_PLAIN_HTTP" in err.decode()
+
+
+async def test_the_operator_answers_a_group_chats_request_though_no_approver_is_listed(
+    site: Site, scripted: ScriptedModel
+) -> None:
+    channel = site.bot.outbox.adapter("memory")
+    assert isinstance(channel, MemoryChannel)
+    scripted.add(call("file_write", path="team.md", content="hi"), "Written for the team.")
+    receipt = await site.bot.router.receive(
+        channel.message("write team.md", chat_id="team", chat_type="group")
+    )
+    asked = await channel.sent_when(lambda m: "Approval needed (" in m.text)
+    rid = asked.text.split("Approval needed (", 1)[1].split(")", 1)[0]
+    await site.bot.router.handle(
+        channel.message(f"/approve {rid}", chat_id="team", chat_type="group")
+    )
+    refused = channel.texts[-1]
+    async with logged_in(site) as client:
+        page = (await client.get("/approvals")).text
+        answered = await client.post(
+            f"/approvals/{rid}", data={"answer": "once", "csrf": csrf_of(page)}
+        )
+
+    assert refused.startswith("Only this chat's approvers can answer")
+    assert f"Approved once: file_write ({rid})." in answered.text
+    await receipt.wait()
+    assert channel.texts[-1] == "Written for the team."
