@@ -12,13 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from clawbot.cli.onboard_checks import SLACK_MANIFEST
 from tests.spawned import spawn
+from tests.standins.discord import DiscordHarness
 from tests.standins.openai_api import OpenAIStandin
+from tests.standins.slack import SlackHarness
 from tests.standins.telegram import TelegramHarness
 from tests.test_cli import CLAWBOT, environment
+from tests.test_edge_discord import discord
+from tests.test_edge_slack import slack
 from tests.test_edge_telegram import harness
 
-__all__ = ["harness"]
+__all__ = ["discord", "harness", "slack"]
 
 pytestmark = pytest.mark.usefixtures("spawned_processes")
 KEY = "sk-onboard-" + "k3y9" * 6
@@ -150,3 +155,46 @@ async def test_doctor_reads_what_onboard_wrote_in_the_home(
     assert any(line.startswith("ok") and "telegram" in line for line in lines), lines
     assert any(line.startswith("ok") and "model" in line for line in lines), lines
     assert KEY not in out.decode() and harness.token not in out.decode()
+
+
+async def test_onboard_for_slack_shows_the_manifest_and_checks_both_tokens(
+    tmp_path: Path, standin: OpenAIStandin, slack: SlackHarness
+) -> None:
+    env = environment(tmp_path / "home", standin, CLAWBOT_SLACK_API_BASE=slack.standin.api_base)
+    del env["OPENAI_API_KEY"]
+    standin.script = ["ok"]
+    tokens = (slack.standin.bot_token, slack.standin.app_token)
+
+    code, out, err = await onboard(env, tmp_path, "", KEY, "slack", *tokens, "open")
+
+    assert code == 0, err
+    assert SLACK_MANIFEST in out
+    assert "Slack knows the bot as clawbot in Stand-in" in out
+    assert not any(token in out + err for token in tokens)
+    dotenv = (tmp_path / "home" / ".env").read_text()
+    assert f"CLAWBOT_SLACK_BOT_TOKEN={tokens[0]}" in dotenv
+    assert f"CLAWBOT_SLACK_APP_TOKEN={tokens[1]}" in dotenv
+
+
+def test_the_manifest_onboard_shows_is_the_one_the_platforms_doc_gives() -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "platforms.md").read_text()
+    block = doc.split("From a manifest). The\nessentials:\n\n```yaml\n", 1)[1].split("```", 1)[0]
+
+    assert block == SLACK_MANIFEST
+
+
+async def test_onboard_for_discord_names_the_bot_user_the_token_belongs_to(
+    tmp_path: Path, standin: OpenAIStandin, discord: DiscordHarness
+) -> None:
+    base = discord.server.api_base
+    env = environment(tmp_path / "home", standin, CLAWBOT_DISCORD_API_BASE=base)
+    del env["OPENAI_API_KEY"]
+    standin.script = ["ok"]
+    token = discord.server.token
+
+    code, out, err = await onboard(env, tmp_path, "", KEY, "discord", token, "pairing")
+
+    assert code == 0, err
+    assert f"Discord knows the bot as {discord.server.bot_user['username']}" in out
+    assert token not in out + err
+    assert f"CLAWBOT_DISCORD_TOKEN={token}" in (tmp_path / "home" / ".env").read_text()
