@@ -49,9 +49,10 @@ def console_settings(tmp_path: Path, model: ScriptedModel, **fields: Any) -> Set
     )
 
 
-@pytest.fixture
-async def site(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[Site]:
-    async with await Clawbot.open(console_settings(tmp_path, scripted)) as bot:
+@contextlib.asynccontextmanager
+async def console_for(settings: Settings) -> AsyncIterator[Site]:
+    """A bot on ``settings`` with its console served on a free port of 127.0.0.1."""
+    async with await Clawbot.open(settings) as bot:
         bot.connect(MemoryChannel())
         context = ConsoleContext(
             settings=bot.settings,
@@ -67,6 +68,12 @@ async def site(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[Site]:
             yield Site(bot, server, url)
         finally:
             await server.stop()
+
+
+@pytest.fixture
+async def site(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[Site]:
+    async with console_for(console_settings(tmp_path, scripted)) as served:
+        yield served
 
 
 @contextlib.asynccontextmanager

@@ -10,7 +10,17 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from clawbot.console import agents, approvals, audit, conversation, logs, memory, sessions, tree
+from clawbot.console import (
+    agents,
+    approvals,
+    audit,
+    conversation,
+    logs,
+    memory,
+    sessions,
+    setup,
+    tree,
+)
 from clawbot.console.auth import RequireLogin, login, logout
 from clawbot.console.context import ConsoleContext
 from clawbot.console.rendering import security_headers
@@ -50,6 +60,7 @@ def console_app(context: ConsoleContext) -> Starlette:
         *agents.routes,
         *memory.routes,
         *logs.routes,
+        *setup.routes,
     ]
     app = Starlette(
         routes=routes,

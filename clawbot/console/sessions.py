@@ -9,6 +9,7 @@ from starlette.routing import Route
 
 from clawbot.console.context import ConsoleContext
 from clawbot.console.rendering import render
+from clawbot.console.setup import configured
 from clawbot.runtime.usage import format_usd
 
 PAGE_SIZE = 50
@@ -47,6 +48,7 @@ async def sessions_page(request: Request) -> Response:
         page_size=PAGE_SIZE,
         default_model=context.settings.model,
         models={spec.agent_id: spec.model for spec in context.agents.all()},
+        first_run=not configured(context.settings),
     )
 
 
