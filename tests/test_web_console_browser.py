@@ -65,7 +65,7 @@ async def test_the_login_url_opens_the_sessions_page_and_search_finds_a_session(
 
     await page.goto(f"{site.base}/")
     await page.fill("input[name=q]", "alice")
-    await page.click("button[type=submit]")
+    await page.click("main form button[type=submit]")
 
     rows = page.locator("#sessions tbody tr")
     await expect(rows).to_have_count(1)
@@ -137,7 +137,7 @@ async def test_an_agent_edited_in_the_browser_is_saved(site: Site, page: Page) -
     ]
     await page.fill("#toml", "\n".join(lines))
     await snap(page, "agent")
-    await page.click("button[type=submit]")
+    await page.click("main form button[type=submit]")
 
     await expect(page.locator("h1 + p")).to_have_text("Edited.")
     assert site.bot.agents.get("main").description == "Edited."
@@ -159,6 +159,7 @@ async def test_a_planted_script_never_runs_on_any_page(site: Site, page: Page) -
         "audit": "/audit",
         "logs": "/logs",
         "subagents": "/trees",
+        "setup": "/setup",
     }
     for name, path in pages.items():
         await page.goto(f"{site.base}{path}")
