@@ -29,9 +29,12 @@ from clawbot.errors import ConfigError
 from clawbot.media.plugin import MediaIn
 from clawbot.memory.embeddings import configured_embedder
 from clawbot.memory.recall import MemoryRecall
+from clawbot.providers import load_litellm
 from clawbot.redaction import redactor
 from clawbot.routing.router import AccessCheck, Router, allow_everyone
+from clawbot.runtime.fallbacks import FallbackNotices
 from clawbot.runtime.llm import ModelClient
+from clawbot.runtime.model_health import ModelHealth
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.runtime.speech import VoiceReplies
 from clawbot.runtime.turn import AgentResolver, Runtime
@@ -129,10 +132,12 @@ class Clawbot:
                 f"CLAWBOT_AGENT names an unknown agent {settings.agent!r} (known: {known})",
                 hint=f"set CLAWBOT_AGENT to one of them or add agents/{settings.agent}.toml",
             )
+        catalog = ModelCatalog(settings, agent_registry)
+        await _check_fallbacks(catalog, store)
         switchboard = Switchboard(
             settings=settings,
             agents=agent_registry,
-            catalog=ModelCatalog(settings, agent_registry),
+            catalog=catalog,
             tools=registry,
         )
         outbox = Outbox()
@@ -140,17 +145,22 @@ class Clawbot:
         approvals = Approvals(
             settings=settings, store=store, outbox=outbox, clock=clock, note=registry.approval_note
         )
+        client = client or ModelClient(
+            timeout=settings.provider_timeout,
+            retries=settings.provider_retries,
+            backoff=settings.retry_backoff,
+            health=ModelHealth(
+                cooldown=settings.fallback_cooldown,
+                cooldown_max=settings.fallback_cooldown_max,
+                clock=clock,
+            ),
+        )
         runtime = Runtime(
             settings=settings,
             store=store,
             tools=registry,
             workspace=workspace,
-            client=client
-            or ModelClient(
-                timeout=settings.provider_timeout,
-                retries=settings.provider_retries,
-                backoff=settings.retry_backoff,
-            ),
+            client=client,
             agents=agents or agent_registry.get,
             switchboard=switchboard,
             gate=ToolGate(store.audit, approvals),
@@ -163,6 +173,7 @@ class Clawbot:
                 ApprovalTurns(approvals),
                 *([VoiceReplies(settings, outbox)] if settings.tts_model else []),
                 StreamingTurns(),
+                FallbackNotices(client.health, outbox, max_sessions=settings.session_cache_size),
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(
@@ -302,3 +313,20 @@ class ApprovalTurns(TurnPlugin):
 
     def parked(self) -> set[asyncio.Task[Any]]:
         return self.approvals.parked()
+
+
+async def _check_fallbacks(catalog: ModelCatalog, store: Store) -> None:
+    """Refuse to start on a fallback list naming a model no provider knows: found at the
+    first outage, the typo would leave the bot without its fallback when it needs it."""
+    if not catalog.settings.fallback_models and not any(
+        spec.fallback_models for spec in catalog.agents.all()
+    ):
+        return  # nothing to check: litellm's model list is not loaded for it
+    await asyncio.to_thread(load_litellm)
+    problems = catalog.fallback_problems()
+    if problems:
+        await store.close()
+        raise ConfigError(
+            ". ".join(problems),
+            hint="fix the model names (/models lists the known ones), or remove them",
+        )

@@ -338,6 +338,7 @@ FOUNDATION = (
     "clawbot.settings.platforms",
     "clawbot.settings.tools",
     "clawbot.settings.console",
+    "clawbot.settings.fallbacks",
     "clawbot.settings.model",
     "clawbot.clock",
     "clawbot.lru",

@@ -3,7 +3,10 @@
 ``turn`` (``Runtime``) resolves the agent, builds the prompt and runs the tool loop;
 ``llm`` is the litellm call (streamed to a ``text_stream`` sink when a turn binds one) and
 ``replies`` what a call produced (``ModelReply``, below the store); ``usage`` the tokens and
-cost each call used (below the store);
+cost each call used (below the store); ``model_health`` which models are down and resting,
+so a call moves to its fallbacks, ``fallbacks`` what a person is told of that (a plugin),
+``api_keys`` a provider's listed keys taking turns (private) and ``provider_errors`` how a
+provider's failure is read (private);
 ``transcripts`` the in-memory tails of the conversations; ``compaction`` the older part of
 a conversation summarized in its place; ``resolved_turn`` what a turn resolves to;
 ``tool_offer`` which tools a session may use (private); ``control`` what a turn is told
@@ -21,7 +24,9 @@ through ``plugins``, bound in ``clawbot.app``. It never imports ``memory``,
 __all__ = [
     "compaction",
     "control",
+    "fallbacks",
     "llm",
+    "model_health",
     "plugins",
     "replies",
     "resolved_turn",
