@@ -106,6 +106,7 @@ class Clawbot:
     switchboard: Switchboard
     scheduler: Scheduler
     subagents: SubagentControl
+    approvals: Approvals
     schedules: ScheduleRunner
 
     @classmethod
@@ -286,6 +287,7 @@ class Clawbot:
             switchboard,
             scheduler,
             subagents,
+            approvals,
             schedules,
         )
 

@@ -338,6 +338,7 @@ FOUNDATION = (
     "clawbot.settings.files",
     "clawbot.settings.platforms",
     "clawbot.settings.tools",
+    "clawbot.settings.console",
     "clawbot.settings.fallbacks",
     "clawbot.settings.mcp",
     "clawbot.settings.schedules",
@@ -392,6 +393,7 @@ TOP = (
     "clawbot.testing",
     "clawbot.__main__",
     "clawbot.cli",
+    "clawbot.console",
 )
 """What assembles the bot, and the command line: they may import everything in clawbot/."""
 ADAPTERS_MAY_IMPORT = {

@@ -11,9 +11,11 @@ from clawbot.cli import (
     agents,
     audit,
     chat,
+    console,
     doctor,
     mcp,
     memory,
+    onboard,
     pairing,
     run,
     schedule,
@@ -44,6 +46,8 @@ def root(
 app.command()(chat.chat)
 app.add_typer(agents.app, name="agents")
 app.command()(run.run)
+app.command()(console.console)
+app.command()(onboard.onboard)
 app.command()(doctor.doctor)
 app.add_typer(pairing.app, name="pairing")
 app.add_typer(sessions.app, name="sessions")

@@ -32,6 +32,7 @@ from pydantic_settings import (
 
 from clawbot.errors import ConfigError
 from clawbot.policies import DEFAULT_PROFILE, Autonomy, RiskProfile
+from clawbot.settings.console import ConsoleSettings
 from clawbot.settings.fallbacks import FallbackSettings
 from clawbot.settings.files import (
     DEFAULT_HOME,
@@ -62,6 +63,7 @@ class Settings(
     ToolSettings,
     FallbackSettings,
     McpSettings,
+    ConsoleSettings,
     ScheduleSettings,
 ):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
