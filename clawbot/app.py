@@ -23,6 +23,7 @@ from clawbot.commands.compaction import register_compaction_commands
 from clawbot.commands.memory import register_memory_commands
 from clawbot.commands.queue import register_queue_commands
 from clawbot.commands.registry import CommandRegistry
+from clawbot.commands.schedules import register_schedule_commands
 from clawbot.commands.subagents import register_subagent_commands
 from clawbot.commands.voice import register_voice_commands
 from clawbot.errors import ConfigError
@@ -38,6 +39,8 @@ from clawbot.runtime.model_health import ModelHealth
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.runtime.speech import VoiceReplies
 from clawbot.runtime.turn import AgentResolver, Runtime
+from clawbot.schedules.heartbeat import Heartbeat
+from clawbot.schedules.runner import ScheduleRunner
 from clawbot.scheduling.scheduler import Scheduler
 from clawbot.scheduling.streaming import StreamingTurns
 from clawbot.security.approvals import Approvals
@@ -104,6 +107,7 @@ class Clawbot:
     scheduler: Scheduler
     subagents: SubagentControl
     approvals: Approvals
+    schedules: ScheduleRunner
 
     @classmethod
     async def open(
@@ -152,6 +156,7 @@ class Clawbot:
         )
         outbox = Outbox()
         clock = clock or SystemClock()
+        schedules = ScheduleRunner(settings=settings, store=store, outbox=outbox, clock=clock)
         approvals = Approvals(
             settings=settings, store=store, outbox=outbox, clock=clock, note=registry.approval_note
         )
@@ -185,6 +190,7 @@ class Clawbot:
                 StreamingTurns(),
                 FallbackNotices(client.health, outbox, max_sessions=settings.session_cache_size),
                 *mcp_servers(settings, registry),
+                schedules,
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(
@@ -202,6 +208,14 @@ class Clawbot:
             agents=agent_registry,
         )
         scheduler.bind_turn_ends(subagents.announcer)
+        heartbeat = Heartbeat(
+            settings=settings,
+            store=store,
+            scheduler=scheduler,
+            workspace=workspace,
+            agents=agent_registry.all,
+        )
+        schedules.bind(scheduler, heartbeat, subagents)
         if tools is None:
             registry.add(delegate_tool(subagents.delegation))
             offered = AgentTools(
@@ -226,6 +240,7 @@ class Clawbot:
                 message_tool(messenger),
                 send_file_tool(outbox),
                 *memory_tools(store.memories, agent_registry.get),
+                *schedules.tools(),
             ]:
                 registry.add(tool)
         for plugin in plugins:
@@ -241,6 +256,7 @@ class Clawbot:
             register_subagent_commands(commands, store, scheduler, scheduler.clock)
             register_memory_commands(commands, store.memories, agent_registry.get)
             register_voice_commands(commands, settings)
+            register_schedule_commands(commands, schedules.book)
             register_compaction_commands(
                 commands, runtime.compactor, lambda session: runtime.resolve(session).model
             )
@@ -272,6 +288,7 @@ class Clawbot:
             scheduler,
             subagents,
             approvals,
+            schedules,
         )
 
     def connect(self, adapter: Adapter) -> None:

@@ -133,3 +133,9 @@ class MalformedMetaError(ClawbotError):
     """A stored payload (an announce, an injection header, a child's record) is unreadable."""
 
     hint = "it was written by another version or damaged; the message itself is kept"
+
+
+class ScheduleError(ClawbotError):
+    """A scheduled task cannot be created, found or cancelled as asked."""
+
+    hint = "e.g. 'in 20 minutes', 'every 30 minutes', 'cron 0 8 * * 1-5' or '2030-01-31T09:00'"

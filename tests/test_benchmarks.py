@@ -34,6 +34,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         ),
         ("bench_adapters.py", ["--messages", "50"], ["inbound telegram", "render+chunk plain"]),
         (
+            "bench_schedules.py",
+            ["--tasks", "50", "--idle", "0.5", "--due", "5", "--spread", "0.5"],
+            ["idle CPU with 50 tasks", "5 of 5 due tasks ran", "lateness: p50"],
+        ),
+        (
             "bench_live_replies.py",
             ["--replies", "2", "--chars", "1500", "--chars-per-second", "3000"],
             ["first visible text", "telegram private chat (draft)", "slack channel", "refused"],

@@ -161,6 +161,7 @@ STORE_PUBLIC = {
     "clawbot.store.protocols.security",
     "clawbot.store.protocols.senders",
     "clawbot.store.protocols.turns",
+    "clawbot.store.protocols.schedules",
     "clawbot.store.records",
     "clawbot.store.ids",
 }
@@ -340,6 +341,7 @@ FOUNDATION = (
     "clawbot.settings.console",
     "clawbot.settings.fallbacks",
     "clawbot.settings.mcp",
+    "clawbot.settings.schedules",
     "clawbot.settings.model",
     "clawbot.clock",
     "clawbot.lru",
@@ -366,6 +368,7 @@ RECORDS = (
     "clawbot.memory.chunks",
     "clawbot.memory.ranking",
     "clawbot.subagents.records",
+    "clawbot.schedules.records",
 )
 """The records the store persists (and the pure helpers it applies), each kept in its
 stage's package but below the store: they import only the foundation and each other."""
@@ -380,6 +383,7 @@ STAGES = (
     "memory",
     "scheduling",
     "subagents",
+    "schedules",
     "commands",
     "routing",
 )

@@ -101,6 +101,9 @@ class AgentSpec(BaseModel):
     """Other agents' folders (``agents/<id>/`` in the workspace) this agent's file tools and
     shell may use besides its own: ``read``, or ``write`` (with a tool that writes); ``*``
     for every agent's folder. See ``clawbot.security.reach``."""
+    heartbeat_interval: float | None = Field(default=None, ge=0)
+    """Seconds between runs of this agent's ``HEARTBEAT.md`` checklist (0: none); unset,
+    the ``heartbeat_interval`` setting applies (docs/schedules.md)."""
     coordinator: bool = False
     """Coordinator mode: its workers' reports reach its model as ``<task-notification>``
     XML, it may hold the scratchpad tools, and the workers it spawns keep their own tools

@@ -18,6 +18,7 @@ from clawbot.cli import (
     onboard,
     pairing,
     run,
+    schedule,
     sessions,
 )
 
@@ -53,6 +54,7 @@ app.add_typer(sessions.app, name="sessions")
 app.add_typer(memory.app, name="memory")
 app.add_typer(audit.app, name="audit")
 app.add_typer(mcp.app, name="mcp")
+app.add_typer(schedule.app, name="schedule")
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "memory",
     "queue",
     "registry",
+    "schedules",
     "subagents",
     "voice",
 ]

@@ -43,6 +43,7 @@ from clawbot.settings.files import (
 )
 from clawbot.settings.mcp import McpSettings
 from clawbot.settings.platforms import PlatformSettings
+from clawbot.settings.schedules import ScheduleSettings
 from clawbot.settings.tools import ToolSettings
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
@@ -57,7 +58,13 @@ class PeerGroup(BaseModel):
 
 
 class Settings(
-    BaseSettings, PlatformSettings, ToolSettings, FallbackSettings, McpSettings, ConsoleSettings
+    BaseSettings,
+    PlatformSettings,
+    ToolSettings,
+    FallbackSettings,
+    McpSettings,
+    ConsoleSettings,
+    ScheduleSettings,
 ):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 

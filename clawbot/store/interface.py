@@ -12,6 +12,7 @@ from clawbot.store.protocols.agents import Agents, Injections
 from clawbot.store.protocols.console import Console
 from clawbot.store.protocols.conversations import Sessions, Transcripts
 from clawbot.store.protocols.memories import Memories
+from clawbot.store.protocols.schedules import Schedules
 from clawbot.store.protocols.security import Approvals, AuditLog
 from clawbot.store.protocols.senders import Access, Pairing
 from clawbot.store.protocols.turns import Backlog, Jobs, Ledger
@@ -46,6 +47,8 @@ class Store(Protocol):
     def approvals(self) -> Approvals: ...
     @property
     def console(self) -> Console: ...
+    @property
+    def schedules(self) -> Schedules: ...
 
     @property
     def owner(self) -> str:

@@ -23,6 +23,7 @@ from clawbot.store.intake import PendingIntakes
 from clawbot.store.jobs import SqliteJobs
 from clawbot.store.ledger import SqliteLedger
 from clawbot.store.memories import SqliteMemories
+from clawbot.store.schedules import SqliteSchedules
 from clawbot.store.sessions import SqliteSessions, SqliteTranscripts
 from clawbot.store.sqlite_errors import damaged, describe
 
@@ -53,6 +54,7 @@ class SqliteStore:
         self.audit = SqliteAuditLog(database)
         self.approvals = SqliteApprovals(database)
         self.console = SqliteConsole(database)
+        self.schedules = SqliteSchedules(database)
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> SqliteStore:
