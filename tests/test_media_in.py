@@ -313,6 +313,39 @@ async def test_a_text_file_is_saved_and_a_second_of_the_same_name_does_not_repla
 
 
 @pytest.mark.parametrize(
+    ("name", "mime_type"),
+    [("README", "application/octet-stream"), ("deploy.sh", "application/x-sh")],
+)
+async def test_a_text_file_without_a_text_type_is_saved_as_text(
+    tmp_path: Path, scripted: ScriptedModel, name: str, mime_type: str
+) -> None:
+    text = "línea uno\necho done\n".encode()
+    async with opened(tmp_path, scripted) as (bot, channel):
+        await send(bot, channel, "", channel.attach(name, text, mime_type))
+        inbox = bot.workspace.root / "inbox"
+
+    assert (inbox / name).read_bytes() == text
+    assert f"- saved {name} as inbox/{name} ({len(text)} bytes)" in seen_text(scripted)
+    assert notices(channel) == []
+
+
+async def test_a_binary_file_without_a_type_is_still_refused(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    async with opened(tmp_path, scripted) as (bot, channel):
+        binary = b"PK\x03\x04\x00\x00archive"
+        await send(bot, channel, "", channel.attach("backup", binary, "application/octet-stream"))
+        inbox = bot.workspace.root / "inbox"
+
+    assert not inbox.exists()
+    assert notices(channel) == [
+        "I can't use backup: its type (application/octet-stream) is not one I take: I take "
+        "images (JPEG, PNG, GIF, WebP), voice notes and audio, and text, Markdown, CSV and PDF "
+        "files."
+    ]
+
+
+@pytest.mark.parametrize(
     ("sent", "saved"),
     [
         ("../../.bashrc", "bashrc"),
