@@ -340,6 +340,7 @@ FOUNDATION = (
     "clawbot.settings.console",
     "clawbot.settings.fallbacks",
     "clawbot.settings.mcp",
+    "clawbot.settings.media",
     "clawbot.settings.model",
     "clawbot.clock",
     "clawbot.lru",

@@ -179,6 +179,25 @@ async def test_a_model_without_vision_gets_a_note_and_the_person_is_told_once(
     assert [m.text for m in channel.sent if m.kind == "reply"] == ["ok", "ok"]
 
 
+@pytest.mark.parametrize("named", ["scripted/test", "scripted/*"])
+async def test_a_model_named_in_the_vision_setting_is_shown_images_litellm_knows_nothing_of(
+    tmp_path: Path, scripted: ScriptedModel, named: str
+) -> None:
+    async with opened(tmp_path, scripted, vision_models=[named]) as (bot, channel):
+        await send(bot, channel, "look", channel.attach("a.png", PNG, "image/png"))
+
+    assert scripted.requests[0].images == [PNG_URL]
+    assert notices(channel) == []
+
+
+def test_the_vision_setting_reads_a_comma_separated_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAWBOT_VISION_MODELS", "ollama/llava*, openai/my-finetune")
+
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+
+    assert settings.vision_models == ["ollama/llava*", "openai/my-finetune"]
+
+
 async def test_a_file_that_is_not_an_image_is_never_shown_as_one(
     tmp_path: Path, eye: ScriptedModel
 ) -> None:

@@ -42,6 +42,7 @@ from clawbot.settings.files import (
     home_before_files,
 )
 from clawbot.settings.mcp import McpSettings
+from clawbot.settings.media import MediaSettings
 from clawbot.settings.platforms import PlatformSettings
 from clawbot.settings.tools import ToolSettings
 
@@ -57,7 +58,13 @@ class PeerGroup(BaseModel):
 
 
 class Settings(
-    BaseSettings, PlatformSettings, ToolSettings, FallbackSettings, McpSettings, ConsoleSettings
+    BaseSettings,
+    PlatformSettings,
+    ToolSettings,
+    FallbackSettings,
+    McpSettings,
+    ConsoleSettings,
+    MediaSettings,
 ):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
