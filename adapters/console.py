@@ -47,10 +47,11 @@ from clawbot.channels.interface import (
     SentMessage,
     StagedHandler,
 )
-from clawbot.errors import InputError
+from clawbot.errors import DeliveryError, InputError
 from clawbot.messages import (
     Attachment,
     InboundMessage,
+    OutboundDeletion,
     OutboundEdit,
     OutboundMessage,
     parse_command,
@@ -226,6 +227,15 @@ class ConsoleAdapter(Adapter):
             return
         lines = edit.text.rstrip("\n").split("\n")
         self._show(f"{lines[0]}\n{lines[-1]}")  # the request's first line, then its outcome
+
+    async def delete(self, deletion: OutboundDeletion) -> None:
+        """An open approval request taken back: no answer typed from now on is taken for
+        it. A terminal cannot take back a line it printed, so anything else is refused."""
+        request = next((r for r in self._requests if r.message_id == deletion.message_id), None)
+        if request is None:
+            raise DeliveryError("a terminal cannot take back a line it printed")
+        self._requests.remove(request)
+        self._redraw()
 
     def _show(self, text: str) -> bool:
         """Print one message whole; False once the output is gone."""
