@@ -20,7 +20,7 @@ class MediaSettings(BaseModel):
 
     @field_validator("vision_models", mode="before")
     @classmethod
-    def _split_models(cls, value: Any) -> Any:
+    def _split_vision_models(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
