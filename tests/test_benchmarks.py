@@ -24,8 +24,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             [
                 *["--replies", "1", "--token-ms", "1", "--reply-chars", "80", "--rounds", "1"],
                 *["--sessions", "3", "--turns", "2", "--calls", "5", "--model-ms", "1"],
+                *["--real-model-ms", "5"],
             ],
-            ["first token to first visible text", "preview calls per reply", "ratio on / off"],
+            [
+                "first token to first visible text",
+                "preview calls per reply",
+                "ratio on / off",
+                "stream_chunk_builder",
+            ],
         ),
         (
             "bench_scheduling.py",

@@ -42,6 +42,7 @@ from clawbot.settings.files import (
     home_before_files,
 )
 from clawbot.settings.mcp import McpSettings
+from clawbot.settings.media import MediaSettings
 from clawbot.settings.platforms import PlatformSettings
 from clawbot.settings.schedules import ScheduleSettings
 from clawbot.settings.tools import ToolSettings
@@ -65,6 +66,7 @@ class Settings(
     McpSettings,
     ConsoleSettings,
     ScheduleSettings,
+    MediaSettings,
 ):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
