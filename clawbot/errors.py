@@ -133,3 +133,9 @@ class MalformedMetaError(ClawbotError):
     """A stored payload (an announce, an injection header, a child's record) is unreadable."""
 
     hint = "it was written by another version or damaged; the message itself is kept"
+
+
+class BudgetExceededError(ClawbotError):
+    """A budget is spent: the model call it covers was refused before it was made."""
+
+    hint = "commands still work"

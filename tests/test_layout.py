@@ -161,6 +161,7 @@ STORE_PUBLIC = {
     "clawbot.store.protocols.security",
     "clawbot.store.protocols.senders",
     "clawbot.store.protocols.turns",
+    "clawbot.store.protocols.usage",
     "clawbot.store.records",
     "clawbot.store.ids",
 }
@@ -337,6 +338,7 @@ FOUNDATION = (
     "clawbot.settings.files",
     "clawbot.settings.platforms",
     "clawbot.settings.tools",
+    "clawbot.settings.cost",
     "clawbot.settings.model",
     "clawbot.clock",
     "clawbot.lru",

@@ -3,7 +3,8 @@
 ``turn`` (``Runtime``) resolves the agent, builds the prompt and runs the tool loop;
 ``llm`` is the litellm call (streamed to a ``text_stream`` sink when a turn binds one) and
 ``replies`` what a call produced (``ModelReply``, below the store); ``usage`` the tokens and
-cost each call used (below the store);
+cost each call used (below the store); ``metering`` writes each call's row of the usage
+ledger, for whom the calls made now are; ``budgets`` refuse a call a spent budget covers;
 ``transcripts`` the in-memory tails of the conversations; ``compaction`` the older part of
 a conversation summarized in its place; ``resolved_turn`` what a turn resolves to;
 ``tool_offer`` which tools a session may use (private); ``control`` what a turn is told
@@ -19,9 +20,11 @@ through ``plugins``, bound in ``clawbot.app``. It never imports ``memory``,
 """
 
 __all__ = [
+    "budgets",
     "compaction",
     "control",
     "llm",
+    "metering",
     "plugins",
     "replies",
     "resolved_turn",

@@ -41,6 +41,7 @@ from clawbot.runtime.control import (
     repeated,
 )
 from clawbot.runtime.llm import UNTRUSTED_NOTE, ModelClient
+from clawbot.runtime.metering import calls_for
 from clawbot.runtime.plugins import TurnPlugin, TurnPlugins, TurnStart
 from clawbot.runtime.resolved_turn import ResolvedTurn, within_ceiling
 from clawbot.runtime.tool_offer import ToolOffer
@@ -237,9 +238,14 @@ class Runtime:
             tool_context=_memo(lambda: self._tool_context(session, resolved, turn_id, inputs)),
             model=resolved.model,
         )
-        ephemeral = (*ephemeral, *await self.plugins.context(turn))
         ancestors = await self.chains.ancestors(session)
-        with agent_scope(*ancestors, resolved.agent.agent_id):
+        # every call the turn makes (its model's, a transcription's, an embedding's) is its
+        # own in the usage ledger
+        with (
+            agent_scope(*ancestors, resolved.agent.agent_id),
+            calls_for(session, turn_id, agent_id=resolved.agent.agent_id),
+        ):
+            ephemeral = (*ephemeral, *await self.plugins.context(turn))
             try:
                 await self.plugins.turn_started(turn)
                 return await self._loop(turn, resolved, ephemeral, control)

@@ -14,6 +14,7 @@ from clawbot.store.protocols.memories import Memories
 from clawbot.store.protocols.security import Approvals, AuditLog
 from clawbot.store.protocols.senders import Access, Pairing
 from clawbot.store.protocols.turns import Backlog, Jobs, Ledger
+from clawbot.store.protocols.usage import UsageLedger
 
 
 class Store(Protocol):
@@ -43,6 +44,8 @@ class Store(Protocol):
     def audit(self) -> AuditLog: ...
     @property
     def approvals(self) -> Approvals: ...
+    @property
+    def usage(self) -> UsageLedger: ...
 
     @property
     def owner(self) -> str:

@@ -24,6 +24,7 @@ from clawbot.store.ledger import SqliteLedger
 from clawbot.store.memories import SqliteMemories
 from clawbot.store.sessions import SqliteSessions, SqliteTranscripts
 from clawbot.store.sqlite_errors import damaged, describe
+from clawbot.store.usage import SqliteUsage
 
 T = TypeVar("T")
 
@@ -51,6 +52,7 @@ class SqliteStore:
         self.memories = SqliteMemories(database)
         self.audit = SqliteAuditLog(database)
         self.approvals = SqliteApprovals(database)
+        self.usage = SqliteUsage(database)
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> SqliteStore:

@@ -1,0 +1,34 @@
+"""The repository of the usage ledger: one row per call to a paid model, and its totals."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from clawbot.runtime.usage import (
+    UsageFilter,
+    UsageGroup,
+    UsageGrouping,
+    UsageRecord,
+    UsageTotals,
+)
+
+
+class UsageLedger(Protocol):
+    """Every model, embedding, transcription and speech call (see ``clawbot.runtime.usage``)."""
+
+    async def record(self, record: UsageRecord) -> None:
+        """Write one call's row (with group commit: the calls of one pass share a commit)."""
+        ...
+
+    async def totals(self, where: UsageFilter) -> UsageTotals:
+        """What the calls ``where`` covers used, added up."""
+        ...
+
+    async def grouped(self, by: UsageGrouping, where: UsageFilter) -> list[UsageGroup]:
+        """The totals of the calls ``where`` covers, one group per agent, model, root
+        session or day, the most expensive first (by day: oldest first)."""
+        ...
+
+    async def rows(self, where: UsageFilter) -> list[UsageRecord]:
+        """The calls ``where`` covers, oldest first."""
+        ...
