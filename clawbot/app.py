@@ -24,6 +24,7 @@ from clawbot.commands.memory import register_memory_commands
 from clawbot.commands.queue import register_queue_commands
 from clawbot.commands.registry import CommandRegistry
 from clawbot.commands.subagents import register_subagent_commands
+from clawbot.commands.usage import register_usage_commands
 from clawbot.commands.voice import register_voice_commands
 from clawbot.errors import ConfigError
 from clawbot.media.plugin import MediaIn
@@ -234,6 +235,7 @@ class Clawbot:
             register_subagent_commands(commands, store, scheduler, scheduler.clock)
             register_memory_commands(commands, store.memories, agent_registry.get)
             register_voice_commands(commands, settings)
+            register_usage_commands(commands, store.usage, clock)
             register_compaction_commands(
                 commands, runtime.compactor, lambda session: runtime.resolve(session).model
             )

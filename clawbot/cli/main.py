@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from clawbot.cli import agents, audit, chat, doctor, memory, pairing, run, sessions
+from clawbot.cli import agents, audit, chat, doctor, memory, pairing, run, sessions, usage
 
 app = typer.Typer(
     name="clawbot",
@@ -38,6 +38,7 @@ app.add_typer(pairing.app, name="pairing")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(memory.app, name="memory")
 app.add_typer(audit.app, name="audit")
+app.command()(usage.usage)
 
 
 def main() -> None:
