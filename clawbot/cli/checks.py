@@ -142,7 +142,7 @@ async def budget_check(settings: Settings, now: datetime | None = None) -> Check
     """What today's (UTC) model calls spent of the daily budgets: the bot's cap, and how
     many conversations spent their own. A spent budget is a problem: calls are refused."""
     from clawbot.runtime.budgets import Spent
-    from clawbot.runtime.usage import UsageFilter
+    from clawbot.runtime.usage import UsageFilter, format_usd
     from clawbot.store import open_store
 
     today = (now or datetime.now(UTC)).date().isoformat()
@@ -156,7 +156,11 @@ async def budget_check(settings: Settings, now: datetime | None = None) -> Check
     spent_out: list[str] = []
     if settings.daily_budget_usd:
         limit = settings.daily_budget_usd
-        parts.append(f"today {total.describe()} of ${limit:,.2f} (CLAWBOT_DAILY_BUDGET_USD)")
+        calls = "1 call" if total.calls == 1 else f"{total.calls:,} calls"
+        parts.append(
+            f"today's {calls} spent {format_usd(total.cost_usd)} of ${limit:,.2f}"
+            " (CLAWBOT_DAILY_BUDGET_USD)"
+        )
         if total.cost_usd >= limit:
             spent_out.append("CLAWBOT_DAILY_BUDGET_USD")
     budget = settings.budget_per_day

@@ -445,7 +445,7 @@ class Runtime:
             else "The turn failed"
         )
         reply = (
-            f"{what}: {exc.message}. {exc.hint.capitalize()}."
+            f"{what}: {exc.message}. {exc.hint[:1].upper()}{exc.hint[1:]}."
             if exc.hint
             else f"{what}: {exc.message}."
         )
