@@ -5,6 +5,7 @@ subagents of a conversation whose budget is spent stop; an idle bot calls no mod
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,7 +24,7 @@ from clawbot.settings import Settings, load_settings
 from clawbot.settings.cost import Budget
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, ScriptedUsage, call
 
-from .conftest import Chat, add_agent, parent_key
+from .conftest import Chat, add_agent, parent_key, until_idle
 
 HEADS_UP = "Heads up:"
 
@@ -72,19 +73,20 @@ async def test_a_spent_conversation_budget_refuses_the_next_call_before_it_is_ma
 async def test_at_80_percent_the_chat_is_told_once(
     settings: Settings, scripted: ScriptedModel
 ) -> None:
-    priced(scripted, 0.0085)
-    async with opened(budgeted(settings, budget_per_day="$0.01")) as chat:
-        await chat.say("one")  # 85 %
-        told = [text for text in chat.channel.texts if text.startswith(HEADS_UP)]
-        await chat.say("two")  # 170 %: spent, not told again
-        await chat.say("three")  # refused
+    priced(scripted, 0.009)
+    async with opened(budgeted(settings, budget_per_day="$0.10")) as chat:
+        for turn in range(8):
+            await chat.say(f"message {turn}")  # 72 %
+        assert not [text for text in chat.channel.texts if text.startswith(HEADS_UP)]
+        await chat.say("the ninth")  # 81 %
+        await chat.say("the tenth")  # 90 %
+        await chat.say("the eleventh")  # 99 %
 
-    assert told == [
-        "Heads up: this conversation's daily budget is 85% spent ($0.01 of $0.01). When it is"
+    assert [text for text in chat.channel.texts if text.startswith(HEADS_UP)] == [
+        "Heads up: this conversation's daily budget is 81% spent ($0.08 of $0.10). When it is"
         " all spent, model calls stop until CLAWBOT_BUDGET_PER_DAY is raised, or wait for"
         " the next day (UTC)."
     ]
-    assert [text for text in chat.channel.texts if text.startswith(HEADS_UP)] == told
 
 
 async def test_a_persons_commands_still_work_once_the_budget_is_spent(
@@ -287,3 +289,30 @@ def test_a_budget_that_means_nothing_is_refused(written: str) -> None:
 def test_an_agents_budget_that_does_not_parse_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="per_turn"):
         AgentSpec(agent_id="a", name="a", budget={"per_turn": "lots"})  # type: ignore[arg-type]
+
+
+async def test_a_spent_conversation_budget_stops_its_running_subagents(
+    settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    never = asyncio.Event()
+
+    async def held(request: ModelRequest) -> str:
+        await never.wait()  # a child busy for as long as no one stops it
+        return "done"
+
+    worker.function = held
+    priced(scripted, 0.004)
+    scripted.add(call("sessions_spawn", task="work", agent="worker"), "Started.", "More.")
+    try:
+        async with opened(budgeted(settings, budget_per_day="$0.01")) as chat:
+            await add_agent(chat.bot, "worker", model=worker.model_string)
+            await chat.say("go")  # $0.008: the child is held in its model call
+            (child,) = await chat.bot.store.sessions.children(parent_key(chat.channel))
+            running = chat.bot.scheduler.queue_state(child.key).active is not None
+            await chat.say("more")  # $0.012: spent
+            await until_idle(chat.bot, child.key)
+    finally:
+        never.set()
+
+    assert running
+    assert len(worker.requests) == 1

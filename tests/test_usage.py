@@ -258,11 +258,16 @@ async def test_totals_and_groups_add_up_exactly_to_the_rows(
     scripted.add(call("sessions_spawn", task="t", agent="worker"), "Started.", "Done.")
     await chat.say("spawn")
     await workers.scheduler.wait_idle()
-    await Chat(workers, chat.channel, chat_id="chat2").say("elsewhere")
+    elsewhere = Chat(workers, chat.channel, chat_id="chat2")
+    scripted.usage = ScriptedUsage(5, 1)  # unpriced
+    await elsewhere.say("a model without a price")
+    scripted.add(ScriptedFailure("bad_request"))
+    await elsewhere.say("a call that fails")
 
     records = await rows(workers)
     total = await workers.store.usage.totals(UsageFilter())
     assert total == added(records)
+    assert (total.unpriced, total.failed) == (1, 1)
     groupings: tuple[UsageGrouping, ...] = ("agent", "model", "session", "day", "purpose")
     for by in groupings:
         groups = await workers.store.usage.grouped(by, UsageFilter())
