@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from clawbot.agents.profiles import AgentSpec
 from clawbot.errors import BudgetExceededError
@@ -40,9 +41,9 @@ StopFamily = Callable[[str], Awaitable[None]]
 AgentLookup = Callable[[str], AgentSpec | None]
 
 
-@dataclass(frozen=True)
-class Who:
-    """Whom a call is made for: what decides which budgets cover it."""
+class Who(NamedTuple):
+    """Whom a call is made for: what decides which budgets cover it. (A named tuple: one
+    is made for every call, and its budgets are memoized by it.)"""
 
     day: str
     session_key: str | None = None
@@ -107,7 +108,10 @@ class Budgets:
         self.stop_family = stop_family
         self._tallies: LRUCache[TallyKey, Spent] = LRUCache(max_tallies)
         self._told: LRUCache[tuple[TallyKey, str], bool] = LRUCache(max_tallies)
-        self._global = settings.daily_budget_usd
+        self._global = (
+            Budget(amount=settings.daily_budget_usd) if settings.daily_budget_usd else None
+        )
+        self._lines: LRUCache[Who, tuple[AgentSpec | None, list[BudgetLine]]] = LRUCache(1024)
         self._any_settings = any(
             (
                 self._global,
@@ -118,7 +122,17 @@ class Budgets:
         )
 
     def lines(self, who: Who) -> list[BudgetLine]:
-        """The budgets that cover a call made for ``who``."""
+        """The budgets that cover a call made for ``who`` (memoized while its agent's spec
+        stays the same: a turn's calls ask again and again)."""
+        spec = self.agents(who.agent_id) if who.agent_id is not None else None
+        cached = self._lines.get(who)
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        found = self._lines_of(who, spec)
+        self._lines.put(who, (spec, found))
+        return found
+
+    def _lines_of(self, who: Who, spec: AgentSpec | None) -> list[BudgetLine]:
         settings = self.settings
         found: list[BudgetLine] = []
         if self._global:
@@ -126,7 +140,7 @@ class Budgets:
                 BudgetLine(
                     "the bot's daily budget",
                     "CLAWBOT_DAILY_BUDGET_USD",
-                    Budget(amount=self._global),
+                    self._global,
                     ("day", who.day),
                     UsageFilter(day=who.day),
                     daily=True,
@@ -166,14 +180,12 @@ class Budgets:
                     family=False,
                 )
             )
-        if who.agent_id is not None:
-            found.extend(self._agent_lines(who, who.agent_id))
+        if spec is not None:
+            found.extend(self._agent_lines(who, spec))
         return found
 
-    def _agent_lines(self, who: Who, agent_id: str) -> list[BudgetLine]:
-        spec = self.agents(agent_id)
-        if spec is None:
-            return []
+    def _agent_lines(self, who: Who, spec: AgentSpec) -> list[BudgetLine]:
+        agent_id = spec.agent_id
         policy = spec.budget
         where = f"[budget] of agents/{agent_id}.toml"
         found: list[BudgetLine] = []
@@ -214,9 +226,12 @@ class Budgets:
         return found
 
     def _covered(self, who: Who) -> list[BudgetLine]:
-        """:meth:`lines`, skipped at no cost when no budget is configured anywhere."""
-        if not self._any_settings and who.agent_id is None:
-            return []
+        """:meth:`lines`, skipped at once when neither the settings nor the agent set one."""
+        if not self._any_settings:
+            spec = self.agents(who.agent_id) if who.agent_id is not None else None
+            policy = spec.budget if spec is not None else None
+            if policy is None or not (policy.per_day or policy.per_session or policy.per_turn):
+                return []
         return self.lines(who)
 
     async def allow(self, who: Who) -> None:
@@ -234,7 +249,7 @@ class Budgets:
         for line in self._covered(who):
             tally = self._tallies.get(line.key)
             if tally is None:
-                tally = await self._spent(line)  # read after the write: it includes this call
+                tally = await self._spent(line)  # the read writes this call's row first
             else:
                 tally.tokens += record.tokens
                 tally.nanousd += record.cost_nanousd or 0

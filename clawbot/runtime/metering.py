@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from clawbot.clock import Clock
-from clawbot.errors import ClawbotError
 from clawbot.logs import current_agent
 from clawbot.providers import litellm_module
 from clawbot.routing.sessions import Session, parent_key_of
@@ -220,8 +219,8 @@ class UsageMeter:
     ) -> None:
         """Write one call's row: the scope bound now (or ``session``'s) says for whom, and
         ``purpose`` says why unless the scope already does (a turn's model calls say
-        ``turn`` or ``subagent``; a compaction's, ``compaction``). A row that cannot be
-        written is logged: the call was made and answered, its turn goes on."""
+        ``turn`` or ``subagent``; a compaction's, ``compaction``). The row rides on the
+        store's next commit: nothing waits for it (one that cannot be written is logged)."""
         scope = _scope.get()
         if scope is None and session is not None:
             scope = scope_of(session)
@@ -245,10 +244,6 @@ class UsageMeter:
             output_tokens=count(output_tokens),
             cost_nanousd=to_nanos(cost_usd),
         )
-        try:
-            await self.ledger.record(record)
-        except ClawbotError as exc:
-            log.error("a %s call to %s is missing from the usage ledger: %s", purpose, model, exc)
-            return
+        self.ledger.record(record)
         if self.budgets is not None:
             await self.budgets.spent(record)

@@ -138,7 +138,12 @@ class Database(GroupCommit):
     async def close(self) -> None:
         """Close the connection (the pending rows are the caller's to write first); the
         last connection to close folds the WAL into the file."""
+        if self._soon:
+            with contextlib.suppress(Exception):
+                await self.transaction(no_work)
         self._closed = True
+        if self._soon_timer is not None:
+            self._soon_timer.cancel()
         if self._checkpointing is not None:
             with contextlib.suppress(Exception):
                 await self._checkpointing
@@ -179,9 +184,10 @@ class Database(GroupCommit):
         await self.transaction(rewrite_version)
 
     async def flush(self) -> None:
-        """Write the pending rows to SQLite now (reads and every transaction do it anyway;
-        this is for a process that wants them visible to others at once)."""
-        if self.pending.waiting:
+        """Write the pending rows (and the rows no caller waits for) to SQLite now (reads
+        and every transaction do it anyway; this is for a process that wants them visible
+        to others at once)."""
+        if self.pending.waiting or self._soon:
             await self.transaction(no_work)
 
     # reads ----------------------------------------------------------------------------
@@ -198,7 +204,7 @@ class Database(GroupCommit):
         def query(db: sqlite3.Connection) -> list[Any]:
             return db.execute(sql, params).fetchall()
 
-        if flush and self.pending.waiting:
+        if flush and (self.pending.waiting or self._soon):
             await self.flush()
         try:
             if small and self._queued == 0 and not self._closed:
@@ -214,7 +220,7 @@ class Database(GroupCommit):
     async def read(self, work: Callable[[sqlite3.Connection], T], *, flush: bool = True) -> T:
         """Run ``work``, a few queries that read only, on aiosqlite's thread in one hop (a
         search that looks before it ranks pays for one hop, not one per query)."""
-        if flush and self.pending.waiting:
+        if flush and (self.pending.waiting or self._soon):
             await self.flush()
         try:
             return await retrying(lambda: self._on_thread(work))
@@ -341,12 +347,17 @@ class Database(GroupCommit):
             if not is_busy(exc):
                 self._writable = False
             raise
+        soon = self._take_soon()
         try:
             if taken:
                 pending.write(db, taken)
+            if soon:
+                self._write_soon(db, soon)
             result = work(db)
         except BaseException as exc:
             db.rollback()
+            if soon:
+                self._requeue_soon(soon)
             busy = is_busy(exc)
             if isinstance(exc, sqlite3.Error) and not busy:
                 self._writable = False

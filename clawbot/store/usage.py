@@ -1,5 +1,7 @@
-"""The usage ledger (``usage``): a row per call to a paid model, written with group commit
-(the calls of one event-loop pass share a commit), and its totals added up by SQLite.
+"""The usage ledger (``usage``): a row per call to a paid model, written with the next
+commit of the store (``GroupCommit.soon``: an insert in a commit already paid for, or its
+own within a second), and its totals added up by SQLite (reads write the waiting rows
+first).
 Rows are read by column name (:class:`_Row`), never by position alone."""
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ class SqliteUsage:
     def __init__(self, database: Database) -> None:
         self._database = database
 
-    async def record(self, record: UsageRecord) -> None:
+    def record(self, record: UsageRecord) -> None:
         params = (
             record.at.isoformat(),
             record.day,
@@ -140,12 +142,13 @@ class SqliteUsage:
         def insert(db: sqlite3.Connection) -> None:
             db.execute(_INSERT, params)
 
-        await self._database.grouped(insert)
+        # no call waits for its row: it rides on the next commit (see GroupCommit.soon)
+        self._database.soon(insert)
 
     async def totals(self, where: UsageFilter) -> UsageTotals:
         clause, params = _where(where)
         row = await self._database.fetchone(
-            f"SELECT {_SUMS} FROM usage{clause}", params, small=True, flush=False
+            f"SELECT {_SUMS} FROM usage{clause}", params, small=True
         )
         return _totals(row)
 
@@ -157,7 +160,6 @@ class SqliteUsage:
             f"SELECT coalesce({column}, '-') AS key, {_SUMS} FROM usage{clause}"
             f" GROUP BY key ORDER BY {order}",
             params,
-            flush=False,
         )
         groups = []
         for key, *sums in rows:
@@ -167,6 +169,6 @@ class SqliteUsage:
     async def rows(self, where: UsageFilter) -> list[UsageRecord]:
         clause, params = _where(where)
         rows = await self._database.fetchall(
-            f"SELECT {_COLUMNS} FROM usage{clause} ORDER BY id", params, flush=False
+            f"SELECT {_COLUMNS} FROM usage{clause} ORDER BY id", params
         )
         return [_record(row) for row in rows]

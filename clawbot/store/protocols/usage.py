@@ -16,8 +16,10 @@ from clawbot.runtime.usage import (
 class UsageLedger(Protocol):
     """Every model, embedding, transcription and speech call (see ``clawbot.runtime.usage``)."""
 
-    async def record(self, record: UsageRecord) -> None:
-        """Write one call's row (with group commit: the calls of one pass share a commit)."""
+    def record(self, record: UsageRecord) -> None:
+        """Write one call's row with the store's next commit, without waiting for it (a
+        read of the ledger writes the waiting rows first; a crash loses at most a second
+        of them)."""
         ...
 
     async def totals(self, where: UsageFilter) -> UsageTotals:
