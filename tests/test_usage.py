@@ -362,3 +362,14 @@ async def test_status_shows_the_conversations_running_cost(
 
     assert handled.reply is not None
     assert "Cost so far (subagents included): $0.50 in 1 call" in handled.reply
+
+
+async def test_a_call_retried_after_a_429_is_a_row_per_attempt(
+    bot: Clawbot, chat: Chat, scripted: ScriptedModel
+) -> None:
+    scripted.add(ScriptedFailure("rate_limit"), "Answered.")
+
+    handled = await chat.say("hello")
+
+    assert handled.turn is not None and handled.turn.reply == "Answered."
+    assert [r.outcome for r in await rows(bot)] == ["RateLimitError", "ok"]
