@@ -31,11 +31,14 @@ from clawbot.media.plugin import MediaIn
 from clawbot.memory.embeddings import LitellmEmbedder, configured_embedder
 from clawbot.memory.recall import MemoryRecall
 from clawbot.messages import OutboundMessage
+from clawbot.providers import load_litellm
 from clawbot.redaction import redactor
 from clawbot.routing.router import AccessCheck, Router, allow_everyone
 from clawbot.runtime.budgets import Budgets
+from clawbot.runtime.fallbacks import FallbackNotices
 from clawbot.runtime.llm import ModelClient
 from clawbot.runtime.metering import UsageMeter
+from clawbot.runtime.model_health import ModelHealth
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.runtime.speech import VoiceReplies
 from clawbot.runtime.turn import AgentResolver, Runtime
@@ -62,15 +65,18 @@ from clawbot.tools.sending import send_file_tool
 from clawbot.tools.shell import shell_tools
 from clawbot.tools.skills import skill_tools
 from clawbot.tools.web import web_fetch_tool
+from clawbot.tools.web_search import web_search_tools
 
 
 def default_tools(settings: Settings | None = None) -> ToolRegistry:
-    """The built-in tools; without ``settings`` the shell only where bubblewrap runs."""
+    """The built-in tools; without ``settings`` the shell only where bubblewrap runs, and
+    no web_search (its provider is a setting)."""
     return ToolRegistry(
         [
             *file_tools(),
             *shell_tools(find_bubblewrap(), settings),
             web_fetch_tool(),
+            *web_search_tools(settings),
             *skill_tools(),
             *agent_tools(),
             *scratchpad_tools(),
@@ -109,6 +115,8 @@ class Clawbot:
         the pipeline. A ``commands`` or ``tools`` registry passed in is used as given (the
         agent commands and tools are added only to the default ones)."""
         prepare_home(settings)
+        # before the database opens: a tool's bad setting (web_search's key) stops the start
+        registry = tools if tools is not None else default_tools(settings)
         redactor.add(*settings.secret_values())  # masked in transcripts and replies too
         workspace = Workspace(settings.workspace_dir, clock=clock)
         # the embedding model loads at its first use
@@ -128,11 +136,12 @@ class Clawbot:
                 f"CLAWBOT_AGENT names an unknown agent {settings.agent!r} (known: {known})",
                 hint=f"set CLAWBOT_AGENT to one of them or add agents/{settings.agent}.toml",
             )
-        registry = tools if tools is not None else default_tools(settings)
+        catalog = ModelCatalog(settings, agent_registry)
+        await _check_fallbacks(catalog, store)
         switchboard = Switchboard(
             settings=settings,
             agents=agent_registry,
-            catalog=ModelCatalog(settings, agent_registry),
+            catalog=catalog,
             tools=registry,
         )
         outbox = Outbox()
@@ -149,17 +158,22 @@ class Clawbot:
                 stop_family=spending.stop_family,
             ),
         )
-        client = client or ModelClient(
-            timeout=settings.provider_timeout,
-            retries=settings.provider_retries,
-            backoff=settings.retry_backoff,
-        )
-        client.meter = meter  # every call counted, and refused when a budget is spent
         if isinstance(embedder, LitellmEmbedder):
             embedder.meter = meter
         approvals = Approvals(
             settings=settings, store=store, outbox=outbox, clock=clock, note=registry.approval_note
         )
+        client = client or ModelClient(
+            timeout=settings.provider_timeout,
+            retries=settings.provider_retries,
+            backoff=settings.retry_backoff,
+            health=ModelHealth(
+                cooldown=settings.fallback_cooldown,
+                cooldown_max=settings.fallback_cooldown_max,
+                clock=clock,
+            ),
+        )
+        client.meter = meter  # every call counted, and refused when a budget is spent
         runtime = Runtime(
             settings=settings,
             store=store,
@@ -178,6 +192,7 @@ class Clawbot:
                 ApprovalTurns(approvals),
                 *([VoiceReplies(settings, outbox, meter)] if settings.tts_model else []),
                 StreamingTurns(),
+                FallbackNotices(client.health, outbox, max_sessions=settings.session_cache_size),
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(
@@ -356,3 +371,20 @@ class ApprovalTurns(TurnPlugin):
 
     def parked(self) -> set[asyncio.Task[Any]]:
         return self.approvals.parked()
+
+
+async def _check_fallbacks(catalog: ModelCatalog, store: Store) -> None:
+    """Refuse to start on a fallback list naming a model no provider knows: found at the
+    first outage, the typo would leave the bot without its fallback when it needs it."""
+    if not catalog.settings.fallback_models and not any(
+        spec.fallback_models for spec in catalog.agents.all()
+    ):
+        return  # nothing to check: litellm's model list is not loaded for it
+    await asyncio.to_thread(load_litellm)
+    problems = catalog.fallback_problems()
+    if problems:
+        await store.close()
+        raise ConfigError(
+            ". ".join(problems),
+            hint="fix the model names (/models lists the known ones), or remove them",
+        )

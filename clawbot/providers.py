@@ -16,6 +16,7 @@ import threading
 from types import ModuleType
 
 from clawbot.errors import MissingCredentialsError
+from clawbot.redaction import redactor
 
 _litellm: ModuleType | None = None
 _import_lock = threading.Lock()
@@ -112,8 +113,29 @@ KNOWN_PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+KEY_LIST_SUFFIX = "_API_KEYS"
+"""``OPENAI_API_KEYS=a,b``: several keys of one provider, taking turns (see
+``clawbot.runtime.api_keys``)."""
+
+
+def key_list_variable(provider: str) -> str:
+    return provider.upper().replace("-", "_") + KEY_LIST_SUFFIX
+
+
+def listed_keys(provider: str) -> tuple[str, ...]:
+    """The keys of ``<PROVIDER>_API_KEYS`` (comma-separated), in order, without repeats;
+    each is masked from then on wherever clawbot writes text (a provider's error may echo
+    the key it refused)."""
+    raw = os.environ.get(key_list_variable(provider), "")
+    keys = tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+    redactor.add(*keys)
+    return keys
+
+
 def missing_credentials(model: str) -> list[str]:
     """Environment variables of which one must be set for ``model``; [] when satisfied."""
+    if listed_keys(provider_of(model)):
+        return []
     if "/" in model and provider_of(model) in KNOWN_PROVIDER_KEYS:
         names = KNOWN_PROVIDER_KEYS[provider_of(model)]
         return [] if any(os.environ.get(n) for n in names) else list(names)

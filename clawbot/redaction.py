@@ -130,7 +130,8 @@ class SecretRedactor:
         env = os.environ if environ is None else environ
         for name, value in env.items():
             if any(hint in name.upper() for hint in _SECRET_ENV_HINTS):
-                self.add(value)
+                # a list of keys (OPENAI_API_KEYS=a,b) is masked key by key too
+                self.add(value, *(item.strip() for item in value.split(",")))
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced; the same object when there is none (the

@@ -338,6 +338,7 @@ FOUNDATION = (
     "clawbot.settings.files",
     "clawbot.settings.platforms",
     "clawbot.settings.tools",
+    "clawbot.settings.fallbacks",
     "clawbot.settings.cost",
     "clawbot.settings.model",
     "clawbot.clock",

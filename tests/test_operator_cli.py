@@ -126,6 +126,29 @@ def test_doctor_says_which_key_the_speech_model_needs(tmp_path: Path) -> None:
     )
 
 
+def test_doctor_says_which_key_a_fallback_model_needs(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["doctor", "--home", str(tmp_path / "home")],
+        env={
+            "TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN,
+            "OPENAI_API_KEY": OPENAI_KEY,
+            "CLAWBOT_FALLBACK_MODELS": "openai/gpt-4o,mistral/mistral-large-latest",
+            "MISTRAL_API_KEY": "",
+            "MISTRAL_API_KEYS": "",
+        },
+    )
+
+    assert result.exit_code == 1
+    assert "ok       fallback model openai/gpt-4o: provider credentials are present" in (
+        result.stdout
+    )
+    assert (
+        "problem  fallback model mistral/mistral-large-latest: no API key — set MISTRAL_API_KEY"
+        in result.stdout
+    )
+
+
 def test_doctor_without_any_channel_says_what_to_set(tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["doctor", "--home", str(tmp_path / "home")], env={"OPENAI_API_KEY": OPENAI_KEY}

@@ -1,5 +1,6 @@
 """web_fetch reaches public addresses only — checked after resolution, at every redirect —
-within its size and time caps, and returns HTML as readable text."""
+within its size and time caps, and returns HTML as readable text. (Its risk and who holds it:
+tests/test_web_search.py, for both web tools.)"""
 
 from __future__ import annotations
 
@@ -13,15 +14,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from clawbot.agents.profiles import AgentSpec
-from clawbot.app import default_tools
 from clawbot.messages import ToolCallBlock
-from clawbot.policies import ToolPolicy
 from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
 from clawbot.tools.html_text import html_to_text
 from clawbot.tools.registry import ToolContext, ToolRegistry
 from clawbot.tools.web import web_fetch_tool
+
+from .standins.local_server import served
 
 PAGE = """<!doctype html><html><head><title>Notes</title><style>p {color: red}</style>
 <script>alert("never read")</script></head>
@@ -58,16 +58,11 @@ async def server() -> AsyncIterator[Server]:
         return web.Response(text=PAGE, content_type="text/html")
 
     app.router.add_get("/{name}", page)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    found.port = runner.addresses[0][1]
-    try:
-        yield found
-    finally:
-        found.hold.set()
-        await runner.cleanup()
+    async with served(app) as found.port:
+        try:
+            yield found
+        finally:
+            found.hold.set()  # a held fetch ends before the server does
 
 
 async def fetch(url: str, **settings: Any) -> tuple[str, bool]:
@@ -267,16 +262,3 @@ def test_html_text_drops_scripts_styles_and_comments() -> None:
     text = html_to_text(PAGE)
 
     assert "alert" not in text and "color" not in text and "comment" not in text
-
-
-def test_web_fetch_is_guarded_and_only_main_or_an_agent_naming_it_gets_it() -> None:
-    tool = next(tool for tool in default_tools() if tool.name == "web_fetch")
-    everything = ToolPolicy(allow=("*",))
-    named = ToolPolicy(allow=("*", "web_fetch"))
-
-    assert tool.risk == "guarded"
-    assert AgentSpec(agent_id="main", name="main").allows_tool(tool.name, tool.groups)
-    assert not AgentSpec(agent_id="r", name="r", tools=everything).allows_tool(
-        tool.name, tool.groups
-    )
-    assert AgentSpec(agent_id="r", name="r", tools=named).allows_tool(tool.name, tool.groups)

@@ -123,6 +123,7 @@ _TOP_LEVEL = (
     "name",
     "description",
     "model",
+    "fallback_models",
     "temperature",
     "workspace_overlay",
     "risk_profile",

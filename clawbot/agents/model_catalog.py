@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from clawbot.agents.registry import AgentRegistry
-from clawbot.providers import KNOWN_PROVIDER_KEYS, litellm_module, provider_of
+from clawbot.providers import KNOWN_PROVIDER_KEYS, listed_keys, litellm_module, provider_of
 from clawbot.settings import Settings
 
 MAX_LINES = 60
@@ -50,7 +50,7 @@ def key_variables(provider: str) -> tuple[str, ...]:
 
 
 def provider_has_key(provider: str) -> bool:
-    return any(os.environ.get(name) for name in key_variables(provider))
+    return bool(listed_keys(provider)) or any(os.environ.get(n) for n in key_variables(provider))
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,8 @@ class ModelCheck:
     model: str | None
     message: str = ""
     suggestions: tuple[str, ...] = ()
+    known: bool = True
+    """False when no provider knows the model (a typo), not when its key is missing."""
 
 
 class ModelCatalog:
@@ -140,6 +142,23 @@ class ModelCatalog:
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         return f"No models known for provider {provider!r}.{hint} /models lists what is available."
 
+    def fallback_problems(self) -> list[str]:
+        """Each fallback list (``CLAWBOT_FALLBACK_MODELS``, an agent's ``fallback_models``)
+        that names a model no provider knows, naming the models; [] when all are known."""
+        lists = [("CLAWBOT_FALLBACK_MODELS", self.settings.fallback_models)]
+        lists += [
+            (f"agent {spec.agent_id!r} fallback_models", spec.fallback_models)
+            for spec in self.agents.all()
+            if spec.fallback_models
+        ]
+        problems = []
+        for where, models in lists:
+            unknown = [(ref, self.check(ref)) for ref in models]
+            named = [f"{ref} ({check.message})" for ref, check in unknown if not check.known]
+            if named:
+                problems.append(f"{where} names unknown models: {'; '.join(named)}")
+        return problems
+
     def check(self, ref: str) -> ModelCheck:
         """Whether ``ref`` can be used; a typo gets "did you mean" suggestions instead."""
         ref = ref.strip()
@@ -195,7 +214,7 @@ def _refusal(message: str, suggestions: Sequence[str], otherwise: str = "") -> M
         text = f"{message} Did you mean {', '.join(suggestions)}?"
     else:
         text = f"{message} {otherwise}".strip()
-    return ModelCheck(model=None, message=text, suggestions=tuple(suggestions))
+    return ModelCheck(model=None, message=text, suggestions=tuple(suggestions), known=False)
 
 
 def _litellm_providers() -> set[str]:

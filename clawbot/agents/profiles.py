@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from clawbot.policies import ToolPolicy
 from clawbot.settings.cost import BudgetPolicy
@@ -34,6 +41,8 @@ MESSAGE_GROUP = "group:message"
 SiblingAccess = Literal["read", "write"]
 EVERY_SIBLING = "*"
 _AGENT_ID = r"^[a-z0-9][a-z0-9_\-]{0,39}$"
+_MODEL_REF = r"^[^/\s]+/\S+$"
+ModelRef = Annotated[str, StringConstraints(pattern=_MODEL_REF)]
 
 
 class SubagentPolicy(BaseModel):
@@ -73,7 +82,11 @@ class AgentSpec(BaseModel):
     agent_id: str = Field(pattern=_AGENT_ID)
     name: str = Field(min_length=1, max_length=60)
     description: str = ""
-    model: str | None = Field(default=None, pattern=r"^[^/\s]+/\S+$")
+    model: str | None = Field(default=None, pattern=_MODEL_REF)
+    fallback_models: tuple[ModelRef, ...] | None = None
+    """Models this agent's calls move to, in order, when its model is down (see
+    ``clawbot.runtime.fallbacks``); None: the global ``CLAWBOT_FALLBACK_MODELS``, ``[]``:
+    none at all."""
     temperature: float | None = Field(default=None, ge=0, le=2)
     system_prompt: str | None = None
     tools: ToolPolicy = ToolPolicy()
@@ -170,6 +183,13 @@ class AgentRecord:
 ModelSource = Literal["session override", "agent default", "global default"]
 
 
+def fallback_chain(model: str, agent: AgentSpec, default: Sequence[str]) -> tuple[str, ...]:
+    """The models a call moves to when ``model`` is down: the agent's list, else the
+    global default, without ``model`` itself or repeats."""
+    listed = agent.fallback_models if agent.fallback_models is not None else default
+    return tuple(m for m in dict.fromkeys(listed) if m != model)
+
+
 def effective_model(
     override: str | None, agent: AgentSpec, default: str
 ) -> tuple[str, ModelSource]:
@@ -198,5 +218,7 @@ def spec_problems(exc: ValidationError) -> list[tuple[tuple[str, ...], str, str]
             message = "not an agent setting (" + ", ".join(AgentSpec.model_fields) + ")"
         elif kind == "string_pattern_mismatch" and loc and loc[-1] in _PATTERN_HINTS:
             message = _PATTERN_HINTS[loc[-1]]
+        elif kind == "string_pattern_mismatch" and loc and loc[0] == "fallback_models":
+            message = _PATTERN_HINTS["model"]
         problems.append((loc, kind, message))
     return problems

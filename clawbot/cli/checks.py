@@ -47,6 +47,7 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
     checks.append(_model_check(settings))
     if settings.tts_model:
         checks.append(_model_check(settings, settings.tts_model, "speech model"))
+    checks.extend(_model_check(settings, m, "fallback model") for m in settings.fallback_models)
     home = _home_check(settings)
     checks.append(home)
     if home.status == "ok":

@@ -279,6 +279,8 @@ class Router:
             [
                 f"Agent: {resolved.agent.name} ({resolved.agent.agent_id})",
                 f"Model: {resolved.model} ({source})",
+                *([f"Fallbacks: {', '.join(resolved.fallbacks)}"] if resolved.fallbacks else []),
+                *await self.runtime.plugins.status(session),
                 f"Session: {session.key}",
                 f"Messages in this conversation: {stored}",
                 f"Cost so far (subagents included): {spent.describe()}",

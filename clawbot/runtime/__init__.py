@@ -5,6 +5,10 @@
 ``replies`` what a call produced (``ModelReply``, below the store); ``usage`` the tokens and
 cost each call used (below the store); ``metering`` writes each call's row of the usage
 ledger, for whom the calls made now are; ``budgets`` refuse a call a spent budget covers;
+``model_health`` which models are down and resting,
+so a call moves to its fallbacks, ``fallbacks`` what a person is told of that (a plugin),
+``api_keys`` a provider's listed keys taking turns (private) and ``provider_errors`` how a
+provider's failure is read (private);
 ``transcripts`` the in-memory tails of the conversations; ``compaction`` the older part of
 a conversation summarized in its place; ``resolved_turn`` what a turn resolves to;
 ``tool_offer`` which tools a session may use (private); ``control`` what a turn is told
@@ -23,8 +27,10 @@ __all__ = [
     "budgets",
     "compaction",
     "control",
+    "fallbacks",
     "llm",
     "metering",
+    "model_health",
     "plugins",
     "replies",
     "resolved_turn",

@@ -207,23 +207,31 @@ class Compactor:
         trigger: Trigger = "manual",
         keep_turns: int | None = None,
         held: Sequence[Transcript] = (),
+        fallbacks: Sequence[str] = (),
     ) -> CompactionReport | None:
         """Summarize all but the last ``keep_turns`` turns (the setting by default) of the
         session's live conversation with ``model``; None when there is nothing older to
         summarize. Raises CompactionError, changing nothing, when the summary fails.
-        ``held`` transcripts (a running turn's) see the result at once."""
+        ``held`` transcripts (a running turn's) see the result at once; ``fallbacks`` write
+        the summary when ``model`` is down."""
         keep = keep_turns or self.settings.compaction_keep_turns
         lock = self._locks.get(session.key)
         if lock is None:
             lock = self._locks[session.key] = asyncio.Lock()
         async with lock:
-            report = await self._compact(session, model, instructions, trigger, keep)
+            report = await self._compact(session, model, instructions, trigger, keep, fallbacks)
         if report is not None:
             await self.transcripts.reload(session, *held)
         return report
 
     async def _compact(
-        self, session: Session, model: str, instructions: str, trigger: Trigger, keep: int
+        self,
+        session: Session,
+        model: str,
+        instructions: str,
+        trigger: Trigger,
+        keep: int,
+        fallbacks: Sequence[str],
     ) -> CompactionReport | None:
         """One compaction at a time per session: a second one waiting reads what the
         first left, so no turn is summarized twice."""
@@ -240,7 +248,7 @@ class Compactor:
             # a summary made mid-turn is not the turn's reply; its tokens are counted as a
             # compaction's, the session's (and its turn's, when a turn needed it)
             with streaming_to(None), calls_as("compaction", session):
-                reply = await self.client.complete(model, request)
+                reply = await self.client.complete(model, request, fallbacks=fallbacks)
         except ClawbotError as exc:
             raise CompactionError(f"the summary failed: {exc.message}") from None
         summary = reply.text.strip()
@@ -270,10 +278,13 @@ class Compactor:
         tools: Sequence[dict[str, Any]] = (),
         *,
         temperature: float | None = None,
+        fallbacks: Sequence[str] = (),
     ) -> ModelReply:
         """One model call of a turn, kept within the window: ``build`` makes the request
         from ``transcript``, again after a compaction. A request that nears the limit is
-        compacted first; one the provider finds too long is compacted and sent once more."""
+        compacted first; one the provider finds too long is compacted and sent once more
+        (a fallback model is for a model that is down, never for a request too long).
+        ``fallbacks`` answer, and summarize, when ``model`` is down."""
         messages = build()
         tried = False
         if self.settings.compaction_auto and self.meter.over(model, messages, tools):
@@ -283,15 +294,21 @@ class Compactor:
                 self._warn_fixed(model)
             else:
                 tried = True
-                if await self._shrink(session, transcript, model, "auto"):
+                if await self._shrink(session, transcript, model, "auto", fallbacks=fallbacks):
                     messages = build()
         try:
-            return await self.client.complete(model, messages, tools, temperature=temperature)
+            return await self.client.complete(
+                model, messages, tools, temperature=temperature, fallbacks=fallbacks
+            )
         except ContextLengthError:
-            if not await self._shrink(session, transcript, model, "overflow", tried=tried):
+            if not await self._shrink(
+                session, transcript, model, "overflow", tried=tried, fallbacks=fallbacks
+            ):
                 raise
         log.info("retrying the model call of %s with its compacted context", session.key)
-        return await self.client.complete(model, build(), tools, temperature=temperature)
+        return await self.client.complete(
+            model, build(), tools, temperature=temperature, fallbacks=fallbacks
+        )
 
     def _warn_fixed(self, model: str) -> None:
         if model not in self._warned:
@@ -313,6 +330,7 @@ class Compactor:
         trigger: Trigger,
         *,
         tried: bool = False,
+        fallbacks: Sequence[str] = (),
     ) -> bool:
         """Compact, keeping the setting's turns or, when that leaves nothing older, only
         the current one; False when nothing could be compacted. A failed summary is
@@ -324,7 +342,12 @@ class Compactor:
         for keep in dict.fromkeys(keeps):
             try:
                 report = await self.compact(
-                    session, model, trigger=trigger, keep_turns=keep, held=(transcript,)
+                    session,
+                    model,
+                    trigger=trigger,
+                    keep_turns=keep,
+                    held=(transcript,),
+                    fallbacks=fallbacks,
                 )
             except CompactionError as exc:
                 log.warning("could not compact %s (%s): %s", session.key, trigger, exc)

@@ -1,8 +1,10 @@
 """The one path to a model: litellm's ``acompletion`` with native tool calling.
 
 litellm is imported lazily and offline (``clawbot.providers``). Transient provider failures
-(timeouts, 429, 5xx, dropped connections) are retried with exponential backoff; what is left
-is a ProviderError the runtime turns into a short reply.
+(timeouts, 429, 5xx, dropped connections) are retried with exponential backoff (or as long
+as a 429 asks, up to 30 s); a model still down after that, or whose key or quota failed,
+hands the call to its fallback models (docs/fallbacks.md); what is left is a ProviderError
+the runtime turns into a short reply.
 
 A call made while a text sink is bound (``clawbot.runtime.text_stream``) streams: the sink
 sees the text after each delta, and the reply (text, tool calls from their deltas, usage and
@@ -13,22 +15,32 @@ first chunk: after it, the person may have read part of the answer.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import math
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any
 
-from clawbot.errors import ContextLengthError, MissingCredentialsError, ProviderError
+from clawbot.errors import ClawbotError, ProviderError
 from clawbot.messages import (
     ToolCallBlock,
     ToolResultBlock,
     TranscriptEntry,
 )
 from clawbot.providers import litellm_module, litellm_ready, load_litellm
+from clawbot.runtime.api_keys import ApiKeys
 from clawbot.runtime.metering import UsageMeter, count
+from clawbot.runtime.model_health import ModelHealth
+from clawbot.runtime.provider_errors import (
+    describe_failure,
+    failure_error,
+    outage_reason,
+    quota_spent,
+    retry_after,
+    transient,
+    wait_before_retry,
+    worth_retrying,
+)
 from clawbot.runtime.replies import ModelReply
 from clawbot.runtime.text_stream import TextSink, current_sink
 from clawbot.runtime.usage import CACHED_TOKENS
@@ -100,7 +112,7 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"__invalid_json__": str(raw)}
 
 
-def reply_from_response(response: Any) -> ModelReply:
+def reply_from_response(response: Any, model: str = "") -> ModelReply:
     message = response.choices[0].message
     calls = tuple(
         ToolCallBlock(
@@ -115,6 +127,7 @@ def reply_from_response(response: Any) -> ModelReply:
         tool_calls=calls,
         usage=tokens_of(_attribute(response, "usage")),
         cost_usd=cost_of(response),
+        model=model,
     )
 
 
@@ -206,7 +219,7 @@ class _Stream:
             return True
         return False
 
-    def reply(self) -> ModelReply:
+    def reply(self, model: str = "") -> ModelReply:
         calls = tuple(
             ToolCallBlock(
                 id=call_id or f"call_{index}", name=name, arguments=_parse_arguments(args)
@@ -215,17 +228,33 @@ class _Stream:
         )
         cost = getattr(self._usage, "cost", None)
         return ModelReply(
-            text=self.text, tool_calls=calls, usage=tokens_of(self._usage), cost_usd=_a_cost(cost)
+            text=self.text,
+            tool_calls=calls,
+            usage=tokens_of(self._usage),
+            cost_usd=_a_cost(cost),
+            model=model,
         )
 
 
 class ModelClient:
-    """Calls models through litellm with retry and backoff for transient failures."""
+    """Calls models through litellm: retries with backoff for transient failures, a
+    provider's listed keys in turn (``api_keys``), and a call's fallback models when its
+    own is down (``model_health``)."""
 
-    def __init__(self, *, timeout: float = 60.0, retries: int = 3, backoff: float = 1.0) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float = 60.0,
+        retries: int = 3,
+        backoff: float = 1.0,
+        health: ModelHealth | None = None,
+        keys: ApiKeys | None = None,
+    ) -> None:
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.health = health or ModelHealth()
+        self.keys = keys or ApiKeys()
         self.meter: UsageMeter | None = None
         """Where each call is counted and budgets are asked first (set where the bot is
         assembled; none: calls are counted nowhere)."""
@@ -249,7 +278,13 @@ class ModelClient:
         tools: Sequence[dict[str, Any]] = (),
         *,
         temperature: float | None = None,
+        fallbacks: Sequence[str] = (),
     ) -> ModelReply:
+        """One answer from ``model``, or from the first of ``fallbacks`` that answers when
+        ``model`` is down (an outage, a timeout, a 429 after the retries, a rejected key, a
+        spent quota): a model that failed so rests for a cooldown, skipped meanwhile. A
+        request too long for the model is not a fallback's: ContextLengthError (the
+        caller compacts). The reply names the model that answered."""
         if self.meter is not None:
             await self.meter.allow()  # a spent budget refuses the call before it is made
         if not litellm_ready():  # a call in the first seconds awaits the preload, off the loop
@@ -264,36 +299,80 @@ class ModelClient:
         if sink is not None:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}  # usage in the last chunk
-        try:
+        chain = self.health.order((model, *fallbacks)) if fallbacks else (model,)
+        for index, candidate in enumerate(chain):
             try:
-                reply = await self._attempt(litellm, model, messages, kwargs, sink)
-            except _transient(litellm):
-                # Only a failed first attempt pays for the retry machinery.
-                reply = await self._retry(litellm, model, messages, kwargs, sink)
-        except _transient(litellm) as exc:
-            raise ProviderError(_describe_failure(exc, model)) from None
-        except litellm.AuthenticationError:
-            raise MissingCredentialsError(
-                f"the provider of {model!r} rejected the API key",
-                hint="check the key in the environment or .env",
-            ) from None
-        except litellm.NotFoundError:
-            raise ProviderError(
-                f"the provider does not know the model {model!r}",
-                hint="pick another model with --model or CLAWBOT_MODEL",
-            ) from None
-        except litellm.ContextWindowExceededError as exc:
-            raise ContextLengthError(
-                f"the request was longer than the input window of {model!r}: {_short(exc)}"
-            ) from None
-        except litellm.BadRequestError as exc:
-            raise ProviderError(
-                f"the provider refused the request for {model!r}: {_short(exc)}",
-                hint="try /new to start a fresh conversation",
-            ) from None
-        if sink is not None:
-            sink.on_call_end(bool(reply.tool_calls))
-        return reply
+                reply = await self._answer(litellm, candidate, messages, kwargs, sink)
+            except ClawbotError:
+                raise  # a stream broken mid-answer: the person may have read part of it
+            except Exception as exc:
+                reason = outage_reason(litellm, exc)
+                if reason is not None:
+                    self.health.failed(candidate, reason, retry_after(exc))
+                if reason is None or index + 1 == len(chain):
+                    error = failure_error(litellm, exc, candidate)
+                    if error is None:
+                        raise
+                    raise error from None
+                log.warning("%s %s: the call moves to %s", candidate, reason, chain[index + 1])
+                continue
+            if self.health.outage(candidate) is not None:
+                self.health.answered(candidate)
+            if candidate != model:
+                log.info("answered by %s, a fallback for %s", candidate, model)
+            if sink is not None:
+                sink.on_call_end(bool(reply.tool_calls))
+            return reply
+        raise AssertionError("unreachable: a chain holds at least one model")
+
+    async def _answer(
+        self,
+        litellm: Any,
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        kwargs: dict[str, Any],
+        sink: TextSink | None,
+    ) -> ModelReply:
+        """One model's answer, retried after a transient failure unless waiting cannot
+        help (a spent quota) or would take longer than a retry waits (a 429 asking for
+        more): those go to the next model at once."""
+        try:
+            return await self._keyed(litellm, model, messages, kwargs, sink)
+        except transient(litellm) as exc:
+            if not worth_retrying(exc):
+                raise
+            # Only a failed first attempt pays for the retry machinery.
+            return await self._retry(litellm, model, messages, kwargs, sink, exc)
+
+    async def _keyed(
+        self,
+        litellm: Any,
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        kwargs: dict[str, Any],
+        sink: TextSink | None,
+    ) -> ModelReply:
+        """One attempt with the provider's current key, and with each next one at once
+        while they meet a 429 or a spent quota (``OPENAI_API_KEYS=a,b``)."""
+        ring = self.keys.ring(model)
+        if ring is None:
+            return await self._attempt(litellm, model, messages, kwargs, sink)
+        tried: set[int] = set()
+        while True:
+            key = ring.current()
+            tried.add(key.index)
+            try:
+                return await self._attempt(
+                    litellm, model, messages, {**kwargs, "api_key": key.value}, sink
+                )
+            except Exception as exc:
+                if not (isinstance(exc, litellm.RateLimitError) or quota_spent(exc)):
+                    raise
+                following = ring.refused(key)
+                if following.index in tried:
+                    raise
+                what = "its quota is spent" if quota_spent(exc) else "429"
+                log.warning("%s was refused (%s): %s takes over", key, what, following)
 
     async def _attempt(
         self,
@@ -314,7 +393,7 @@ class ModelClient:
         except Exception as exc:
             await meter.failed("turn", model, started, exc)
             raise
-        await meter.model_answered(model, started, reply)
+        await meter.model_answered(reply.model or model, started, reply)
         return reply
 
     async def _call(
@@ -330,19 +409,19 @@ class ModelClient:
             model=model, messages=list(messages), num_retries=0, **kwargs
         )
         if sink is None:
-            return reply_from_response(response)
+            return reply_from_response(response, model)
         stream = _Stream()
         try:
             async for chunk in response:
                 if stream.add(chunk):
                     sink.on_text(stream.text)
-        except _transient(litellm) as exc:
+        except transient(litellm) as exc:
             if not stream.chunks:
                 raise  # nothing came yet: retried like a failed call
             raise ProviderError(
-                f"{_describe_failure(exc, model)} in the middle of its answer"
+                f"{describe_failure(exc, model)} in the middle of its answer"
             ) from None
-        return stream.reply()
+        return stream.reply(model)
 
     async def _retry(
         self,
@@ -351,22 +430,23 @@ class ModelClient:
         messages: Sequence[dict[str, Any]],
         kwargs: dict[str, Any],
         sink: TextSink | None,
+        failure: BaseException,
     ) -> ModelReply:
-        """Retry a failed call: waits of backoff, 2x, 4x ... (at most 30 s each)."""
-        from tenacity import (
-            AsyncRetrying,
-            retry_if_exception_type,
-            stop_after_attempt,
-            wait_exponential,
-        )
+        """Retry a failed call: waits of backoff, 2x, 4x ... or what a 429 asked for, when
+        longer (at most 30 s each)."""
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
         if self.retries < 1:
-            raise
-        await asyncio.sleep(min(self.backoff, 30))
+            raise failure
+        await asyncio.sleep(wait_before_retry(self.backoff, failure))
+        failures = transient(litellm)
         async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(_transient(litellm)),
+            retry=retry_if_exception(lambda e: isinstance(e, failures) and worth_retrying(e)),
             stop=stop_after_attempt(self.retries),
-            wait=wait_exponential(multiplier=2 * self.backoff, max=30),
+            wait=lambda state: wait_before_retry(
+                2 * self.backoff * 2 ** (state.attempt_number - 1),
+                state.outcome.exception() if state.outcome else None,
+            ),
             reraise=True,
         ):
             with attempt:
@@ -375,39 +455,5 @@ class ModelClient:
                     attempt.retry_state.attempt_number,
                     self.retries,
                 )
-                return await self._attempt(litellm, model, messages, kwargs, sink)
+                return await self._keyed(litellm, model, messages, kwargs, sink)
         raise AssertionError("unreachable: tenacity reraises the last failure")
-
-
-@functools.cache
-def _transient(litellm: ModuleType) -> tuple[type[Exception], ...]:
-    """The failures worth retrying: timeouts, 429, 5xx and dropped connections. (An
-    ``except`` clause evaluates this only when a call failed.)"""
-    return (
-        litellm.Timeout,
-        litellm.RateLimitError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.APIConnectionError,
-        litellm.BadGatewayError,
-    )
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:200]
-
-
-def _describe_failure(exc: BaseException, model: str) -> str:
-    name = type(exc).__name__
-    if "RateLimit" in name:
-        what = "is rate limiting requests (429)"
-    elif "Timeout" in name:
-        what = "did not answer in time"
-    elif "Connection" in name or "Connection error" in str(exc):
-        # litellm reports a refused or dropped connection to an OpenAI-style API as an
-        # InternalServerError whose text says "Connection error": no server answered.
-        what = "could not be reached (the connection failed: check the network and the base URL)"
-    else:
-        what = "had a server error"
-    return f"the model provider for {model!r} {what}"

@@ -14,6 +14,7 @@ bot is assembled (``clawbot.app``). It may contribute, each optional:
   toolsets wrap a call;
 - a word once the turn's reply reached the chat (``reply_sent``): what follows a reply
   (the reply read aloud), never what replaces it;
+- lines of its own in a session's ``/status`` (``status``);
 - a life of its own beside the bot's (``start`` when the bot is assembled, ``stop`` when it
   closes): a connection to keep, a loop to run.
 
@@ -113,6 +114,10 @@ class TurnPlugin:
         """The turn's final reply reached ``session``'s chat. The session's next turn waits
         for this hook; a failure here is logged and changes nothing about the turn."""
 
+    async def status(self, session: Session) -> Sequence[str]:
+        """Lines this feature adds to ``session``'s ``/status`` (quick: a person waits)."""
+        return ()
+
     async def around_model(self, turn: TurnStart, proceed: ModelCallNext) -> ModelReply:
         """Wraps one model call of the turn: return ``await proceed()``, or a reply of your
         own (a failure raised here ends the turn as a provider failure would)."""
@@ -152,6 +157,7 @@ class TurnPlugins:
         self._replied = self._with("reply_sent")
         self._around = self._with("around_tool")
         self._model = self._with("around_model")
+        self._status = self._with("status")
         self._start = self._with("start")
         self._stop = self._with("stop")
         self._parked = self._with("parked")
@@ -208,6 +214,12 @@ class TurnPlugins:
                 await plugin.reply_sent(session, reply)
             except Exception:
                 log.exception("plugin %s failed after the reply to %s", plugin.name, session.key)
+
+    async def status(self, session: Session) -> list[str]:
+        lines: list[str] = []
+        for plugin in self._status:
+            lines.extend(await plugin.status(session))
+        return lines
 
     async def run_tool(
         self, call: ToolCallBlock, turn: TurnStart, innermost: ToolCallNext

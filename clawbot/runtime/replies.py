@@ -13,13 +13,15 @@ from clawbot.runtime.usage import COST_META, USAGE_META
 @dataclass(frozen=True)
 class ModelReply:
     """What one model call produced, in provider-neutral blocks: its text and tool calls,
-    the tokens it used and what it cost in US dollars (None for a model litellm has no
-    price for)."""
+    the tokens it used, what it cost in US dollars (None for a model litellm has no
+    price for) and the model that answered (a fallback's when the asked one was down;
+    empty for a reply no model made now, such as a round saved before a restart)."""
 
     text: str
     tool_calls: tuple[ToolCallBlock, ...]
     usage: dict[str, int]
     cost_usd: float | None = None
+    model: str = ""
 
     @property
     def meta(self) -> dict[str, Any]:

@@ -30,6 +30,8 @@ class ResolvedTurn:
     history_limit: int
     prompt_files: tuple[str, ...] = field(default=())
     model_source: ModelSource = "global default"
+    fallbacks: tuple[str, ...] = ()
+    """The models a call moves to, in order, when ``model`` is down."""
     skills: tuple[Skill, ...] = ()
     tool_names: frozenset[str] = frozenset()
     withheld_skills: tuple[str, ...] = ()

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from clawbot.agents.chains import AgentChains
-from clawbot.agents.profiles import AgentSpec, effective_model
+from clawbot.agents.profiles import AgentSpec, effective_model, fallback_chain
 from clawbot.agents.skills import Skill, SkillLibrary, skills_prompt
 from clawbot.agents.workspace import BootstrapFile, Workspace
 from clawbot.errors import ClawbotError, ProviderError
@@ -141,6 +141,7 @@ class Runtime:
             history_limit=agent.context.max_history_messages or self.settings.max_history_messages,
             prompt_files=prompt_files,
             model_source=source,
+            fallbacks=fallback_chain(model, agent, self.settings.fallback_models),
             skills=skills,
             tool_names=frozenset(t.name for t in tools),
         )
@@ -312,6 +313,7 @@ class Runtime:
                             ),
                             specs if tools else (),
                             temperature=resolved.agent.temperature,
+                            fallbacks=resolved.fallbacks,
                         ),
                     )
                 except ClawbotError as exc:

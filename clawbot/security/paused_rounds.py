@@ -35,6 +35,7 @@ class _SavedRound(Frozen):
     tool_calls: tuple[ToolCallBlock, ...]
     usage: dict[str, int]
     cost_usd: float | None = None
+    model: str = ""
     results: tuple[ToolResultBlock, ...]
     call_id: str
 
@@ -55,6 +56,7 @@ class PausedRound:
             tool_calls=self.reply.tool_calls,
             usage=self.reply.usage,
             cost_usd=self.reply.cost_usd,
+            model=self.reply.model,
             results=self.results,
             call_id=self.call_id,
         ).model_dump_json()
@@ -75,6 +77,7 @@ class PausedRound:
             tool_calls=saved.tool_calls,
             usage=saved.usage,
             cost_usd=saved.cost_usd,
+            model=saved.model,
         )
         return cls(reply=reply, results=saved.results, call_id=saved.call_id, request_id=request_id)
 

@@ -33,6 +33,7 @@ from pydantic_settings import (
 from clawbot.errors import ConfigError
 from clawbot.policies import DEFAULT_PROFILE, Autonomy, RiskProfile
 from clawbot.settings.cost import CostSettings
+from clawbot.settings.fallbacks import FallbackSettings
 from clawbot.settings.files import (
     DEFAULT_HOME,
     check_config_file,
@@ -54,7 +55,7 @@ class PeerGroup(BaseModel):
     agents: tuple[str, ...] = Field(min_length=1)
 
 
-class Settings(BaseSettings, PlatformSettings, ToolSettings, CostSettings):
+class Settings(BaseSettings, PlatformSettings, ToolSettings, FallbackSettings, CostSettings):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
     model_config = SettingsConfigDict(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
+
+SearchProvider = Literal["off", "searxng", "brave", "tavily"]
 
 
 class ToolSettings(BaseModel):
@@ -58,8 +60,45 @@ class ToolSettings(BaseModel):
         "addresses (an intranet; 127.0.0.1 for a local test server)",
     )
     web_timeout: float = Field(
-        default=20.0, gt=0, le=600, description="seconds one web_fetch may take, redirects too"
+        default=20.0,
+        gt=0,
+        le=600,
+        description="seconds one web_fetch (redirects too) or one web_search may take",
     )
     web_max_bytes: int = Field(
-        default=2_000_000, ge=1000, description="bytes of a response body web_fetch reads"
+        default=2_000_000,
+        ge=1000,
+        description="bytes of a response body web_fetch or web_search reads",
     )
+
+    web_search: SearchProvider = Field(
+        default="off",
+        description="the provider behind web_search: searxng (CLAWBOT_SEARXNG_URL, no key), "
+        "brave (BRAVE_API_KEY) or tavily (TAVILY_API_KEY); off: the tool is not offered",
+    )
+    searxng_url: str = Field(
+        default="", description="the SearXNG instance web_search asks (JSON format enabled)"
+    )
+    brave_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("CLAWBOT_BRAVE_API_KEY", "BRAVE_API_KEY"),
+        description="the Brave Search API key (its Search plan)",
+    )
+    brave_api_base: str = Field(
+        default="https://api.search.brave.com", description="where the Brave Search API is"
+    )
+    tavily_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("CLAWBOT_TAVILY_API_KEY", "TAVILY_API_KEY"),
+        description="the Tavily API key (tvly-...)",
+    )
+    tavily_api_base: str = Field(
+        default="https://api.tavily.com", description="where the Tavily API is"
+    )
+
+    @field_validator("web_search", mode="before")
+    @classmethod
+    def _search_off_when_empty(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.strip().lower() or "off"
+        return value

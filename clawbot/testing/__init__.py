@@ -95,13 +95,17 @@ def answer(text: str, *calls: ScriptedCall) -> ScriptedAnswer:
 
 @dataclass(frozen=True)
 class ScriptedFailure:
-    """A provider failure to raise instead of answering: ``rate_limit``, ``timeout``,
-    ``server_error``, ``bad_request`` or ``context_length`` (the request was longer than
-    the model's input window, as litellm's ContextWindowExceededError says). A streamed
-    answer first sends ``partial`` (when given), then fails: the connection broke mid-way."""
+    """A provider failure to raise instead of answering, as litellm raises it:
+    ``rate_limit`` (a 429, saying ``retry_after`` seconds when given), ``quota`` (a 429
+    whose quota is spent, OpenAI's ``insufficient_quota``), ``timeout``, ``server_error``
+    (a 500), ``auth`` (a 401: the key was rejected), ``bad_request`` or ``context_length``
+    (the request was longer than the model's input window, as litellm's
+    ContextWindowExceededError says). A streamed answer first sends ``partial`` (when
+    given), then fails: the connection broke mid-way."""
 
     kind: str = "rate_limit"
     partial: str = ""
+    retry_after: float | None = None
 
 
 Step = str | ScriptedCall | list[ScriptedCall] | ScriptedAnswer | ScriptedFailure
@@ -144,6 +148,8 @@ class ModelRequest:
     tools: list[dict[str, Any]]
     streamed: bool = False
     """The caller asked for the answer as a stream (``stream=True``)."""
+    api_key: str | None = field(default=None, repr=False)
+    """The key the call carried, when the caller passed one (``OPENAI_API_KEYS`` rotation)."""
 
     @property
     def tool_names(self) -> list[str]:
@@ -201,6 +207,11 @@ class ScriptedModel:
     waiting for ``pace`` when one is given. Each request is kept in ``requests`` for assertions;
     ``record=False`` keeps none, for long runs (load tests, benchmarks) that would otherwise
     hold every request, with its own copy of the tool schemas, in memory.
+
+    ``outage``, while set, fails every request that way (a provider that is down), and
+    ``key_failures`` fails each request that carries one of its keys (a key over its rate
+    or quota): neither uses up a scripted step, so the script goes on where it was once
+    the model answers again.
     """
 
     script: Sequence[Step] = ()
@@ -213,6 +224,8 @@ class ScriptedModel:
     chunk_size: int = 8
     pace: StreamPace | None = None
     requests: list[ModelRequest] = field(default_factory=list)
+    outage: ScriptedFailure | None = None
+    key_failures: dict[str, ScriptedFailure] = field(default_factory=dict)
     speech: ScriptedFailure | None = None
     """When set, every speech request fails this way (a speech provider that is down)."""
     speech_requests: list[SpeechRequest] = field(default_factory=list)
@@ -253,6 +266,11 @@ class ScriptedModel:
             self.requests.append(request)
         if self.delay:
             await asyncio.sleep(self.delay)
+        if self.outage is not None:
+            return self.outage
+        refused = self.key_failures.get(request.api_key or "")
+        if refused is not None:
+            return refused
         if self.function is not None:
             step = self.function(request)
             return await step if asyncio.iscoroutine(step) else step  # type: ignore[return-value]
@@ -342,6 +360,7 @@ def _make_handler(litellm: Any) -> Any:
                 messages=json.loads(json.dumps(kwargs["messages"], default=str)),
                 tools=list(params.get("tools") or []),
                 streamed=bool(params.get("stream")),
+                api_key=kwargs.get("api_key"),
             )
             return model, request
 
@@ -442,7 +461,22 @@ def _calls(step: ScriptedCall | list[ScriptedCall] | ScriptedAnswer) -> list[Scr
 def _failure(litellm: Any, failure: ScriptedFailure, model: str) -> Exception:
     common = {"model": model, "llm_provider": PROVIDER}
     if failure.kind == "rate_limit":
-        return litellm.RateLimitError(message="scripted 429: slow down", **common)  # type: ignore[no-any-return]
+        import httpx  # litellm's own HTTP library: a 429 carries its headers in a response
+
+        headers = {} if failure.retry_after is None else {"retry-after": f"{failure.retry_after:g}"}
+        return litellm.RateLimitError(  # type: ignore[no-any-return]
+            message="scripted 429: slow down",
+            response=httpx.Response(429, headers=headers),
+            **common,
+        )
+    if failure.kind == "quota":
+        return litellm.RateLimitError(  # type: ignore[no-any-return]
+            message="scripted 429: You exceeded your current quota (insufficient_quota)", **common
+        )
+    if failure.kind == "auth":
+        return litellm.AuthenticationError(  # type: ignore[no-any-return]
+            message="scripted 401: invalid API key", **common
+        )
     if failure.kind == "timeout":
         return litellm.Timeout(message="scripted timeout", **common)  # type: ignore[no-any-return]
     if failure.kind == "server_error":

@@ -20,7 +20,7 @@ import codecs
 import ipaddress
 import socket
 from collections.abc import Collection
-from typing import Annotated, Any
+from typing import Annotated
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -28,12 +28,13 @@ from pydantic import Field
 from yarl import URL
 
 from clawbot.errors import ToolError
+from clawbot.scheduling.backlog import shorten
 from clawbot.tools.html_text import html_to_text
 from clawbot.tools.registry import Tool, ToolContext, make_tool
+from clawbot.tools.web_client import answered_within, read_capped, web_session
 
 MAX_REDIRECTS = 5
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
-READ_CHUNK = 64 * 1024
 SHOWN_URL_CHARS = 120
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset(
@@ -121,8 +122,7 @@ async def checked_addresses(
 
 
 def _shown(url: URL) -> str:
-    text = str(url.with_user(None))
-    return text if len(text) <= SHOWN_URL_CHARS else text[: SHOWN_URL_CHARS - 1] + "…"
+    return shorten(str(url.with_user(None)), SHOWN_URL_CHARS)
 
 
 def _parse(raw: str) -> URL:
@@ -148,16 +148,6 @@ def _redirected(url: URL, location: str) -> URL:
     except (ValueError, TypeError):
         raise ToolError(f"{_shown(url)} redirects to something that is not a URL") from None
     return _parse(str(target))
-
-
-async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
-    """At most ``limit`` bytes of the body, and whether there was more."""
-    body = bytearray()
-    async for chunk in response.content.iter_chunked(READ_CHUNK):
-        body += chunk
-        if len(body) > limit:
-            return bytes(body[:limit]), True
-    return bytes(body), False
 
 
 def _as_text(url: URL, response: aiohttp.ClientResponse, body: bytes, cut: bool) -> str:
@@ -187,17 +177,17 @@ async def _fetch(url: URL, ctx: ToolContext) -> str:
     resolver = CheckedResolver()
     connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, limit=1)
     headers = {"User-Agent": USER_AGENT, "Accept": "text/html, text/*;q=0.9, */*;q=0.5"}
-    async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
+    async with web_session(headers=headers, connector=connector) as session:
         for _ in range(MAX_REDIRECTS + 1):
             host = url.raw_host or ""
             port = url.explicit_port or (443 if url.scheme == "https" else 80)
             resolver.checked[host] = await checked_addresses(host, port, allowed)
-            async with session.get(url, allow_redirects=False, headers=headers) as response:
+            async with session.get(url, allow_redirects=False) as response:
                 location = response.headers.get("Location")
                 if response.status in REDIRECTS and location:
                     url = _redirected(url, location)
                     continue
-                body, cut = await _read_capped(response, settings.web_max_bytes)
+                body, cut = await read_capped(response, settings.web_max_bytes)
                 return _as_text(url, response, body, cut)
     raise ToolError(f"more than {MAX_REDIRECTS} redirects", hint="try the final address")
 
@@ -208,22 +198,10 @@ async def web_fetch(
 ) -> str:
     """Fetch a web page (public addresses only) and return it as readable text."""
     start = _parse(url)
-    timeout = ctx.settings.web_timeout
-    try:
-        async with asyncio.timeout(timeout):
-            return await _fetch(start, ctx)
-    except TimeoutError:
-        raise ToolError(
-            f"{_shown(start)} did not answer within {timeout:g} s", hint="try again later"
-        ) from None
-    except aiohttp.ClientError as exc:
-        raise ToolError(f"{_shown(start)} could not be fetched: {_reason(exc)}") from None
-
-
-def _reason(exc: Any) -> str:
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return f"no connection ({exc.os_error.strerror or type(exc.os_error).__name__})"
-    return type(exc).__name__
+    async with answered_within(
+        _shown(start), ctx.settings.web_timeout, failed="could not be fetched"
+    ):
+        return await _fetch(start, ctx)
 
 
 def web_fetch_tool() -> Tool:
