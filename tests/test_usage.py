@@ -10,6 +10,7 @@ import json
 import logging
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -95,7 +96,7 @@ async def test_a_model_without_a_price_is_stored_as_unknown_never_as_zero(
 
 
 async def test_litellm_prices_a_known_model_from_its_offline_cost_map(
-    tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, settings: Settings
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Settings
 ) -> None:
     standin = OpenAIStandin(["Hi there."])
     with standin.running():
@@ -183,7 +184,7 @@ async def test_a_subagents_calls_roll_up_to_its_root_conversation(
 
 
 async def test_an_embedding_call_writes_a_row_with_its_tokens(
-    tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, bot: Clawbot
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bot: Clawbot
 ) -> None:
     standin = OpenAIStandin()
     with standin.running():
@@ -373,3 +374,28 @@ async def test_a_call_retried_after_a_429_is_a_row_per_attempt(
 
     assert handled.turn is not None and handled.turn.reply == "Answered."
     assert [r.outcome for r in await rows(bot)] == ["RateLimitError", "ok"]
+
+
+async def test_a_call_that_falls_back_counts_the_model_that_answered(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    backup = ScriptedModel(name="backup", usage=ScriptedUsage(10, 2, cost_usd=0.003))
+    scripted.outage = ScriptedFailure("auth")  # no retry can mend it: straight to the backup
+    settings = Settings(
+        home=tmp_path / "home",
+        model=scripted.model_string,
+        fallback_models=backup.model_string,  # type: ignore[arg-type]
+        retry_backoff=0,
+        _env_file=None,  # type: ignore[call-arg]
+    )
+    with backup.installed():
+        async with await Clawbot.open(settings) as bot:
+            bot.connect(MemoryChannel())
+            await Chat(bot, bot.outbox.adapter("memory")).say("hi")  # type: ignore[arg-type]
+            records = await rows(bot)
+
+    assert [(r.model, r.outcome) for r in records] == [
+        ("scripted/test", "AuthenticationError"),
+        ("scripted/backup", "ok"),
+    ]
+    assert records[1].cost_nanousd == 3_000_000
