@@ -170,14 +170,17 @@ async def test_a_failing_write_nobody_waits_for_never_fails_the_commit_it_rides_
     assert await seen_ids(store) == ["a message"]
 
 
-async def test_a_read_and_a_close_write_what_waits_first(tmp_path: Path) -> None:
+async def test_a_read_of_their_table_and_a_close_write_what_waits_first(tmp_path: Path) -> None:
     opened = await SqliteStore.open(tmp_path / "soon.db")
     opened.database.soon(seen("read"))
+    other_read = await opened.database.fetchall("SELECT message_id FROM inbound_seen")
+    await opened.database.write_soon_rows()
     read = await opened.database.fetchall("SELECT message_id FROM inbound_seen")
     opened.database.soon(seen("closed"))
     await opened.close()
     reopened = await SqliteStore.open(tmp_path / "soon.db")
     try:
+        assert other_read == []  # another table's read pays no commit for them
         assert read == [("read",)]
         assert await seen_ids(reopened) == ["closed", "read"]
     finally:

@@ -190,6 +190,12 @@ class Database(GroupCommit):
         if self.pending.waiting or self._soon:
             await self.transaction(no_work)
 
+    async def write_soon_rows(self) -> None:
+        """Write the rows no caller waited for (``soon``) now: for a read of their table
+        only, so the other reads of a turn never pay a commit for them."""
+        if self._soon:
+            await self.transaction(no_work)
+
     # reads ----------------------------------------------------------------------------
 
     async def fetchall(
@@ -204,7 +210,7 @@ class Database(GroupCommit):
         def query(db: sqlite3.Connection) -> list[Any]:
             return db.execute(sql, params).fetchall()
 
-        if flush and (self.pending.waiting or self._soon):
+        if flush and self.pending.waiting:
             await self.flush()
         try:
             if small and self._queued == 0 and not self._closed:
@@ -220,7 +226,7 @@ class Database(GroupCommit):
     async def read(self, work: Callable[[sqlite3.Connection], T], *, flush: bool = True) -> T:
         """Run ``work``, a few queries that read only, on aiosqlite's thread in one hop (a
         search that looks before it ranks pays for one hop, not one per query)."""
-        if flush and (self.pending.waiting or self._soon):
+        if flush and self.pending.waiting:
             await self.flush()
         try:
             return await retrying(lambda: self._on_thread(work))

@@ -1,7 +1,7 @@
 """The usage ledger (``usage``): a row per call to a paid model, written with the next
 commit of the store (``GroupCommit.soon``: an insert in a commit already paid for, or its
-own within a second), and its totals added up by SQLite (reads write the waiting rows
-first).
+own within a second), and its totals added up by SQLite (a read of the ledger writes the
+waiting rows first).
 Rows are read by column name (:class:`_Row`), never by position alone."""
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ class SqliteUsage:
         self._database.soon(insert)
 
     async def totals(self, where: UsageFilter) -> UsageTotals:
+        await self._database.write_soon_rows()
         clause, params = _where(where)
         row = await self._database.fetchone(
             f"SELECT {_SUMS} FROM usage{clause}", params, small=True
@@ -153,6 +154,7 @@ class SqliteUsage:
         return _totals(row)
 
     async def grouped(self, by: UsageGrouping, where: UsageFilter) -> list[UsageGroup]:
+        await self._database.write_soon_rows()
         column = _GROUP_COLUMN[by]
         clause, params = _where(where)
         order = "key" if by == "day" else "sum(cost_nanousd) DESC, count(*) DESC, key"
@@ -167,6 +169,7 @@ class SqliteUsage:
         return groups
 
     async def rows(self, where: UsageFilter) -> list[UsageRecord]:
+        await self._database.write_soon_rows()
         clause, params = _where(where)
         rows = await self._database.fetchall(
             f"SELECT {_COLUMNS} FROM usage{clause} ORDER BY id", params
