@@ -21,7 +21,15 @@ from clawbot.memory.embeddings import LitellmEmbedder
 from clawbot.providers import litellm_module
 from clawbot.runtime.usage import UsageFilter, UsageGrouping, UsageRecord, UsageTotals
 from clawbot.settings import Settings
-from clawbot.testing import MemoryChannel, ScriptedFailure, ScriptedModel, ScriptedUsage, call
+from clawbot.testing import (
+    MemoryChannel,
+    ModelRequest,
+    ScriptedFailure,
+    ScriptedModel,
+    ScriptedUsage,
+    Step,
+    call,
+)
 
 from .conftest import Chat, parent_key
 from .media_files import OGG_VOICE
@@ -399,3 +407,47 @@ async def test_a_call_that_falls_back_counts_the_model_that_answered(
         ("scripted/backup", "ok"),
     ]
     assert records[1].cost_nanousd == 3_000_000
+
+
+async def test_a_multi_agent_run_with_compaction_adds_up_to_what_the_provider_reported(
+    workers: Clawbot, chat: Chat, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    reported = {"input": 0, "output": 0, "nanos": 0, "calls": 0}
+    sizes = iter(range(1, 1000))
+
+    def report(model: ScriptedModel) -> None:
+        """Each call reports its own usage, as a provider does; the test adds them up."""
+        size = next(sizes)
+        cost = size * 0.0001234
+        model.usage = ScriptedUsage(100 * size, 7 * size, cost_usd=cost)
+        reported["input"] += 100 * size
+        reported["output"] += 7 * size
+        reported["nanos"] += round(cost * 1_000_000_000)
+        reported["calls"] += 1
+
+    def parent(request: ModelRequest) -> Step:
+        report(scripted)
+        if request.last_user_text == "delegate" and not request.tool_results:
+            return call("sessions_spawn", task="look it up", agent="worker")
+        return "A summary." if "compact a conversation" in request.system else "ok"
+
+    def child(request: ModelRequest) -> Step:
+        report(worker)
+        return call("list_dir", path=".") if not request.tool_results else "found"
+
+    scripted.function, worker.function = parent, child
+    for text in ("one", "two", "three", "four", "five", "delegate"):
+        await chat.say(text)
+    await workers.scheduler.wait_idle()
+    compacted = await chat.say("/compact")
+
+    assert compacted.reply is not None and "Compacted" in compacted.reply
+    total = await workers.store.usage.totals(UsageFilter())
+    purposes = {g.key for g in await workers.store.usage.grouped("purpose", UsageFilter())}
+    assert purposes == {"turn", "subagent", "compaction"}
+    assert (total.calls, total.input_tokens, total.output_tokens, total.cost_nanousd) == (
+        reported["calls"],
+        reported["input"],
+        reported["output"],
+        reported["nanos"],
+    )
