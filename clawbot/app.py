@@ -84,6 +84,16 @@ def default_tools(settings: Settings | None = None) -> ToolRegistry:
     )
 
 
+def mcp_servers(settings: Settings, registry: ToolRegistry) -> list[TurnPlugin]:
+    """The MCP servers' plug-in, when settings list any: the SDK (about a second to import)
+    is imported only then."""
+    if not settings.mcp_servers:
+        return []
+    from clawbot.mcp.plugin import McpServers
+
+    return [McpServers(settings, registry)]
+
+
 @dataclass
 class Clawbot:
     settings: Settings
@@ -97,6 +107,7 @@ class Clawbot:
     switchboard: Switchboard
     scheduler: Scheduler
     subagents: SubagentControl
+    approvals: Approvals
 
     @classmethod
     async def open(
@@ -193,6 +204,7 @@ class Clawbot:
                 *([VoiceReplies(settings, outbox, meter)] if settings.tts_model else []),
                 StreamingTurns(),
                 FallbackNotices(client.health, outbox, max_sessions=settings.session_cache_size),
+                *mcp_servers(settings, registry),
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(
@@ -281,6 +293,7 @@ class Clawbot:
             switchboard,
             scheduler,
             subagents,
+            approvals,
         )
 
     def connect(self, adapter: Adapter) -> None:

@@ -338,8 +338,10 @@ FOUNDATION = (
     "clawbot.settings.files",
     "clawbot.settings.platforms",
     "clawbot.settings.tools",
+    "clawbot.settings.console",
     "clawbot.settings.fallbacks",
     "clawbot.settings.cost",
+    "clawbot.settings.mcp",
     "clawbot.settings.model",
     "clawbot.clock",
     "clawbot.lru",
@@ -375,6 +377,7 @@ STAGES = (
     "security",
     "tools",
     "runtime",
+    "mcp",
     "media",
     "memory",
     "scheduling",
@@ -388,6 +391,7 @@ TOP = (
     "clawbot.testing",
     "clawbot.__main__",
     "clawbot.cli",
+    "clawbot.console",
 )
 """What assembles the bot, and the command line: they may import everything in clawbot/."""
 ADAPTERS_MAY_IMPORT = {

@@ -166,3 +166,12 @@ def test_the_bot_starts_without_importing_the_html_parser(tmp_path: Path) -> Non
     out = spy("import sys, clawbot.app; print('bs4' in sys.modules)", tmp_path=tmp_path)
 
     assert out.strip() == "False"
+
+
+def test_the_bot_starts_without_importing_the_mcp_sdk_unless_a_server_is_configured(
+    tmp_path: Path,
+) -> None:
+    """The MCP SDK (about a second to import) is imported when settings list a server."""
+    out = spy("import sys, clawbot.app; print('mcp' in sys.modules)", tmp_path=tmp_path)
+
+    assert out.strip() == "False"

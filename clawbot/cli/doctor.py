@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from clawbot.cli.common import HomeOption, ModelOption, adapter_class, adapter_names
+from clawbot.cli.common import (
+    HomeOption,
+    ModelOption,
+    adapter_class,
+    adapter_names,
+    load_home_env,
+)
 
 
 def doctor(model: ModelOption = None, home: HomeOption = None) -> None:
@@ -22,6 +28,9 @@ def doctor(model: ModelOption = None, home: HomeOption = None) -> None:
     redactor.add_from_environment()
     try:
         settings = load_settings(model=model, home=home)
+        if load_home_env(settings):
+            redactor.add_from_environment()
+            settings = load_settings(model=model, home=home)
     except ConfigError as exc:
         print(redactor.redact(f"{'problem':<8} settings: {exc}"))
         raise typer.Exit(1) from None

@@ -7,7 +7,20 @@ from typing import Annotated
 
 import typer
 
-from clawbot.cli import agents, audit, chat, doctor, memory, pairing, run, sessions, usage
+from clawbot.cli import (
+    agents,
+    audit,
+    chat,
+    console,
+    doctor,
+    mcp,
+    memory,
+    onboard,
+    pairing,
+    run,
+    sessions,
+    usage,
+)
 
 app = typer.Typer(
     name="clawbot",
@@ -33,11 +46,14 @@ def root(
 app.command()(chat.chat)
 app.add_typer(agents.app, name="agents")
 app.command()(run.run)
+app.command()(console.console)
+app.command()(onboard.onboard)
 app.command()(doctor.doctor)
 app.add_typer(pairing.app, name="pairing")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(memory.app, name="memory")
 app.add_typer(audit.app, name="audit")
+app.add_typer(mcp.app, name="mcp")
 app.command()(usage.usage)
 
 

@@ -24,8 +24,9 @@ from clawbot.messages import (
     ToolCallBlock,
     ToolResultBlock,
     TranscriptEntry,
+    utcnow,
 )
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_id_of
 from clawbot.runtime.compaction import Compactor
 from clawbot.runtime.control import (
     EMPTY_REPLY,
@@ -47,7 +48,9 @@ from clawbot.runtime.resolved_turn import ResolvedTurn, within_ceiling
 from clawbot.runtime.tool_offer import ToolOffer
 from clawbot.runtime.transcripts import TranscriptCache
 from clawbot.scheduling.jobs import TurnJob
+from clawbot.security.audit import context_record
 from clawbot.security.gate import ToolGate
+from clawbot.security.origin import TurnOrigin
 from clawbot.security.paused_rounds import ToolRound
 from clawbot.security.reach import Reach
 from clawbot.security.risk import AgentProfiles
@@ -94,6 +97,7 @@ class Runtime:
         self._reach_of = reach or _own_reach
         self.profiles = AgentProfiles(settings.risk_profile, agents)
         self.offer = ToolOffer(tools, self.profiles)
+        tools.listeners.append(self.tools_changed)  # tools that come and go (MCP servers')
         self.workspace = workspace
         self.client = client
         self.agents = agents
@@ -247,6 +251,19 @@ class Runtime:
             calls_for(session, turn_id, agent_id=resolved.agent.agent_id),
         ):
             ephemeral = (*ephemeral, *await self.plugins.context(turn))
+            if ephemeral:  # the audit keeps what the model was shown; the transcript never does
+                trace_id = TurnOrigin.of(session, turn_id, inputs).trace.trace_id
+                await self.store.audit.started(
+                    context_record(
+                        trace_id=trace_id,
+                        task_id=child_id_of(session.key) or trace_id,
+                        run_id=turn_id,
+                        session_key=session.key,
+                        agent_id=resolved.agent.agent_id,
+                        blocks=ephemeral,
+                        at=utcnow(),
+                    )
+                )
             try:
                 await self.plugins.turn_started(turn)
                 return await self._loop(turn, resolved, ephemeral, control)

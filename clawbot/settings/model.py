@@ -32,6 +32,7 @@ from pydantic_settings import (
 
 from clawbot.errors import ConfigError
 from clawbot.policies import DEFAULT_PROFILE, Autonomy, RiskProfile
+from clawbot.settings.console import ConsoleSettings
 from clawbot.settings.cost import CostSettings
 from clawbot.settings.fallbacks import FallbackSettings
 from clawbot.settings.files import (
@@ -41,6 +42,7 @@ from clawbot.settings.files import (
     config_files,
     home_before_files,
 )
+from clawbot.settings.mcp import McpSettings
 from clawbot.settings.platforms import PlatformSettings
 from clawbot.settings.tools import ToolSettings
 
@@ -55,7 +57,15 @@ class PeerGroup(BaseModel):
     agents: tuple[str, ...] = Field(min_length=1)
 
 
-class Settings(BaseSettings, PlatformSettings, ToolSettings, FallbackSettings, CostSettings):
+class Settings(
+    BaseSettings,
+    PlatformSettings,
+    ToolSettings,
+    FallbackSettings,
+    McpSettings,
+    ConsoleSettings,
+    CostSettings,
+):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
     model_config = SettingsConfigDict(
@@ -297,7 +307,7 @@ class Settings(BaseSettings, PlatformSettings, ToolSettings, FallbackSettings, C
             value = getattr(self, name)
             if isinstance(value, SecretStr):
                 values.append(value.get_secret_value())
-        return values
+        return values + self.mcp_secret_values()
 
     @property
     def agents_dir(self) -> Path:

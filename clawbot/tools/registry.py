@@ -162,10 +162,13 @@ def make_tool(
 
 
 class ToolRegistry:
-    """All tools known to the process; agents see a filtered view of it."""
+    """All tools known to the process; agents see a filtered view of it. Tools may come
+    and go while the bot runs (an MCP server's, as it connects and dies): ``listeners``
+    hear every change, so what agents are offered follows the registry."""
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self.listeners: list[Callable[[], object]] = []
         for item in tools:
             self.add(item)
 
@@ -173,7 +176,12 @@ class ToolRegistry:
         if item.name in self._tools:
             raise ValueError(f"a tool named {item.name!r} is already registered")
         self._tools[item.name] = item
+        self._changed()
         return item
+
+    def _changed(self) -> None:
+        for listener in self.listeners:
+            listener()
 
     def tool(
         self, *, name: str | None = None, risk: Risk = "safe", groups: Iterable[str] = ()
@@ -191,7 +199,8 @@ class ToolRegistry:
 
     def remove(self, name: str) -> None:
         """Forget a tool (an agent no longer offered as a tool); unknown names are fine."""
-        self._tools.pop(name, None)
+        if self._tools.pop(name, None) is not None:
+            self._changed()
 
     def approval_note(self, name: str) -> str:
         """The tool's ``approval_note`` ("" for an unknown tool)."""
