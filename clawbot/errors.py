@@ -139,3 +139,9 @@ class ScheduleError(ClawbotError):
     """A scheduled task cannot be created, found or cancelled as asked."""
 
     hint = "e.g. 'in 20 minutes', 'every 30 minutes', 'cron 0 8 * * 1-5' or '2030-01-31T09:00'"
+
+
+class BudgetExceededError(ClawbotError):
+    """A budget is spent: the model call it covers was refused before it was made."""
+
+    hint = "commands still work"

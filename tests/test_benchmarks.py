@@ -75,6 +75,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["each embedded, local", "hybrid recall", "vectors loaded", "recall adds"],
         ),
         (
+            "bench_ledger.py",
+            ["--calls", "40", "--rounds", "2"],
+            ["record a row", "allow + record, 3 budgets", "ledger adds to a call"],
+        ),
+        (
             "bench_compaction.py",
             ["--turns", "5"],
             ["check, gpt-4o-mini", "exact count near the limit", "compaction's check adds"],

@@ -162,6 +162,7 @@ STORE_PUBLIC = {
     "clawbot.store.protocols.senders",
     "clawbot.store.protocols.turns",
     "clawbot.store.protocols.schedules",
+    "clawbot.store.protocols.usage",
     "clawbot.store.records",
     "clawbot.store.ids",
 }
@@ -340,6 +341,7 @@ FOUNDATION = (
     "clawbot.settings.tools",
     "clawbot.settings.console",
     "clawbot.settings.fallbacks",
+    "clawbot.settings.cost",
     "clawbot.settings.mcp",
     "clawbot.settings.schedules",
     "clawbot.settings.media",

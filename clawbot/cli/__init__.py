@@ -2,6 +2,7 @@
 
 ``main`` is the Typer app (``main()`` is the console script); one module per command group:
 ``chat``, ``run``, ``doctor``, ``agents``, ``pairing``, ``sessions``, ``memory``, ``audit``,
+``usage``,
 with ``common`` (what they share) and ``checks`` (what ``doctor`` checks); ``service``
 runs the adapters of ``clawbot run`` (public: the conformance suite runs a channel through
 it) and ``serving`` is the one-serving-process lock. ``onboard_checks`` and ``home_files``

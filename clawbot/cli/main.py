@@ -20,6 +20,7 @@ from clawbot.cli import (
     run,
     schedule,
     sessions,
+    usage,
 )
 
 app = typer.Typer(
@@ -55,6 +56,7 @@ app.add_typer(memory.app, name="memory")
 app.add_typer(audit.app, name="audit")
 app.add_typer(mcp.app, name="mcp")
 app.add_typer(schedule.app, name="schedule")
+app.command()(usage.usage)
 
 
 def main() -> None:

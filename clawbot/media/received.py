@@ -29,6 +29,7 @@ from clawbot.media.names import safe_name
 from clawbot.media.pdf import pdf_text
 from clawbot.media.transcription import transcribe
 from clawbot.messages import AttachmentBlock, human_size
+from clawbot.runtime.metering import UsageMeter
 from clawbot.security.reach import Reach
 from clawbot.settings import Settings
 
@@ -56,6 +57,7 @@ class Receiver:
     fetcher: Fetcher
     root: Path
     reach: Reach
+    meter: UsageMeter | None = None
 
     async def take(self, block: AttachmentBlock, sorted_as: Sorted) -> Taken:
         name = shown_path(block.name)
@@ -87,7 +89,9 @@ class Receiver:
             data = await self.fetcher.fetch(
                 block, self.settings.attachment_max_bytes, "CLAWBOT_ATTACHMENT_MAX_BYTES"
             )
-            text = await transcribe(model, block.name, mime, data, self.settings.provider_timeout)
+            text = await transcribe(
+                model, block.name, mime, data, self.settings.provider_timeout, self.meter
+            )
         except ClawbotError as exc:
             return Taken(
                 f"{heard}: could not be transcribed ({exc.message})",

@@ -33,6 +33,7 @@ from pydantic_settings import (
 from clawbot.errors import ConfigError
 from clawbot.policies import DEFAULT_PROFILE, Autonomy, RiskProfile
 from clawbot.settings.console import ConsoleSettings
+from clawbot.settings.cost import CostSettings
 from clawbot.settings.fallbacks import FallbackSettings
 from clawbot.settings.files import (
     DEFAULT_HOME,
@@ -67,6 +68,7 @@ class Settings(
     ConsoleSettings,
     ScheduleSettings,
     MediaSettings,
+    CostSettings,
 ):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 

@@ -16,6 +16,7 @@ from clawbot.store.protocols.schedules import Schedules
 from clawbot.store.protocols.security import Approvals, AuditLog
 from clawbot.store.protocols.senders import Access, Pairing
 from clawbot.store.protocols.turns import Backlog, Jobs, Ledger
+from clawbot.store.protocols.usage import UsageLedger
 
 
 class Store(Protocol):
@@ -45,6 +46,8 @@ class Store(Protocol):
     def audit(self) -> AuditLog: ...
     @property
     def approvals(self) -> Approvals: ...
+    @property
+    def usage(self) -> UsageLedger: ...
     @property
     def console(self) -> Console: ...
     @property

@@ -26,6 +26,7 @@ from clawbot.store.memories import SqliteMemories
 from clawbot.store.schedules import SqliteSchedules
 from clawbot.store.sessions import SqliteSessions, SqliteTranscripts
 from clawbot.store.sqlite_errors import damaged, describe
+from clawbot.store.usage import SqliteUsage
 
 T = TypeVar("T")
 
@@ -53,6 +54,7 @@ class SqliteStore:
         self.memories = SqliteMemories(database)
         self.audit = SqliteAuditLog(database)
         self.approvals = SqliteApprovals(database)
+        self.usage = SqliteUsage(database)
         self.console = SqliteConsole(database)
         self.schedules = SqliteSchedules(database)
 
