@@ -12,6 +12,7 @@ import pytest
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
 from clawbot.messages import Provenance, TextBlock, TranscriptEntry
+from clawbot.runtime.usage import UsageFilter
 from clawbot.schedules.records import due_key
 from clawbot.schedules.when import Trigger, parse_when
 from clawbot.settings import Settings
@@ -84,6 +85,20 @@ async def test_a_task_added_in_chat_runs_its_prompt_at_its_time_and_answers_the_
     assert len(await cron_jobs(bot)) == 1
     assert await run_due(bot) == 0  # a one-off is done
     assert "No scheduled tasks" in await say(bot, channel, "/schedule list")
+
+
+async def test_a_scheduled_runs_model_calls_are_counted_as_scheduled_in_the_usage_ledger(
+    bot: Clawbot, channel: MemoryChannel, clock: ManualClock, scripted: ScriptedModel
+) -> None:
+    scripted.add("Hello from the chat.")
+    await say(bot, channel, "hello")
+    await say(bot, channel, "/schedule add in 20 minutes | the news")
+    scripted.add("The news.")
+    clock.advance(20 * 60)
+    assert await run_due(bot) == 1
+
+    rows = await bot.store.usage.rows(UsageFilter())
+    assert [row.purpose for row in rows] == ["turn", "scheduled"]
 
 
 async def test_a_task_due_while_clawbot_was_down_runs_once_at_start(

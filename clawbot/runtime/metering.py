@@ -83,7 +83,9 @@ def calls_for(
 ) -> Iterator[None]:
     """Calls made inside the block are ``session``'s (its turn ``turn_id``, made by
     ``agent_id`` when it is not the session's own)."""
-    scope = scope_of(session, turn_id)
+    outer = _scope.get()  # a scheduled turn's calls stay "scheduled" (calls_as around it)
+    kept = outer.purpose if outer is not None and outer.purpose == "scheduled" else None
+    scope = scope_of(session, turn_id, purpose=kept)
     if agent_id is not None and agent_id != scope.agent_id:
         scope = replace(scope, agent_id=agent_id)
     token = _scope.set(scope)

@@ -67,7 +67,9 @@ NANOS_PER_USD = 1_000_000_000
 """The ledger keeps costs in billionths of a dollar: integers, so its totals are exact sums
 of its rows (a float sum depends on the order it is added in)."""
 
-Purpose = Literal["turn", "subagent", "compaction", "embedding", "transcription", "speech"]
+Purpose = Literal[
+    "turn", "subagent", "scheduled", "compaction", "embedding", "transcription", "speech"
+]
 """Why a call was made: a person's conversation (``turn``), a subagent's or a delegate's
 (``subagent``), a summary of an older conversation (``compaction``), memory vectors
 (``embedding``), a voice note heard (``transcription``) or a reply read aloud (``speech``)."""

@@ -16,6 +16,7 @@ from clawbot.errors import LeaseLostError, MalformedMetaError, ShuttingDownError
 from clawbot.messages import TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.runtime.control import TurnResult
+from clawbot.runtime.metering import calls_as
 from clawbot.runtime.turn import Runtime
 from clawbot.scheduling.backlog import BacklogItem, asked_in, resume_token
 from clawbot.scheduling.delivery import Replies, ReplyMarks
@@ -162,7 +163,9 @@ class TurnRunner:
         streams = self._streaming is not None and job.lane != "cron"
         live = self.replies.live(session, job) if streams else None
         try:
-            result = await self._run(run, inputs, live)
+            # a scheduled task's or a heartbeat's calls are counted as "scheduled"
+            with calls_as("scheduled", session) if job.lane == "cron" else contextlib.nullcontext():
+                result = await self._run(run, inputs, live)
         except BaseException:
             await _stopped(live)  # /stop, the deadline, a crash: the preview says so
             raise
