@@ -342,6 +342,7 @@ FOUNDATION = (
     "clawbot.settings.fallbacks",
     "clawbot.settings.mcp",
     "clawbot.settings.schedules",
+    "clawbot.settings.database",
     "clawbot.settings.model",
     "clawbot.clock",
     "clawbot.lru",

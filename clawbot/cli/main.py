@@ -12,6 +12,7 @@ from clawbot.cli import (
     audit,
     chat,
     console,
+    db,
     doctor,
     mcp,
     memory,
@@ -55,6 +56,7 @@ app.add_typer(memory.app, name="memory")
 app.add_typer(audit.app, name="audit")
 app.add_typer(mcp.app, name="mcp")
 app.add_typer(schedule.app, name="schedule")
+app.add_typer(db.app, name="db")
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ from pydantic_settings import (
 from clawbot.errors import ConfigError
 from clawbot.policies import DEFAULT_PROFILE, Autonomy, RiskProfile
 from clawbot.settings.console import ConsoleSettings
+from clawbot.settings.database import DatabaseSettings
 from clawbot.settings.fallbacks import FallbackSettings
 from clawbot.settings.files import (
     DEFAULT_HOME,
@@ -65,6 +66,7 @@ class Settings(
     McpSettings,
     ConsoleSettings,
     ScheduleSettings,
+    DatabaseSettings,
 ):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 

@@ -1,13 +1,57 @@
 """Which store a configuration opens, set up as the bot uses it. The one place outside the
-store's own modules that names a backend: callers hold a :class:`Store`, and a second
-backend (PostgreSQL) is chosen here without a change anywhere else."""
+store's own modules that names a backend: callers hold a :class:`Store`.
+``CLAWBOT_DATABASE_URL=postgresql://...`` selects PostgreSQL; without it, SQLite."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from clawbot.errors import StoreError
 from clawbot.settings import Settings
 from clawbot.store.interface import Store
 from clawbot.store.protocols.memories import Embedder
 from clawbot.store.sqlite import SqliteStore
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def database_url(settings: Settings) -> str:
+    """The URL of the database the settings name: ``CLAWBOT_DATABASE_URL``, or the SQLite
+    file in the home folder as ``sqlite:///...``."""
+    if settings.database_url is not None:
+        return settings.database_url.get_secret_value()
+    return f"sqlite:///{settings.db_path}"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a ``sqlite:///path`` URL names; None for any other URL."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite":
+        return None
+    return Path(unquote(parts.path))
+
+
+async def open_url(url: str, *, synchronous: str = "NORMAL", migrating: bool = True) -> Store:
+    """Open (and, ``migrating``, bring up to date) the store a database URL names."""
+    if urlsplit(url).scheme in POSTGRES_SCHEMES:
+        try:
+            from clawbot.store.postgres.store import PostgresStore
+        except ImportError:
+            raise StoreError(
+                "CLAWBOT_DATABASE_URL names a PostgreSQL database, but its driver (psycopg)"
+                " is not installed",
+                hint="pip install 'clawbot[postgres]' (from the source folder: pip install"
+                " '.[postgres]')",
+            ) from None
+        return await PostgresStore.open(url, migrating=migrating)
+    path = sqlite_path(url)
+    if path is None:
+        raise StoreError(
+            "a database URL must start with postgresql:// or sqlite:///",
+            hint="e.g. sqlite:///home/me/.clawbot/clawbot.db",
+        )
+    return await SqliteStore.open(path, synchronous=synchronous)
 
 
 async def open_store(settings: Settings, embedder: Embedder | None = None) -> Store:
@@ -15,6 +59,6 @@ async def open_store(settings: Settings, embedder: Embedder | None = None) -> St
     recall's embedding model when one is given (``clawbot.memory.embeddings``'
     ``configured_embedder``; nothing loads until its first use); the store's clear
     StoreError when it cannot open."""
-    store = await SqliteStore.open(settings.db_path, synchronous=settings.db_synchronous)
+    store = await open_url(database_url(settings), synchronous=settings.db_synchronous)
     store.memories.use_embeddings(embedder)
     return store
