@@ -21,15 +21,18 @@ def database_url(settings: Settings) -> str:
     file in the home folder as ``sqlite:///...``."""
     if settings.database_url is not None:
         return settings.database_url.get_secret_value()
-    return f"sqlite:///{settings.db_path}"
+    path = settings.db_path.absolute()
+    return f"sqlite://{path.as_posix()}"
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file a ``sqlite:///path`` URL names; None for any other URL."""
+    """The file a ``sqlite:///path`` URL names (``sqlite:////path`` too, SQLAlchemy's
+    spelling of an absolute path); None for any other URL."""
     parts = urlsplit(url)
     if parts.scheme != "sqlite":
         return None
-    return Path(unquote(parts.path))
+    path = unquote(parts.path)
+    return Path(path[1:] if path.startswith("//") else path)
 
 
 async def open_url(url: str, *, synchronous: str = "NORMAL", migrating: bool = True) -> Store:

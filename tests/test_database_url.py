@@ -1,0 +1,120 @@
+"""Choosing the database: ``CLAWBOT_DATABASE_URL=postgresql://...`` keeps everything in
+PostgreSQL, without it the home's SQLite file; ``clawbot db status`` and ``clawbot db
+migrate`` on both; a URL's password never shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+from pydantic import SecretStr
+from typer.testing import CliRunner
+
+from clawbot.app import Clawbot
+from clawbot.cli.main import app
+from clawbot.errors import StoreError
+from clawbot.settings import Settings
+from clawbot.store import open_store
+from clawbot.store.postgres.dialect import postgres
+from clawbot.testing import MemoryChannel, ScriptedModel
+
+from .conftest import Chat
+from .postgres_server import PostgresServer
+
+
+def test_db_status_then_migrate_bring_a_new_postgresql_database_up_to_date(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.new_database()
+    runner = CliRunner()
+
+    before = runner.invoke(app, ["db", "status", "--url", url])
+    migrated = runner.invoke(app, ["db", "migrate", "--url", url])
+    after = runner.invoke(app, ["db", "status", "--url", url])
+
+    assert "postgresql" in before.output and "schema 0 of 17, 17 migration(s) to apply" in (
+        before.output
+    )
+    assert migrated.exit_code == 0 and "applied 17 migration(s)" in migrated.output
+    assert "schema 17 of 17, up to date" in after.output
+
+
+def test_db_status_then_migrate_on_the_homes_sqlite_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    runner = CliRunner()
+
+    before = runner.invoke(app, ["db", "status", "--home", str(home)])
+    migrated = runner.invoke(app, ["db", "migrate", "--home", str(home)])
+    again = runner.invoke(app, ["db", "migrate", "--home", str(home)])
+
+    assert before.output.startswith("sqlite ") and "schema 0 of 17" in before.output
+    assert "applied 17 migration(s)" in migrated.output
+    assert "applied 0 migration(s)" in again.output and "up to date" in again.output
+    assert (home / "clawbot.db").exists()
+
+
+async def test_a_bot_with_a_postgresql_url_keeps_its_conversation_there(
+    postgres_server: PostgresServer, settings: Settings, scripted: ScriptedModel
+) -> None:
+    url = postgres_server.new_database()
+    on_postgres = settings.model_copy(update={"database_url": SecretStr(url)})
+    scripted.add("Hello there!")
+
+    async with await Clawbot.open(on_postgres) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        await Chat(bot, channel).say("hi")
+
+    assert channel.texts == ["Hello there!"]
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT role FROM messages ORDER BY id").fetchall()
+    assert rows == [("user",), ("assistant",)]
+    assert not on_postgres.db_path.exists()
+
+
+async def test_a_postgresql_server_that_cannot_be_reached_is_named_without_the_password(
+    settings: Settings,
+) -> None:
+    closed = settings.model_copy(
+        update={"database_url": SecretStr("postgresql://bot:hunter2@127.0.0.1:1/clawbot")}
+    )
+
+    with pytest.raises(StoreError) as raised:
+        await open_store(closed)
+
+    assert "127.0.0.1:1/clawbot" in str(raised.value)
+    assert "hunter2" not in str(raised.value)
+
+
+def test_an_unknown_database_url_scheme_is_a_clear_setting_error() -> None:
+    with pytest.raises(ValueError, match="postgresql://"):
+        Settings(database_url="mysql://x/y", _env_file=None)  # type: ignore[call-arg,arg-type]
+
+
+@pytest.mark.parametrize(
+    ("sqlite", "expected"),
+    [
+        (
+            "SELECT a FROM t WHERE b = ? AND c LIKE '%x?'",
+            "SELECT a FROM t WHERE b = %s AND c LIKE '%%x?'",
+        ),
+        (
+            "INSERT OR IGNORE INTO inbound_seen (a) VALUES (?)",
+            "INSERT INTO inbound_seen (a) VALUES (%s) ON CONFLICT DO NOTHING",
+        ),
+        (
+            "UPDATE t SET a = 1 WHERE owner IS ?",
+            "UPDATE t SET a = 1 WHERE owner IS NOT DISTINCT FROM %s",
+        ),
+        (
+            "INSERT INTO messages (a) VALUES (?)",
+            "INSERT INTO messages (a) VALUES (%s) RETURNING id",
+        ),
+        ("INSERT INTO turn_jobs (a) VALUES (?)", "INSERT INTO turn_jobs (a) VALUES (%s)"),
+    ],
+)
+def test_the_repositories_sqlite_sql_is_rewritten_for_postgresql(
+    sqlite: str, expected: str
+) -> None:
+    assert postgres(sqlite).sql == expected
