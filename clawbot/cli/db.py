@@ -54,3 +54,26 @@ def db_migrate(url: UrlOption = None, home: HomeOption = None) -> None:
         fail(str(exc), code=1)
     applied = after.version - before.version
     print(f"applied {applied} migration(s); {after.line()}")
+
+
+@app.command("copy")
+def db_copy(
+    source: Annotated[
+        str, typer.Option("--from", help="the bot's database now, e.g. sqlite:///path")
+    ],
+    target: Annotated[
+        str, typer.Option("--to", help="an empty database, e.g. postgresql://user@host/db")
+    ],
+) -> None:
+    """Copy a bot (sessions, transcripts, jobs, agents, approvals, memory, audit) into an
+    empty database, and verify the rows of every table were copied. Stop the bot first."""
+    import asyncio
+
+    from clawbot.errors import ClawbotError
+    from clawbot.store import copy_database
+
+    try:
+        report = asyncio.run(copy_database(source, target))
+    except ClawbotError as exc:
+        fail(str(exc), code=1)
+    print(f"copied and verified: {report.line()}")

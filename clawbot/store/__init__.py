@@ -12,6 +12,7 @@ model is given to :func:`open_store` from above, as the ``Embedder`` protocol of
 ``clawbot.store.protocols.memories``."""
 
 from clawbot.store.backend import database_url, open_store
+from clawbot.store.copy import CopyReport, copy_database
 from clawbot.store.ids import new_id
 from clawbot.store.interface import Store
 from clawbot.store.records import (
@@ -24,6 +25,7 @@ from clawbot.store.schema import SchemaStatus, migrate_url, schema_status
 from clawbot.store.sqlite import SqliteStore
 
 __all__ = [
+    "CopyReport",
     "DeferredContext",
     "JobSummary",
     "SchemaStatus",
@@ -31,6 +33,7 @@ __all__ = [
     "SqliteStore",
     "Store",
     "StoredBacklogItem",
+    "copy_database",
     "database_url",
     "migrate_url",
     "new_id",
