@@ -15,7 +15,7 @@ from clawbot.app import Clawbot
 from clawbot.cli.main import app
 from clawbot.errors import StoreError
 from clawbot.settings import Settings
-from clawbot.store import open_store
+from clawbot.store import database_name, open_store
 from clawbot.store.postgres.dialect import postgres
 from clawbot.testing import MemoryChannel, ScriptedModel
 
@@ -118,3 +118,12 @@ def test_the_repositories_sqlite_sql_is_rewritten_for_postgresql(
     sqlite: str, expected: str
 ) -> None:
     assert postgres(sqlite).sql == expected
+
+
+def test_the_database_is_named_to_a_person_without_the_password(settings: Settings) -> None:
+    on_postgres = settings.model_copy(
+        update={"database_url": SecretStr("postgresql://bot:hunter2@db.example:5433/clawbot")}
+    )
+
+    assert database_name(on_postgres) == "postgresql db.example:5433/clawbot"
+    assert database_name(settings) == str(settings.db_path)

@@ -11,7 +11,7 @@ never a stage's behaviour, ``app``, ``cli`` or ``adapters``. Semantic recall's e
 model is given to :func:`open_store` from above, as the ``Embedder`` protocol of
 ``clawbot.store.protocols.memories``."""
 
-from clawbot.store.backend import database_url, open_store
+from clawbot.store.backend import database_name, database_url, open_store
 from clawbot.store.copy import CopyReport, copy_database
 from clawbot.store.ids import new_id
 from clawbot.store.interface import Store
@@ -34,6 +34,7 @@ __all__ = [
     "Store",
     "StoredBacklogItem",
     "copy_database",
+    "database_name",
     "database_url",
     "migrate_url",
     "new_id",

@@ -25,6 +25,20 @@ def database_url(settings: Settings) -> str:
     return f"sqlite://{path.as_posix()}"
 
 
+def database_name(settings: Settings) -> str:
+    """The database the settings name, for a person: the SQLite file's path, or
+    ``postgresql host:port/database`` (never a password)."""
+    url = database_url(settings)
+    parts = urlsplit(url)
+    if parts.scheme not in POSTGRES_SCHEMES:
+        return str(settings.db_path if settings.database_url is None else sqlite_path(url))
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"postgresql {parts.hostname or 'localhost'}{port}{parts.path}"
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file a ``sqlite:///path`` URL names (``sqlite:////path`` too, SQLAlchemy's
     spelling of an absolute path); None for any other URL."""
