@@ -14,14 +14,17 @@ from typer.testing import CliRunner
 from clawbot.app import Clawbot
 from clawbot.cli.main import app
 from clawbot.errors import StoreError
+from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.scheduling.jobs import TurnJob
 from clawbot.settings import Settings
-from clawbot.store import database_name, open_store
+from clawbot.store import database_name, new_id, open_store
+from clawbot.store.backend import open_url
 from clawbot.store.migrations import migrations
 from clawbot.store.postgres.dialect import postgres
 from clawbot.store.postgres.migrate import latest as postgres_latest
 from clawbot.testing import MemoryChannel, ScriptedModel
 
-from .conftest import Chat
+from .conftest import STORE_SESSION, Chat
 from .postgres_server import PostgresServer
 
 
@@ -130,3 +133,24 @@ def test_the_database_is_named_to_a_person_without_the_password(settings: Settin
 
     assert database_name(on_postgres) == "postgresql db.example:5433/clawbot"
     assert database_name(settings) == str(settings.db_path)
+
+
+async def test_on_postgresql_an_accepted_message_is_committed_when_submit_returns(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.new_database(migrated=True)
+    store = await open_url(url)
+    try:
+        await store.sessions.create(STORE_SESSION)
+        job = TurnJob(id=new_id("turn"), session_key=STORE_SESSION.key, status="running")
+        entry = TranscriptEntry(role="user", content=(TextBlock(text="hi"),))
+
+        await store.jobs.submit(STORE_SESSION, job, entry=entry, dedup_id="m1")
+
+        # no journal in front of it, no flush: another connection sees it at once
+        with psycopg.connect(url) as other:
+            seen = other.execute("SELECT message_id FROM inbound_seen").fetchall()
+            jobs = other.execute("SELECT id FROM turn_jobs").fetchall()
+        assert (seen, jobs) == ([("m1",)], [(job.id,)])
+    finally:
+        await store.close()
