@@ -154,3 +154,38 @@ async def test_on_postgresql_an_accepted_message_is_committed_when_submit_return
         assert (seen, jobs) == ([("m1",)], [(job.id,)])
     finally:
         await store.close()
+
+
+async def test_a_read_only_postgresql_database_is_refused_at_start(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.new_database(migrated=True)
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_server.url("postgres"), autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+    store = await open_url(url)
+    try:
+        with pytest.raises(StoreError, match="is read-only"):
+            await store.check_writable()
+    finally:
+        await store.close()
+
+
+async def test_a_lost_postgresql_connection_is_one_clear_error_and_the_next_call_reconnects(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.new_database(migrated=True)
+    store = await open_url(url)
+    try:
+        await store.sessions.create(STORE_SESSION)
+        with psycopg.connect(url, autocommit=True) as admin:  # as a server restart would
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+
+        with pytest.raises(StoreError, match="lost the PostgreSQL database"):
+            await store.sessions.get(STORE_SESSION.key)
+        assert await store.sessions.get(STORE_SESSION.key) == STORE_SESSION
+    finally:
+        await store.close()
