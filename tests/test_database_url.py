@@ -12,6 +12,7 @@ from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from clawbot.app import Clawbot
+from clawbot.cli.common import serving_lock
 from clawbot.cli.main import app
 from clawbot.errors import StoreError
 from clawbot.messages import TextBlock, TranscriptEntry
@@ -189,3 +190,23 @@ async def test_a_lost_postgresql_connection_is_one_clear_error_and_the_next_call
         assert await store.sessions.get(STORE_SESSION.key) == STORE_SESSION
     finally:
         await store.close()
+
+
+def test_a_second_home_on_the_same_postgresql_database_is_refused_until_the_first_stops(
+    postgres_server: PostgresServer, settings: Settings, tmp_path: Path
+) -> None:
+    url = SecretStr(postgres_server.new_database(migrated=True))
+    first = settings.model_copy(update={"database_url": url, "home": tmp_path / "one"})
+    second = settings.model_copy(update={"database_url": url, "home": tmp_path / "two"})
+
+    held = serving_lock(first, "clawbot run")
+    try:
+        with pytest.raises(StoreError) as refused:
+            serving_lock(second, "clawbot chat")
+    finally:
+        held.release()
+    again = serving_lock(second, "clawbot chat")
+    again.release()
+
+    assert "`clawbot run pid " in str(refused.value)
+    assert "is already serving the PostgreSQL database 127.0.0.1:" in str(refused.value)

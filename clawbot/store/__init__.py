@@ -11,7 +11,13 @@ never a stage's behaviour, ``app``, ``cli`` or ``adapters``. Semantic recall's e
 model is given to :func:`open_store` from above, as the ``Embedder`` protocol of
 ``clawbot.store.protocols.memories``."""
 
-from clawbot.store.backend import database_name, database_url, open_store
+from clawbot.store.backend import (
+    Releasable,
+    database_name,
+    database_url,
+    open_store,
+    serving_database_lock,
+)
 from clawbot.store.copy import CopyReport, copy_database
 from clawbot.store.ids import new_id
 from clawbot.store.interface import Store
@@ -28,6 +34,7 @@ __all__ = [
     "CopyReport",
     "DeferredContext",
     "JobSummary",
+    "Releasable",
     "SchemaStatus",
     "SessionActivity",
     "SqliteStore",
@@ -40,4 +47,5 @@ __all__ = [
     "new_id",
     "open_store",
     "schema_status",
+    "serving_database_lock",
 ]

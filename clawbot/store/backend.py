@@ -5,6 +5,7 @@ store's own modules that names a backend: callers hold a :class:`Store`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 from clawbot.errors import StoreError
@@ -47,6 +48,24 @@ def sqlite_path(url: str) -> Path | None:
         return None
     path = unquote(parts.path)
     return Path(path[1:] if path.startswith("//") else path)
+
+
+class Releasable(Protocol):
+    """A lock held until released."""
+
+    def release(self) -> None: ...
+
+
+def serving_database_lock(settings: Settings, command: str) -> Releasable | None:
+    """On PostgreSQL, the lock that makes this the one process serving the database (the
+    home's file lock cannot see another home on the same database); None on SQLite, whose
+    file lock beside the database does it."""
+    url = database_url(settings)
+    if urlsplit(url).scheme not in POSTGRES_SCHEMES:
+        return None
+    from clawbot.store.postgres.serving import PostgresServingLock
+
+    return PostgresServingLock.acquire(url, command)
 
 
 async def open_url(url: str, *, synchronous: str = "NORMAL", migrating: bool = True) -> Store:
