@@ -29,6 +29,8 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pydantic import SecretStr
+
 from clawbot.app import Clawbot
 from clawbot.providers import litellm_module
 from clawbot.settings import Settings
@@ -93,6 +95,7 @@ async def pipeline(
     *,
     bare_after_each_round: bool = False,
     streaming: bool | None = None,
+    database_url: str | None = None,
 ) -> Run:
     """Run ``sessions`` x ``turns`` sequential turns, one round over every session per turn.
 
@@ -101,13 +104,15 @@ async def pipeline(
     (on a shared VM the speed drifts over minutes; measuring one side after the other would
     charge that drift to whichever ran in the slower minutes). With ``streaming`` True or
     False, the channel is one that can show a reply while it is written (and shows typing),
-    with streaming on or off (``bench_streaming.py``)."""
+    with streaming on or off (``bench_streaming.py``). ``database_url`` puts the store
+    there instead of the home's SQLite file (``bench_postgres_pipeline.py``)."""
     settings = Settings(
         home=home,
         model=model.model_string,
         max_history_messages=history,
         rate_limit_per_minute=0,  # a load test, not a person typing
         streaming=bool(streaming),
+        database_url=SecretStr(database_url) if database_url else None,
         _env_file=None,
     )  # type: ignore[call-arg]
     durations: list[float] = []

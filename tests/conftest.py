@@ -18,9 +18,11 @@ from clawbot.messages import InboundMessage
 from clawbot.routing.router import Handled
 from clawbot.routing.sessions import Session
 from clawbot.settings import Settings
-from clawbot.store import SqliteStore
+from clawbot.store import SqliteStore, Store
+from clawbot.store.postgres.store import PostgresStore
 from clawbot.testing import MemoryChannel, ScriptedModel
 
+from .postgres_server import PostgresServer
 from .spawned import kill_leftovers
 from .standins.openai_api import OpenAIStandin
 
@@ -37,6 +39,31 @@ def sqlite_store(bot: Clawbot) -> SqliteStore:
 async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
     """A store on a fresh database file, holding the session ``STORE_SESSION``."""
     opened = await SqliteStore.open(tmp_path / "clawbot.db")
+    await opened.sessions.create(STORE_SESSION)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server in a temporary folder, for the whole test run."""
+    server = PostgresServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def each_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """A store on each backend in turn (a fresh SQLite file, then a fresh PostgreSQL
+    database), holding the session ``STORE_SESSION``: the store's behaviour tests take it,
+    so each runs on both."""
+    opened: Store
+    if request.param == "sqlite":
+        opened = await SqliteStore.open(tmp_path / "clawbot.db")
+    else:
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        opened = await PostgresStore.open(server.new_database(migrated=True))
     await opened.sessions.create(STORE_SESSION)
     yield opened
     await opened.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tomllib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -15,16 +14,15 @@ from clawbot.app import Clawbot
 from clawbot.errors import ConfigError
 from clawbot.policies import ToolPolicy
 from clawbot.settings import Settings
-from clawbot.store import SqliteStore
+from clawbot.store import SqliteStore, Store
 
 SHIPPED = Path(__file__).resolve().parent.parent / "agents"
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "agents.db")
-    yield opened
-    await opened.close()
+def store(each_store: Store) -> Store:
+    """The registry's tests that take a store run on each backend: SQLite and PostgreSQL."""
+    return each_store
 
 
 @pytest.fixture
@@ -55,7 +53,7 @@ FULL_SPEC = AgentSpec(
 )
 
 
-async def test_the_shipped_agents_all_load_without_problems(store: SqliteStore) -> None:
+async def test_the_shipped_agents_all_load_without_problems(store: Store) -> None:
     registry = await AgentRegistry.open(store, SHIPPED)
 
     assert registry.problems == ()
@@ -84,14 +82,14 @@ async def test_agents_are_stored_in_the_database_and_survive_a_restart(
     assert reopened.record("translator").source == "chat"  # type: ignore[union-attr]
 
 
-async def test_main_exists_even_without_any_agent_file(store: SqliteStore, folder: Path) -> None:
+async def test_main_exists_even_without_any_agent_file(store: Store, folder: Path) -> None:
     registry = await AgentRegistry.open(store, folder)
 
     assert [spec.agent_id for spec in registry.all()] == ["main"]
     assert registry.get("no-such-agent").agent_id == "main"
 
 
-async def test_an_update_replaces_the_stored_spec(store: SqliteStore, folder: Path) -> None:
+async def test_an_update_replaces_the_stored_spec(store: Store, folder: Path) -> None:
     registry = await AgentRegistry.open(store, folder)
     await registry.create(FULL_SPEC)
 
@@ -125,7 +123,7 @@ def test_a_multi_line_prompt_is_exported_readably(tmp_path: Path) -> None:
 
 
 async def test_export_writes_one_file_per_agent_that_loads_back_the_same(
-    store: SqliteStore, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
     registry = await AgentRegistry.open(store, SHIPPED)
     await registry.create(FULL_SPEC)
@@ -146,7 +144,7 @@ async def test_export_writes_one_file_per_agent_that_loads_back_the_same(
 
 
 async def test_a_broken_file_is_reported_by_name_and_line_and_the_others_still_load(
-    store: SqliteStore, folder: Path
+    store: Store, folder: Path
 ) -> None:
     write(folder, "good.toml", 'agent_id = "good"\nname = "Good"\n')
     write(folder, "broken.toml", 'agent_id = "broken"\nname = "Broken"\n[tools\nallow = []\n')
@@ -162,7 +160,7 @@ async def test_a_broken_file_is_reported_by_name_and_line_and_the_others_still_l
 
 
 async def test_an_unterminated_string_is_reported_at_the_end_of_the_file(
-    store: SqliteStore, folder: Path
+    store: Store, folder: Path
 ) -> None:
     write(folder, "open.toml", 'agent_id = "open"\nname = "Open\n')
 
@@ -171,9 +169,7 @@ async def test_an_unterminated_string_is_reported_at_the_end_of_the_file(
     assert registry.problems[0].startswith("open.toml: line 2, column ")
 
 
-async def test_an_invalid_value_names_the_field_and_its_line(
-    store: SqliteStore, folder: Path
-) -> None:
+async def test_an_invalid_value_names_the_field_and_its_line(store: Store, folder: Path) -> None:
     write(
         folder,
         "hot.toml",
@@ -193,7 +189,7 @@ async def test_an_invalid_value_names_the_field_and_its_line(
     assert registry.find("hot") is None
 
 
-async def test_a_model_without_provider_is_explained(store: SqliteStore, folder: Path) -> None:
+async def test_a_model_without_provider_is_explained(store: Store, folder: Path) -> None:
     write(folder, "bare.toml", 'name = "Bare"\nmodel = "gpt-4o"\n')
 
     registry = await AgentRegistry.open(store, folder)
@@ -204,7 +200,7 @@ async def test_a_model_without_provider_is_explained(store: SqliteStore, folder:
 
 
 async def test_an_agent_id_that_differs_from_the_file_name_is_reported(
-    store: SqliteStore, folder: Path
+    store: Store, folder: Path
 ) -> None:
     write(folder, "alpha.toml", 'agent_id = "beta"\nname = "Beta"\n')
 
@@ -216,7 +212,7 @@ async def test_an_agent_id_that_differs_from_the_file_name_is_reported(
     )
 
 
-async def test_two_files_cannot_share_a_name(store: SqliteStore, folder: Path) -> None:
+async def test_two_files_cannot_share_a_name(store: Store, folder: Path) -> None:
     write(folder, "one.toml", 'name = "Twin"\n')
     write(folder, "two.toml", 'name = "twin"\n')
 

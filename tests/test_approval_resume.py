@@ -18,14 +18,14 @@ from clawbot.clock import Clock, ManualClock
 from clawbot.messages import OutboundMessage
 from clawbot.policies import ToolPolicy
 from clawbot.settings import Settings
-from clawbot.store.approvals import SqliteApprovals
+from clawbot.store.approvals import SqlApprovals
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Step, call
 
 from .conftest import add_agent
 from .test_approvals import command, is_request, request_id, supervised, writes
 
 
-async def no_clearing(_approvals: SqliteApprovals, _turn_id: str) -> int:
+async def no_clearing(_approvals: SqlApprovals, _turn_id: str) -> int:
     return 0
 
 
@@ -231,7 +231,7 @@ async def test_a_round_stored_just_before_a_stop_is_not_run_again_from_its_saved
     scripted.function = reply
     settings = supervised(tmp_path, scripted)
     with monkeypatch.context() as patched:
-        patched.setattr(SqliteApprovals, "clear_rounds", no_clearing)
+        patched.setattr(SqlApprovals, "clear_rounds", no_clearing)
         async with await Clawbot.open(settings) as bot:
             first = MemoryChannel()
             bot.connect(first)

@@ -345,6 +345,7 @@ FOUNDATION = (
     "clawbot.settings.mcp",
     "clawbot.settings.schedules",
     "clawbot.settings.media",
+    "clawbot.settings.database",
     "clawbot.settings.model",
     "clawbot.clock",
     "clawbot.lru",

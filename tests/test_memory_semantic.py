@@ -27,8 +27,10 @@ from clawbot.memory.embeddings import LitellmEmbedder, LocalEmbedder
 from clawbot.memory.recall import MEMORY_BLOCK
 from clawbot.memory.records import Memory, MemoryQuery
 from clawbot.settings import Settings
-from clawbot.store import SqliteStore
+from clawbot.store import SqliteStore, Store
+from clawbot.store.memories import SqlMemories
 from clawbot.store.memory_vectors import WORN_ROWS
+from clawbot.store.postgres.store import PostgresStore
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 
 from .conftest import Chat
@@ -41,7 +43,7 @@ PARAPHRASE = "pet making noise at night"
 
 
 async def remember(
-    store: SqliteStore,
+    store: Store,
     key: str,
     text: str,
     *,
@@ -54,7 +56,7 @@ async def remember(
 
 
 async def found(
-    store: SqliteStore,
+    store: Store,
     text: str,
     *,
     session: str = "m:a",
@@ -79,12 +81,18 @@ def restore_logging() -> Iterator[None]:
 
 
 @pytest.fixture
-async def semantic(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    """A store whose searches use the local embedding model."""
-    opened = await SqliteStore.open(tmp_path / "semantic.db")
-    opened.memories.use_embeddings(LocalEmbedder())
-    yield opened
-    await opened.close()
+def semantic(each_store: Store) -> Store:
+    """A store whose searches use the local embedding model, on each backend: SQLite and
+    PostgreSQL (where the vectors are searched exactly, in each process, as on SQLite)."""
+    each_store.memories.use_embeddings(LocalEmbedder())
+    return each_store
+
+
+async def another_process(store: Store, tmp_path: Path) -> Store:
+    """A second store on the same database, as another process opens it."""
+    if isinstance(store, PostgresStore):
+        return await PostgresStore.open(store.database.url)
+    return await SqliteStore.open(tmp_path / "clawbot.db")
 
 
 @pytest.fixture
@@ -114,8 +122,8 @@ async def test_hybrid_ranking_puts_a_paraphrase_above_an_unrelated_keyword_match
     store: SqliteStore, semantic_bot: Clawbot, scripted: ScriptedModel
 ) -> None:
     for memories in (store, semantic_bot.store):
-        await remember(memories, "note-a", DOG)  # type: ignore[arg-type]
-        await remember(memories, "note-b", EDITOR)  # type: ignore[arg-type]
+        await remember(memories, "note-a", DOG)
+        await remember(memories, "note-b", EDITOR)
     scripted.add(call("memory_search", query=PARAPHRASE), "ok")
 
     await chat_with(semantic_bot).say("what keeps the neighbours up?")
@@ -126,7 +134,7 @@ async def test_hybrid_ranking_puts_a_paraphrase_above_an_unrelated_keyword_match
 
 
 async def test_a_keyword_match_still_ranks_first_when_its_meaning_matches_too(
-    semantic: SqliteStore,
+    semantic: Store,
 ) -> None:
     await remember(semantic, "note-a", DOG)
     await remember(semantic, "note-b", EDITOR)
@@ -135,7 +143,7 @@ async def test_a_keyword_match_still_ranks_first_when_its_meaning_matches_too(
 
 
 async def test_among_equal_meanings_this_conversations_memory_ranks_first(
-    semantic: SqliteStore,
+    semantic: Store,
 ) -> None:
     await remember(semantic, "dog-old", DOG, session="m:other")
     await remember(semantic, "dog-here", DOG, session="m:a")
@@ -144,7 +152,7 @@ async def test_among_equal_meanings_this_conversations_memory_ranks_first(
 
 
 async def test_a_memory_outside_the_agents_namespaces_is_never_found_by_meaning(
-    semantic: SqliteStore,
+    semantic: Store,
 ) -> None:
     await remember(semantic, "dog", DOG, namespace="scout")
 
@@ -153,7 +161,7 @@ async def test_a_memory_outside_the_agents_namespaces_is_never_found_by_meaning(
 
 
 async def test_a_query_about_something_never_remembered_finds_nothing_by_meaning(
-    semantic: SqliteStore,
+    semantic: Store,
 ) -> None:
     await remember(semantic, "note-a", DOG)
 
@@ -187,7 +195,7 @@ def test_a_paragraph_over_the_cap_is_cut_at_word_boundaries() -> None:
 
 
 async def test_a_hit_on_one_section_of_a_long_memory_finds_that_memory(
-    semantic: SqliteStore,
+    semantic: Store,
 ) -> None:
     sections = [
         f"## Trip {n}\n\n" + "Visited museums and bridges in the old town. " * 12 for n in range(5)
@@ -216,7 +224,7 @@ async def test_memories_written_while_embeddings_were_off_are_found_by_meaning_o
         await opened.close()
 
 
-async def test_a_rewritten_memory_is_found_by_its_new_meaning_only(semantic: SqliteStore) -> None:
+async def test_a_rewritten_memory_is_found_by_its_new_meaning_only(semantic: Store) -> None:
     await remember(semantic, "note-a", DOG)
     assert await found(semantic, PARAPHRASE) == ["main:note-a"]
 
@@ -226,7 +234,7 @@ async def test_a_rewritten_memory_is_found_by_its_new_meaning_only(semantic: Sql
     assert await found(semantic, "which shade does the user like best") == ["main:note-a"]
 
 
-async def test_a_forgotten_memory_is_never_found_by_meaning(semantic: SqliteStore) -> None:
+async def test_a_forgotten_memory_is_never_found_by_meaning(semantic: Store) -> None:
     await remember(semantic, "note-a", DOG)
     assert await found(semantic, PARAPHRASE) == ["main:note-a"]
 
@@ -235,7 +243,7 @@ async def test_a_forgotten_memory_is_never_found_by_meaning(semantic: SqliteStor
     assert await found(semantic, PARAPHRASE) == []
 
 
-async def test_imported_memories_are_found_by_meaning(semantic: SqliteStore) -> None:
+async def test_imported_memories_are_found_by_meaning(semantic: Store) -> None:
     stamp = datetime(2026, 1, 2, tzinfo=UTC)
     memory = Memory("main", "note-a", DOG, (), "m:x", "main", stamp, stamp)
     await found(semantic, "anything")  # the vectors are loaded before the import
@@ -246,11 +254,11 @@ async def test_imported_memories_are_found_by_meaning(semantic: SqliteStore) -> 
 
 
 async def test_a_memory_another_process_writes_is_found_by_meaning(
-    semantic: SqliteStore, tmp_path: Path
+    semantic: Store, tmp_path: Path
 ) -> None:
     await remember(semantic, "note-b", EDITOR)
     assert await found(semantic, PARAPHRASE) == ["main:note-b"]
-    other = await SqliteStore.open(tmp_path / "semantic.db")
+    other = await another_process(semantic, tmp_path)
     try:
         other.memories.use_embeddings(LocalEmbedder())
         await remember(other, "note-a", DOG)
@@ -270,8 +278,8 @@ async def test_the_recall_block_holds_a_paraphrase_when_embeddings_are_on(
     await semantic_bot.agents.update(
         main.model_copy(update={"context": ContextPolicy(memory_recall=True, recall_items=1)})
     )
-    await remember(semantic_bot.store, "note-a", DOG)  # type: ignore[arg-type]
-    await remember(semantic_bot.store, "note-b", EDITOR)  # type: ignore[arg-type]
+    await remember(semantic_bot.store, "note-a", DOG)
+    await remember(semantic_bot.store, "note-b", EDITOR)
 
     await chat_with(semantic_bot).say(PARAPHRASE)
 
@@ -284,8 +292,8 @@ async def test_the_recall_block_holds_a_paraphrase_when_embeddings_are_on(
 async def test_the_memory_command_searches_by_meaning_when_embeddings_are_on(
     semantic_bot: Clawbot,
 ) -> None:
-    await remember(semantic_bot.store, "note-a", DOG)  # type: ignore[arg-type]
-    await remember(semantic_bot.store, "note-b", EDITOR)  # type: ignore[arg-type]
+    await remember(semantic_bot.store, "note-a", DOG)
+    await remember(semantic_bot.store, "note-b", EDITOR)
     chat = chat_with(semantic_bot)
 
     await chat.say(f"/memory {PARAPHRASE}")
@@ -422,13 +430,14 @@ async def test_a_model_that_worked_and_fails_for_a_while_is_used_again_once_it_a
 
 
 async def test_a_memory_rewritten_many_times_keeps_the_index_compact(
-    semantic: SqliteStore,
+    semantic: Store,
 ) -> None:
     for n in range(300):
         await remember(semantic, "todo", f"the dog barks, take {n}")
     await remember(semantic, "note-b", EDITOR)
 
     assert (await found(semantic, PARAPHRASE))[0] == "main:todo"  # its latest take
+    assert isinstance(semantic.memories, SqlMemories)  # both backends' memories
     index = semantic.memories.semantic
     assert index is not None
     assert index.matrix.rows_held() <= 2 * WORN_ROWS  # the old takes' rows do not pile up

@@ -6,11 +6,17 @@ from __future__ import annotations
 import pytest
 
 from clawbot.memory.records import MemoryQuery
-from clawbot.store import SqliteStore
+from clawbot.store import Store
+
+
+@pytest.fixture
+def store(each_store: Store) -> Store:
+    """Every test here runs on each backend: SQLite and PostgreSQL."""
+    return each_store
 
 
 async def remember(
-    store: SqliteStore,
+    store: Store,
     key: str,
     text: str,
     *,
@@ -25,7 +31,7 @@ async def remember(
 
 
 async def found(
-    store: SqliteStore,
+    store: Store,
     text: str,
     *,
     session: str = "m:a",
@@ -39,7 +45,7 @@ async def found(
     return [hit.memory.ref for hit in await store.memories.search(query)]
 
 
-async def test_a_stored_memory_is_found_by_a_word_of_its_text(store: SqliteStore) -> None:
+async def test_a_stored_memory_is_found_by_a_word_of_its_text(store: Store) -> None:
     await remember(store, "colour", "The user's favourite colour is blue")
     await remember(store, "pet", "The user has a cat called Miso")
 
@@ -47,7 +53,7 @@ async def test_a_stored_memory_is_found_by_a_word_of_its_text(store: SqliteStore
 
 
 async def test_storing_under_a_key_again_replaces_the_text_and_keeps_its_creation_time(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     await remember(store, "colour", "blue")
     first = await store.memories.get("main", "colour")
@@ -61,7 +67,7 @@ async def test_storing_under_a_key_again_replaces_the_text_and_keeps_its_creatio
     assert await store.memories.count() == 1
 
 
-async def test_the_index_follows_changes_and_deletions(store: SqliteStore) -> None:
+async def test_the_index_follows_changes_and_deletions(store: Store) -> None:
     await remember(store, "colour", "blue")
     await remember(store, "colour", "green")
 
@@ -72,7 +78,7 @@ async def test_the_index_follows_changes_and_deletions(store: SqliteStore) -> No
     assert not await store.memories.forget("main", "colour")
 
 
-async def test_the_same_key_in_two_namespaces_is_two_memories(store: SqliteStore) -> None:
+async def test_the_same_key_in_two_namespaces_is_two_memories(store: Store) -> None:
     await remember(store, "colour", "main likes blue")
     await remember(store, "colour", "worker likes red", namespace="worker", agent="worker")
 
@@ -85,7 +91,7 @@ async def test_the_same_key_in_two_namespaces_is_two_memories(store: SqliteStore
     assert await found(store, "likes", namespaces=("worker",)) == ["worker:colour"]
 
 
-async def test_the_asking_sessions_memory_ranks_first(store: SqliteStore) -> None:
+async def test_the_asking_sessions_memory_ranks_first(store: Store) -> None:
     await remember(store, "one", "the meeting is on tuesday", session="m:a")
     await remember(store, "two", "the meeting is on tuesday", session="m:b")
 
@@ -93,7 +99,7 @@ async def test_the_asking_sessions_memory_ranks_first(store: SqliteStore) -> Non
     assert await found(store, "meeting tuesday", session="m:b") == ["main:two", "main:one"]
 
 
-async def test_the_asking_agents_memory_ranks_first(store: SqliteStore) -> None:
+async def test_the_asking_agents_memory_ranks_first(store: Store) -> None:
     await remember(store, "deploy", "deploy with make release", namespace="ops", agent="ops")
     await remember(store, "deploy", "deploy with make release", namespace="dev", agent="dev")
 
@@ -107,7 +113,7 @@ async def test_the_asking_agents_memory_ranks_first(store: SqliteStore) -> None:
     ]
 
 
-async def test_a_tag_filter_keeps_only_memories_with_one_of_the_tags(store: SqliteStore) -> None:
+async def test_a_tag_filter_keeps_only_memories_with_one_of_the_tags(store: Store) -> None:
     await remember(store, "colour", "likes blue", tags=("prefs",))
     await remember(store, "sky", "the sky is blue", tags=("facts", "weather"))
     await remember(store, "sea", "the sea is blue")
@@ -120,7 +126,7 @@ async def test_a_tag_filter_keeps_only_memories_with_one_of_the_tags(store: Sqli
 
 
 @pytest.mark.parametrize("query", ["", "   ", "?!", "..."])
-async def test_a_query_without_words_finds_nothing(store: SqliteStore, query: str) -> None:
+async def test_a_query_without_words_finds_nothing(store: Store, query: str) -> None:
     await remember(store, "colour", "blue")
 
     assert await found(store, query) == []
@@ -153,7 +159,7 @@ async def test_a_query_without_words_finds_nothing(store: SqliteStore, query: st
     ],
 )
 async def test_fts_syntax_in_a_query_is_searched_for_as_words_and_never_raises(
-    store: SqliteStore, query: str
+    store: Store, query: str
 ) -> None:
     await remember(store, "colour", "The user's favourite colour is blue")
 
@@ -161,14 +167,14 @@ async def test_fts_syntax_in_a_query_is_searched_for_as_words_and_never_raises(
 
 
 @pytest.mark.parametrize("query", ['"', "*", "()", ")(", ":", "-", "NEAR", "AND OR NOT"])
-async def test_a_query_of_fts_syntax_alone_never_raises(store: SqliteStore, query: str) -> None:
+async def test_a_query_of_fts_syntax_alone_never_raises(store: Store, query: str) -> None:
     await remember(store, "colour", "The user's favourite colour is blue")
 
     assert await found(store, query) == []
 
 
 async def test_words_of_the_syntax_are_found_in_memories_that_hold_them(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     await remember(store, "gate", "wire the NAND and NOT gates near the door")
 
@@ -176,7 +182,7 @@ async def test_words_of_the_syntax_are_found_in_memories_that_hold_them(
 
 
 async def test_a_word_in_very_many_memories_is_left_out_while_rarer_words_remain(
-    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("clawbot.store.memories.FREQUENT", 3)
     for number in range(5):
@@ -188,7 +194,7 @@ async def test_a_word_in_very_many_memories_is_left_out_while_rarer_words_remain
 
 
 async def test_when_every_word_is_frequent_the_newest_memories_holding_it_are_ranked(
-    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("clawbot.store.memories.FREQUENT", 2)
     monkeypatch.setattr("clawbot.store.memories.NEWEST", 3)
@@ -198,7 +204,7 @@ async def test_when_every_word_is_frequent_the_newest_memories_holding_it_are_ra
     assert sorted(await found(store, "project")) == ["main:note-3", "main:note-4", "main:note-5"]
 
 
-async def test_a_search_in_no_namespace_finds_nothing(store: SqliteStore) -> None:
+async def test_a_search_in_no_namespace_finds_nothing(store: Store) -> None:
     await remember(store, "colour", "blue")
 
     assert await found(store, "blue", namespaces=()) == []

@@ -169,9 +169,9 @@ def _home_check(settings: Settings) -> Check:
 
 async def _database_check(settings: Settings) -> Check:
     from clawbot.memory.embeddings import configured_embedder
-    from clawbot.store import open_store
+    from clawbot.store import database_name, open_store
 
-    subject = f"database {settings.db_path}"
+    subject = f"database {database_name(settings)}"
     try:
         store = await open_store(settings, configured_embedder(settings))
     except ClawbotError as exc:

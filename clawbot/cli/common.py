@@ -87,10 +87,18 @@ def adapter_class(name: str) -> type[Adapter]:
 
 
 def serving_lock(settings: Settings, command: str) -> ServingLock:
-    """The lock that makes this the one process serving the home's database."""
+    """The lock that makes this the one process serving the home's database (and, on
+    PostgreSQL, the database itself, which other homes may name too)."""
     from clawbot.cli.serving import ServingLock
+    from clawbot.store import serving_database_lock
 
-    return ServingLock.acquire(settings.db_path, command)
+    lock = ServingLock.acquire(settings.db_path, command)
+    try:
+        lock.also = serving_database_lock(settings, command)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
 def with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:

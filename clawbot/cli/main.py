@@ -12,6 +12,7 @@ from clawbot.cli import (
     audit,
     chat,
     console,
+    db,
     doctor,
     mcp,
     memory,
@@ -57,6 +58,7 @@ app.add_typer(audit.app, name="audit")
 app.add_typer(mcp.app, name="mcp")
 app.add_typer(schedule.app, name="schedule")
 app.command()(usage.usage)
+app.add_typer(db.app, name="db")
 
 
 def main() -> None:

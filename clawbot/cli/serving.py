@@ -20,8 +20,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from clawbot.errors import ClawbotError
+
+if TYPE_CHECKING:
+    from clawbot.store import Releasable
 
 try:
     import fcntl
@@ -63,6 +67,7 @@ class ServingLock:
     def __init__(self, path: Path, fd: int | None) -> None:
         self.path = path
         self._fd = fd
+        self.also: Releasable | None = None  # on PostgreSQL, the database's own lock
 
     @classmethod
     def acquire(cls, database: Path, command: str) -> ServingLock:
@@ -101,6 +106,9 @@ class ServingLock:
     def release(self) -> None:
         """Free the lock. The file stays: deleting it could race a process that is
         taking it."""
+        also, self.also = self.also, None
+        if also is not None:
+            also.release()
         fd, self._fd = self._fd, None
         if fd is not None:
             with contextlib.suppress(OSError):

@@ -34,6 +34,7 @@ from clawbot.errors import ConfigError
 from clawbot.policies import DEFAULT_PROFILE, Autonomy, RiskProfile
 from clawbot.settings.console import ConsoleSettings
 from clawbot.settings.cost import CostSettings
+from clawbot.settings.database import DatabaseSettings
 from clawbot.settings.fallbacks import FallbackSettings
 from clawbot.settings.files import (
     DEFAULT_HOME,
@@ -69,6 +70,7 @@ class Settings(
     ScheduleSettings,
     MediaSettings,
     CostSettings,
+    DatabaseSettings,
 ):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 

@@ -1,8 +1,9 @@
 """Everything that must survive a restart. Core code asks for a :class:`Store` (of
 ``clawbot.store.interface``, its repositories' protocols in ``clawbot.store.protocols``)
 and opens one with :func:`open_store`;
-``SqliteStore`` is the one implementation, on one SQLite file with an intake journal in
-front of it (named outside the store by tests and benchmarks only).
+``SqliteStore`` (one SQLite file with an intake journal in front of it) and
+``PostgresStore`` (``clawbot.store.postgres``, chosen by ``CLAWBOT_DATABASE_URL``) are its
+two implementations, named outside the store by tests and benchmarks only.
 
 Below every stage: it imports the foundation and the records each stage keeps below it
 (``routing.sessions``, ``scheduling.jobs``, ``security.audit``, ``subagents.records``...),
@@ -10,7 +11,14 @@ never a stage's behaviour, ``app``, ``cli`` or ``adapters``. Semantic recall's e
 model is given to :func:`open_store` from above, as the ``Embedder`` protocol of
 ``clawbot.store.protocols.memories``."""
 
-from clawbot.store.backend import open_store
+from clawbot.store.backend import (
+    Releasable,
+    database_name,
+    database_url,
+    open_store,
+    serving_database_lock,
+)
+from clawbot.store.copy import CopyReport, copy_database
 from clawbot.store.ids import new_id
 from clawbot.store.interface import Store
 from clawbot.store.records import (
@@ -19,15 +27,25 @@ from clawbot.store.records import (
     SessionActivity,
     StoredBacklogItem,
 )
+from clawbot.store.schema import SchemaStatus, migrate_url, schema_status
 from clawbot.store.sqlite import SqliteStore
 
 __all__ = [
+    "CopyReport",
     "DeferredContext",
     "JobSummary",
+    "Releasable",
+    "SchemaStatus",
     "SessionActivity",
     "SqliteStore",
     "Store",
     "StoredBacklogItem",
+    "copy_database",
+    "database_name",
+    "database_url",
+    "migrate_url",
     "new_id",
     "open_store",
+    "schema_status",
+    "serving_database_lock",
 ]

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime
 
+from clawbot.errors import StoreError
 from clawbot.routing.pairing import PairingRequest, stamp
-from clawbot.store.database import Database
+from clawbot.store.sql import Connection, SqlDatabase
 
 _PAIRING_COLUMNS = "channel, code, sender_id, sender_name, chat_id, status, created_at, expires_at"
 
@@ -36,10 +36,10 @@ def _request(
     )
 
 
-class SqliteAccess:
+class SqlAccess:
     """Who may talk to the bot without pairing first."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def is_approved_sender(self, channel: str, sender_id: str) -> bool:
@@ -51,10 +51,10 @@ class SqliteAccess:
         return row is not None
 
 
-class SqlitePairing:
+class SqlPairing:
     """Pairing requests: created for unknown senders, decided by the owner."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def request(
@@ -78,7 +78,7 @@ class SqlitePairing:
             " WHERE channel = ? AND sender_id = ? AND status = 'pending'"
         )
 
-        def write(db: sqlite3.Connection) -> PairingRequest | None:
+        def write(db: Connection) -> PairingRequest | None:
             db.execute(
                 "UPDATE pairing_requests SET status = 'expired', decided_at = ?"
                 " WHERE status = 'pending' AND expires_at <= ?",
@@ -88,29 +88,37 @@ class SqlitePairing:
                 row = db.execute(select, (channel, sender_id)).fetchone()
                 if row is not None:
                     return _request(*row)
-                try:
-                    inserted = db.execute(
-                        "INSERT INTO pairing_requests (channel, code, sender_id, sender_name,"
-                        " chat_id, status, created_at, expires_at)"
-                        " SELECT ?, ?, ?, ?, ?, 'pending', ?, ? WHERE (SELECT count(*) FROM"
-                        " pairing_requests WHERE channel = ? AND status = 'pending') < ?",
-                        (
-                            channel,
-                            new_code(),
-                            sender_id,
-                            sender_name,
-                            chat_id,
-                            at,
-                            stamp(expires_at),
-                            channel,
-                            max_pending,
-                        ),
-                    )
-                except sqlite3.IntegrityError:
-                    continue  # the code is taken on this channel: draw another
-                if inserted.rowcount != 1:
+                # ON CONFLICT rather than catching a unique violation: on PostgreSQL
+                # that would abort the whole transaction.
+                inserted = db.execute(
+                    "INSERT INTO pairing_requests (channel, code, sender_id, sender_name,"
+                    " chat_id, status, created_at, expires_at)"
+                    " SELECT ?, ?, ?, ?, ?, 'pending', ?, ? WHERE (SELECT count(*) FROM"
+                    " pairing_requests WHERE channel = ? AND status = 'pending') < ?"
+                    " ON CONFLICT DO NOTHING",
+                    (
+                        channel,
+                        new_code(),
+                        sender_id,
+                        sender_name,
+                        chat_id,
+                        at,
+                        stamp(expires_at),
+                        channel,
+                        max_pending,
+                    ),
+                )
+                if inserted.rowcount == 1:
+                    continue  # read back by the select above
+                (waiting,) = db.execute(
+                    "SELECT count(*) FROM pairing_requests WHERE channel = ?"
+                    " AND status = 'pending'",
+                    (channel,),
+                ).fetchone()
+                if waiting >= max_pending:
                     return None
-            raise sqlite3.DatabaseError("could not draw an unused pairing code")
+                # otherwise the code is taken on this channel: draw another
+            raise StoreError("could not draw an unused pairing code", hint="try again")
 
         return await self._database.transaction(write)
 
@@ -135,7 +143,7 @@ class SqlitePairing:
         transaction; False when there was no such request."""
         at = stamp(now)
 
-        def write(db: sqlite3.Connection) -> bool:
+        def write(db: Connection) -> bool:
             changed = db.execute(
                 "UPDATE pairing_requests SET status = ?, decided_at = ?"
                 " WHERE channel = ? AND code = ? AND status = 'pending' AND expires_at > ?",
@@ -145,9 +153,12 @@ class SqlitePairing:
                 return False
             if approve:
                 db.execute(
-                    "INSERT OR REPLACE INTO approved_senders (channel, sender_id, sender_name,"
+                    "INSERT INTO approved_senders (channel, sender_id, sender_name,"
                     " approved_at, code) SELECT channel, sender_id, sender_name, ?, code"
-                    " FROM pairing_requests WHERE channel = ? AND code = ?",
+                    " FROM pairing_requests WHERE channel = ? AND code = ?"
+                    " ON CONFLICT (channel, sender_id) DO UPDATE SET"
+                    " sender_name = excluded.sender_name, approved_at = excluded.approved_at,"
+                    " code = excluded.code",
                     (at, channel, code),
                 )
             return True

@@ -6,14 +6,14 @@ from __future__ import annotations
 import builtins
 
 from clawbot.agents.profiles import AgentRecord, AgentSpec
-from clawbot.store.database import Database
 from clawbot.store.rows import now
+from clawbot.store.sql import SqlDatabase
 
 
-class SqliteAgents:
+class SqlAgents:
     """The stored agent profiles."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def list(self) -> builtins.list[AgentRecord]:

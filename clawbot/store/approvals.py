@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -18,7 +17,7 @@ from clawbot.security.approval_records import (
     OpenedRequest,
 )
 from clawbot.security.paused_rounds import PausedRound
-from clawbot.store.database import Database
+from clawbot.store.sql import Connection, SqlDatabase
 
 _REQUEST_COLUMNS = (
     "id, call_key, session_key, root_key, turn_id, trace_id, tool, resource, risk, chain, summary,"
@@ -92,8 +91,8 @@ def _grant(row: Sequence[Any]) -> Grant:
     )
 
 
-class SqliteApprovals:
-    def __init__(self, database: Database) -> None:
+class SqlApprovals:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def open_request(
@@ -105,7 +104,7 @@ class SqliteApprovals:
         another."""
         round_json = redactor.redact(paused.to_json()) if paused is not None else None
 
-        def upsert(db: sqlite3.Connection) -> OpenedRequest | None:
+        def upsert(db: Connection) -> OpenedRequest | None:
             cursor = db.execute(
                 f"INSERT OR IGNORE INTO approvals ({_REQUEST_COLUMNS}, round_json) VALUES"
                 " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

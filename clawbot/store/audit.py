@@ -4,13 +4,12 @@ it ends, with group commit (a round's calls share commits)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
 from clawbot.security.audit import AuditKind, AuditRecord, AuditStatus
-from clawbot.store.database import Database
+from clawbot.store.sql import Connection, SqlDatabase
 
 _COLUMNS = (
     "id, kind, trace_id, task_id, run_id, step_id, session_key, agent_id, tool,"
@@ -72,8 +71,8 @@ def _record(row: Sequence[Any]) -> AuditRecord:
     )
 
 
-class SqliteAuditLog:
-    def __init__(self, database: Database) -> None:
+class SqlAuditLog:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def started(self, record: AuditRecord) -> int:
@@ -97,7 +96,7 @@ class SqliteAuditLog:
             record.error,
         )
 
-        def insert(db: sqlite3.Connection) -> int:
+        def insert(db: Connection) -> int:
             row_id = db.execute(_INSERT, params).lastrowid
             assert row_id is not None
             return row_id

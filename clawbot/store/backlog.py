@@ -4,20 +4,19 @@ ends (kind ``context``, no job)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from clawbot.messages import TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.scheduling.backlog import BacklogItem
-from clawbot.store.database import Database
 from clawbot.store.ledger import first_delivery, ledger_row
 from clawbot.store.records import DeferredContext, StoredBacklogItem
 from clawbot.store.rows import INSERT_MESSAGE, marks, message_row, now
+from clawbot.store.sql import Connection, SqlDatabase
 
 
-def insert_backlog(db: sqlite3.Connection, key: str, item: BacklogItem, stamp: str) -> None:
+def insert_backlog(db: Connection, key: str, item: BacklogItem, stamp: str) -> None:
     db.execute(
         "INSERT INTO backlog (session_key, job_id, kind, payload_json, created_at)"
         " VALUES (?, ?, ?, ?, ?)",
@@ -25,16 +24,16 @@ def insert_backlog(db: sqlite3.Connection, key: str, item: BacklogItem, stamp: s
     )
 
 
-def drain_backlog(db: sqlite3.Connection, job_ids: Sequence[str]) -> None:
+def drain_backlog(db: Connection, job_ids: Sequence[str]) -> None:
     """Delete the backlog rows of these jobs (they started, or ended)."""
     ids = list(job_ids)
     db.execute(f"DELETE FROM backlog WHERE job_id IN ({marks(ids)})", ids)
 
 
-class SqliteBacklog:
+class SqlBacklog:
     """The stored backlog: what a restart picks up again."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def items(self, session_key: str | None = None) -> list[StoredBacklogItem]:
@@ -58,7 +57,7 @@ class SqliteBacklog:
         turn ends, durably; its row id, or None for a redelivered message."""
         stamp = now()
 
-        def defer(db: sqlite3.Connection) -> int | None:
+        def defer(db: Connection) -> int | None:
             if dedup_id is not None and not first_delivery(
                 db, ledger_row(session, dedup_id, stamp)
             ):
@@ -78,7 +77,7 @@ class SqliteBacklog:
         ids = list(rows)
         values = [message_row(session.key, session.epoch, e) for e in entries]
 
-        def record(db: sqlite3.Connection) -> None:
+        def record(db: Connection) -> None:
             db.executemany(INSERT_MESSAGE, values)
             db.execute(f"DELETE FROM backlog WHERE id IN ({marks(ids)})", ids)
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import builtins
-import sqlite3
 from datetime import datetime
 
-from clawbot.store.database import Database
 from clawbot.store.records import ConsoleLogin, SessionOverview
+from clawbot.store.sql import Connection, SqlDatabase
 
 
 def _like(text: str) -> str:
@@ -16,10 +15,10 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-class SqliteConsole:
+class SqlConsole:
     """See :class:`clawbot.store.protocols.console.Console`."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def set_token(self, token_hash: str, at: datetime) -> None:
@@ -42,7 +41,7 @@ class SqliteConsole:
     async def open_login(
         self, session_hash: str, csrf_token: str, at: datetime, expires_at: datetime
     ) -> None:
-        def write(db: sqlite3.Connection) -> None:
+        def write(db: Connection) -> None:
             db.execute("DELETE FROM console_logins WHERE expires_at < ?", (at.isoformat(),))
             db.execute(
                 "INSERT INTO console_logins (session_hash, csrf_token, created_at, expires_at)"

@@ -6,7 +6,6 @@ into the parent, which is what makes it exactly once across crashes."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +15,6 @@ from clawbot.routing.sessions import Session
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import TurnJob
 from clawbot.store.backlog import insert_backlog
-from clawbot.store.database import Database
 from clawbot.store.rows import (
     INSERT_JOB,
     INSERT_MESSAGE,
@@ -26,6 +24,7 @@ from clawbot.store.rows import (
     message_row,
     now,
 )
+from clawbot.store.sql import Connection, SqlDatabase
 from clawbot.subagents.records import ChildRun, InjectionWrite
 
 _FINISHED = "('done', 'failed', 'cancelled')"
@@ -59,10 +58,10 @@ def _run(row: Sequence[Any]) -> ChildRun:
     )
 
 
-class SqliteInjections:
+class SqlInjections:
     """Injections and the announces they owe."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def submit(
@@ -96,7 +95,7 @@ class SqliteInjections:
         )
         message = message_row(session.key, session.epoch, entry) if entry is not None else None
 
-        def submit(db: sqlite3.Connection) -> bool:
+        def submit(db: Connection) -> bool:
             seen = db.execute("SELECT 1 FROM injections WHERE key = ?", (injection.key,))
             if seen.fetchone() is not None:
                 return False

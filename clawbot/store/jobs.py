@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -22,7 +21,6 @@ from clawbot.runtime.usage import cost_usd_of, tokens_of
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import JobStatus, TurnJob
 from clawbot.store.backlog import drain_backlog, insert_backlog
-from clawbot.store.database import Database
 from clawbot.store.intake import PendingIntakes
 from clawbot.store.journal import Intake
 from clawbot.store.ledger import first_delivery, ledger_row, store_intake
@@ -38,6 +36,7 @@ from clawbot.store.rows import (
     message_row,
     now,
 )
+from clawbot.store.sql import Connection, SqlDatabase
 
 _JOB_COLUMNS = (
     "id, session_key, lane, status, attempts, owner, lease_until, merged_into, reply_to,"
@@ -91,7 +90,7 @@ def _job(
     )
 
 
-def _check_owner(db: sqlite3.Connection, job_id: str, owner: str) -> None:
+def _check_owner(db: Connection, job_id: str, owner: str) -> None:
     """Fencing: a job another process has claimed is no longer ours to write."""
     row = db.execute("SELECT owner FROM turn_jobs WHERE id = ?", (job_id,)).fetchone()
     if row is None:
@@ -101,10 +100,12 @@ def _check_owner(db: sqlite3.Connection, job_id: str, owner: str) -> None:
         raise LeaseLostError(f"job {job_id} is now run by {current}")
 
 
-class SqliteJobs:
+class SqlJobs:
     """Jobs and their leases, owned by this process as ``owner``."""
 
-    def __init__(self, database: Database, intakes: PendingIntakes, *, owner: str) -> None:
+    def __init__(
+        self, database: SqlDatabase, intakes: PendingIntakes | None, *, owner: str
+    ) -> None:
         self._database = database
         self._intakes = intakes
         self._owner = owner
@@ -149,13 +150,13 @@ class SqliteJobs:
             intake = Intake(
                 ledger, message_row(session.key, session.epoch, entry), job_row, tuple(replied)
             )
-            if self._intakes.free():
+            if self._intakes is not None and self._intakes.free():
                 accepted = self._intakes.accept(intake)
                 if accepted is not None:
                     return accepted
             return await self._database.grouped(functools.partial(store_intake, intake=intake))
 
-        def submit(db: sqlite3.Connection) -> bool:
+        def submit(db: Connection) -> bool:
             if ledger is not None and not first_delivery(db, ledger):
                 return False
             db.execute(INSERT_JOB, (*job_row, None, None, None, None, 0))
@@ -185,7 +186,7 @@ class SqliteJobs:
         if carried:
             self._runners.add(job_id)
 
-        def start(db: sqlite3.Connection) -> None:
+        def start(db: Connection) -> None:
             drain_backlog(db, [job_id, *carried])
             input_id = None
             for entry in entries:
@@ -201,7 +202,8 @@ class SqliteJobs:
                 )
             db.execute(
                 "UPDATE turn_jobs SET status = 'running', owner = ?, lease_until = ?,"
-                " attempts = max(attempts, 1), started_at = ?, updated_at = ?,"
+                " attempts = CASE WHEN attempts > 1 THEN attempts ELSE 1 END,"
+                " started_at = ?, updated_at = ?,"
                 " input_message_id = coalesce(?, input_message_id) WHERE id = ?",
                 (owner, lease, stamp, stamp, input_id, job_id),
             )
@@ -216,7 +218,7 @@ class SqliteJobs:
         owner = self._owner
         self._runners.add(job.id)  # its first owner may have merged jobs into it
 
-        def claim(db: sqlite3.Connection) -> bool:
+        def claim(db: Connection) -> bool:
             cursor = db.execute(
                 "UPDATE turn_jobs SET status = 'running', owner = ?, lease_until = ?,"
                 " attempts = attempts + 1, started_at = ?, updated_at = ?"
@@ -233,7 +235,7 @@ class SqliteJobs:
         stamp = now()
         owner = self._owner
 
-        def requeue(db: sqlite3.Connection) -> None:
+        def requeue(db: Connection) -> None:
             _check_owner(db, job_id, owner)
             cursor = db.execute(
                 "UPDATE turn_jobs SET status = 'queued', owner = NULL, lease_until = NULL,"
@@ -267,7 +269,7 @@ class SqliteJobs:
         ids = list(job_ids)
         owner = self._owner
 
-        def close(db: sqlite3.Connection) -> None:
+        def close(db: Connection) -> None:
             db.execute(
                 f"UPDATE turn_jobs SET status = ?, error = ?, owner = ?, updated_at = ?,"
                 f" finished_at = ?, replied = CASE WHEN id IS ? THEN 0 ELSE 1 END"
@@ -286,7 +288,7 @@ class SqliteJobs:
         ids = list(job_ids)
         owner = self._owner
 
-        def renew(db: sqlite3.Connection) -> None:
+        def renew(db: Connection) -> None:
             db.execute(
                 f"UPDATE turn_jobs SET lease_until = ? WHERE owner = ? AND id IN ({marks(ids)})",
                 (_iso(until), owner, *ids),
@@ -318,12 +320,17 @@ class SqliteJobs:
         it), atomically. Raises LeaseLostError when another process took the job over."""
         rows = [message_row(session.key, session.epoch, e) for e in entries]
         stamp = now()
-        if self._intakes.free() and self._intakes.finish(job_id, rows, status, error, stamp):
+        intakes = self._intakes
+        if (
+            intakes is not None
+            and intakes.free()
+            and intakes.finish(job_id, rows, status, error, stamp)
+        ):
             return
         runner = job_id in self._runners
         owner = self._owner
 
-        def finish(db: sqlite3.Connection) -> None:
+        def finish(db: Connection) -> None:
             # The rows go in first so the job can point at its final answer; a fenced-off
             # finish below raises, and the transaction takes them back out.
             answer = insert_messages(db, rows)

@@ -5,14 +5,12 @@ written, since the ledger decides whether they are written at all."""
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime, timedelta
 
 from clawbot.channels.interface import ChatCursor
 from clawbot.routing.sessions import Session
-from clawbot.store.database import Database
 from clawbot.store.journal import Intake
 from clawbot.store.rows import (
     INSERT_JOB,
@@ -23,6 +21,7 @@ from clawbot.store.rows import (
     insert_messages,
     mark_replied,
 )
+from clawbot.store.sql import Connection, SqlDatabase
 
 SELECT_SEEN = "SELECT 1 FROM inbound_seen WHERE channel = ? AND chat_id = ? AND message_id = ?"
 """Whether the ledger holds a key: a platform message already taken."""
@@ -34,13 +33,13 @@ def ledger_row(session: Session, message_id: str, now: str) -> LedgerRow:
     return LedgerRow(session.channel, session.chat_id, message_id, session.key, now)
 
 
-def first_delivery(db: sqlite3.Connection, row: LedgerRow) -> bool:
+def first_delivery(db: Connection, row: LedgerRow) -> bool:
     """Record a platform message id in the dedup ledger; False when it was seen before."""
     return db.execute(INSERT_SEEN, row).rowcount == 1
 
 
 def store_intake(
-    db: sqlite3.Connection,
+    db: Connection,
     intake: Intake,
     *,
     dedup: bool = True,
@@ -93,9 +92,7 @@ def store_intake(
     return True
 
 
-def replay(
-    db: sqlite3.Connection, intakes: Sequence[Intake], replied: Sequence[str] = ()
-) -> list[Intake]:
+def replay(db: Connection, intakes: Sequence[Intake], replied: Sequence[str] = ()) -> list[Intake]:
     """Write the journalled intakes the database lacks (a job row says it has one) and the
     reply marks the journal noted; the intakes written."""
     added = []
@@ -112,10 +109,10 @@ def _where(conditions: Sequence[str]) -> str:
     return f" WHERE {' AND '.join(conditions)}" if conditions else ""
 
 
-class SqliteLedger:
+class SqlLedger:
     """The dedup ledger's upkeep, and what it tells about recent chats."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def forget_older_than(self, older_than: timedelta, *, chunk: int = 5000) -> int:
@@ -129,7 +126,7 @@ class SqliteLedger:
         stalling the event loop."""
         cutoff = (datetime.now(UTC) - older_than).isoformat()
 
-        def forget(db: sqlite3.Connection, after: LedgerKey | None) -> tuple[int, LedgerKey | None]:
+        def forget(db: Connection, after: LedgerKey | None) -> tuple[int, LedgerKey | None]:
             """Forget the old ids among the next ``chunk`` keys after ``after``; how many,
             and the last key of that window (None: the walk reached the end)."""
             window, params = ([_AFTER_KEY], list(after)) if after is not None else ([], [])

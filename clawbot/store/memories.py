@@ -13,7 +13,7 @@ while rarer ones remain (bm25 gives such a word next to no weight anyway); at mo
 ``NEWEST`` memories holding the rarest one are ranked. Counting a word's memories stops at
 ``FREQUENT``, so that count is cheap too.
 
-With an embedding model set (:meth:`SqliteMemories.use_embeddings`), a search is hybrid: the
+With an embedding model set (:meth:`SqlMemories.use_embeddings`), a search is hybrid: the
 best matches by words and the nearest by meaning (``clawbot.store.memory_vectors``) are
 blended into one score (``clawbot.memory.ranking``), the boost applied after."""
 
@@ -22,8 +22,7 @@ from __future__ import annotations
 import builtins
 import json
 import re
-import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -31,10 +30,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from clawbot.memory.ranking import Candidate, blend, coverage
 from clawbot.memory.records import Memory, MemoryHit, MemoryQuery
 from clawbot.redaction import redactor
-from clawbot.store.database import Database
 from clawbot.store.memory_vectors import SemanticIndex, VectorMatrix, read_state
 from clawbot.store.protocols.memories import Embedder
 from clawbot.store.rows import now
+from clawbot.store.sql import Connection, SqlDatabase
 
 if TYPE_CHECKING:
     from clawbot.store.protocols.memories import Vectors
@@ -56,7 +55,7 @@ AGENT_BOOST = 0.25
 # bm25 weights of the columns key, text, tags: a word in the key or a tag says more.
 _BM25 = "bm25(memories_fts, 3.0, 1.0, 2.0)"
 _BOOST = f"(1.0 + {SESSION_BOOST} * (m.session_key = ?) + {AGENT_BOOST} * (m.agent_id = ?))"
-_COLUMNS = (
+COLUMNS = (
     "m.namespace, m.key, m.text, m.tags, m.session_key, m.agent_id, m.created_at, m.updated_at,"
     " m.id"
 )
@@ -92,7 +91,7 @@ def _any_of(words: Sequence[str]) -> str:
 
 
 class MemoryRow(NamedTuple):
-    """One memory as ``_COLUMNS`` selects it."""
+    """One memory as ``COLUMNS`` selects it."""
 
     namespace: str
     key: str
@@ -125,8 +124,13 @@ class Match(NamedTuple):
     score: float
 
 
-def _match(*columns: Any) -> Match:
-    """The ``Match`` of a row of ``_COLUMNS`` and its score."""
+TextSearch = Callable[[Connection, MemoryQuery, Sequence[str]], "list[Match]"]
+"""A backend's full-text search: the best matches of a query's words (SQLite's FTS5 here,
+PostgreSQL's in ``clawbot.store.postgres.search``), their ``score`` lower for better."""
+
+
+def as_match(*columns: Any) -> Match:
+    """The ``Match`` of a row of ``COLUMNS`` and its score."""
     *memory, score = columns
     return Match(MemoryRow(*memory), float(score))
 
@@ -157,12 +161,12 @@ def _row(memory: Memory) -> MemoryWrite:
     )
 
 
-def _within(namespaces: Sequence[str] | None, tags: Sequence[str]) -> tuple[str, list[str]]:
+def within(namespaces: Sequence[str] | None, tags: Sequence[str]) -> tuple[str, list[str]]:
     """The SQL conditions (and their parameters) for a namespace and tag filter."""
     sql = ""
     params: list[str] = []
     if namespaces is not None and not namespaces:
-        sql += " AND 0"  # no namespace to look in: nothing, and never `IN ()`
+        sql += " AND 1 = 0"  # no namespace to look in: nothing, and never `IN ()`
     elif namespaces is not None:
         sql += f" AND m.namespace IN ({', '.join('?' * len(namespaces))})"
         params += namespaces
@@ -172,9 +176,10 @@ def _within(namespaces: Sequence[str] | None, tags: Sequence[str]) -> tuple[str,
     return sql, params
 
 
-def _search(db: sqlite3.Connection, query: MemoryQuery, words: Sequence[str]) -> list[Match]:
-    """The best matches: the words counted (up to ``FREQUENT`` each), the
-    rarest searched, bm25's best re-ranked by the session and agent boost."""
+def fts5_search(db: Connection, query: MemoryQuery, words: Sequence[str]) -> list[Match]:
+    """SQLite's full-text search (FTS5, bm25). The best matches: the words counted (up to
+    ``FREQUENT`` each), the rarest searched, bm25's best re-ranked by the session and agent
+    boost."""
     counted = db.execute(
         "SELECT w.value, (SELECT count(*) FROM (SELECT rowid FROM memories_fts"
         " WHERE memories_fts MATCH '\"' || w.value || '\"' LIMIT ?)) AS found"
@@ -198,12 +203,12 @@ def _search(db: sqlite3.Connection, query: MemoryQuery, words: Sequence[str]) ->
         if oldest is not None:
             (oldest_rowid,) = oldest
             newest, bound = " AND memories_fts.rowid >= ?", (oldest_rowid,)
-    where, filters = _within(query.namespaces, query.tags)
+    where, filters = within(query.namespaces, query.tags)
     match = (_any_of(terms), *bound)
     boost = (query.session_key, query.agent_id)
     best = max(query.limit * 10, TOP)
     rows = db.execute(
-        f"SELECT {_COLUMNS}, f.rank * {_BOOST} AS score FROM (SELECT rowid, {_BM25} AS rank"
+        f"SELECT {COLUMNS}, f.rank * {_BOOST} AS score FROM (SELECT rowid, {_BM25} AS rank"
         f" FROM memories_fts WHERE memories_fts MATCH ?{newest} ORDER BY rank LIMIT ?) f"
         f" JOIN memories m ON m.id = f.rowid WHERE 1 = 1{where} ORDER BY score LIMIT ?",
         (*boost, *match, best, *filters, query.limit),
@@ -211,15 +216,15 @@ def _search(db: sqlite3.Connection, query: MemoryQuery, words: Sequence[str]) ->
     if len(rows) < query.limit and where:
         # bm25's best were mostly outside the filter: rank every match within it
         rows = db.execute(
-            f"SELECT {_COLUMNS}, {_BM25} * {_BOOST} AS score"
+            f"SELECT {COLUMNS}, {_BM25} * {_BOOST} AS score"
             " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
             f" WHERE memories_fts MATCH ?{newest}{where} ORDER BY score LIMIT ?",
             (*boost, *match, *filters, query.limit),
         ).fetchall()
-    return [_match(*row) for row in rows]
+    return [as_match(*row) for row in rows]
 
 
-def _boost(row: MemoryRow, query: MemoryQuery) -> float:
+def boost(row: MemoryRow, query: MemoryQuery) -> float:
     """The session and agent factor of a row, as ``_BOOST`` computes it in SQL."""
     session = SESSION_BOOST if row.session_key == query.session_key else 0.0
     agent = AGENT_BOOST if row.agent_id == query.agent_id else 0.0
@@ -227,27 +232,28 @@ def _boost(row: MemoryRow, query: MemoryQuery) -> float:
 
 
 def _hybrid(
-    db: sqlite3.Connection,
+    db: Connection,
     query: MemoryQuery,
     words: Sequence[str],
     vector: Vectors,
     matrix: VectorMatrix,
     check: bool,
+    search: TextSearch,
 ) -> list[MemoryHit] | None:
     """The best matches by the blend of bm25 and meaning (``clawbot.memory.ranking``);
     None when ``check`` finds another process changed the vectors."""
     if check and read_state(db) != matrix.state:
         return None
     wanted = max(query.limit * 2, 10)
-    by_words = _search(db, replace(query, limit=wanted), words) if words else []
+    by_words = search(db, replace(query, limit=wanted), words) if words else []
     rows = {m.row.id: m.row for m in by_words}
-    bm25 = {m.row.id: -m.score / _boost(m.row, query) for m in by_words}
+    bm25 = {m.row.id: -m.score / boost(m.row, query) for m in by_words}
     near = matrix.nearest(vector, query.namespaces, wanted)
     others = [n.memory_id for n in near if n.memory_id not in rows]
     if others:
-        where, filters = _within(query.namespaces, query.tags)
+        where, filters = within(query.namespaces, query.tags)
         found = db.execute(
-            f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(others))})"
+            f"SELECT {COLUMNS} FROM memories m WHERE m.id IN ({', '.join('?' * len(others))})"
             f"{where}",
             (*others, *filters),
         ).fetchall()
@@ -265,19 +271,20 @@ def _hybrid(
                 bm25=bm25.get(memory_id, 0.0),
                 coverage=held,
                 similarity=similarity.get(memory_id, 0.0),
-                boost=_boost(row, query),
+                boost=boost(row, query),
             )
         )
     ranked = blend(candidates, query.limit)
     return [MemoryHit(memory=rows[r.memory_id].memory(), score=r.score) for r in ranked]
 
 
-class SqliteMemories:
+class SqlMemories:
     """The memories of every agent, their full-text index and, when an embedding model is
     set (:meth:`use_embeddings`), their vectors for semantic recall."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase, search: TextSearch) -> None:
         self._database = database
+        self._search = search
         self._semantic: SemanticIndex | None = None
 
     def use_embeddings(self, embedder: Embedder | None) -> None:
@@ -323,11 +330,11 @@ class SqliteMemories:
             found = await semantic.vectors([(key, text)])
             vectors = found[0] if found else None
 
-        def upsert(db: sqlite3.Connection) -> Memory:
+        def upsert(db: Connection) -> Memory:
             before = read_state(db) if semantic is not None else None
             db.execute(_UPSERT, params)
             row = db.execute(
-                f"SELECT {_COLUMNS} FROM memories m WHERE m.namespace = ? AND m.key = ?",
+                f"SELECT {COLUMNS} FROM memories m WHERE m.namespace = ? AND m.key = ?",
                 (namespace, key),
             ).fetchone()
             stored = MemoryRow(*row)
@@ -351,7 +358,7 @@ class SqliteMemories:
         if semantic is not None and rows and await semantic.ready():
             vectors = await semantic.vectors([(row.key, row.text) for row in rows])
 
-        def write(db: sqlite3.Connection) -> int:
+        def write(db: Connection) -> int:
             db.executemany(_RESTORE, rows)
             if semantic is not None:
                 for row, found in zip(rows, vectors or (), strict=False):
@@ -367,7 +374,7 @@ class SqliteMemories:
 
     async def get(self, namespace: str, key: str) -> Memory | None:
         row = await self._database.fetchone(
-            f"SELECT {_COLUMNS} FROM memories m WHERE m.namespace = ? AND m.key = ?",
+            f"SELECT {COLUMNS} FROM memories m WHERE m.namespace = ? AND m.key = ?",
             (namespace, key),
             small=True,
             flush=False,
@@ -383,7 +390,7 @@ class SqliteMemories:
             )
             return deleted > 0
 
-        def delete(db: sqlite3.Connection) -> bool:
+        def delete(db: Connection) -> bool:
             before = read_state(db)
             row = db.execute(
                 "DELETE FROM memories WHERE namespace = ? AND key = ? RETURNING id",
@@ -408,7 +415,8 @@ class SqliteMemories:
                 return hits
         if not words or query.limit < 1:
             return []
-        found = await self._database.read(lambda db: _search(db, query, words), flush=False)
+        search = self._search
+        found = await self._database.read(lambda db: search(db, query, words), flush=False)
         return [MemoryHit(memory=m.row.memory(), score=-m.score) for m in found]
 
     async def _hybrid_search(
@@ -424,8 +432,8 @@ class SqliteMemories:
         for check in (True, False):  # another process wrote: load its vectors, once
             seen = semantic.matrix.state
 
-            def rank(db: sqlite3.Connection, check: bool = check) -> list[MemoryHit] | None:
-                return _hybrid(db, query, words, vector, semantic.matrix, check)
+            def rank(db: Connection, check: bool = check) -> list[MemoryHit] | None:
+                return _hybrid(db, query, words, vector, semantic.matrix, check, self._search)
 
             ranked = await self._database.read(rank, flush=False)
             if ranked is not None:
@@ -439,9 +447,9 @@ class SqliteMemories:
         self, session_key: str, namespaces: Sequence[str] | None, limit: int
     ) -> builtins.list[Memory]:
         """The memories last written in one session, newest first."""
-        where, params = _within(namespaces, ())
+        where, params = within(namespaces, ())
         rows = await self._database.fetchall(
-            f"SELECT {_COLUMNS} FROM memories m WHERE m.session_key = ?{where}"
+            f"SELECT {COLUMNS} FROM memories m WHERE m.session_key = ?{where}"
             " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?",
             (session_key, *params, limit),
             flush=False,
@@ -450,9 +458,9 @@ class SqliteMemories:
 
     async def list(self, namespace: str | None = None) -> builtins.list[Memory]:
         """Every memory (of one namespace when given), by namespace and key."""
-        where, params = _within((namespace,) if namespace is not None else None, ())
+        where, params = within((namespace,) if namespace is not None else None, ())
         rows = await self._database.fetchall(
-            f"SELECT {_COLUMNS} FROM memories m WHERE 1 = 1{where} ORDER BY m.namespace, m.key",
+            f"SELECT {COLUMNS} FROM memories m WHERE 1 = 1{where} ORDER BY m.namespace, m.key",
             params,
             flush=False,
         )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,8 +24,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clawbot.errors import ClawbotError
 from clawbot.memory.chunks import embedded_texts
-from clawbot.store.database import Database
 from clawbot.store.protocols.memories import Embedder
+from clawbot.store.sql import Connection, SqlDatabase
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,7 +83,7 @@ class _Place(NamedTuple):
     rows: list[int]
 
 
-def read_state(db: sqlite3.Connection) -> State:
+def read_state(db: Connection) -> State:
     version, newest = db.execute(_STATE).fetchone()
     return State(int(version), int(newest))
 
@@ -266,7 +265,7 @@ class VectorMatrix:
 class SemanticIndex:
     """An embedder and the matrix of the memories' vectors, kept in step with the store."""
 
-    def __init__(self, database: Database, embedder: Embedder) -> None:
+    def __init__(self, database: SqlDatabase, embedder: Embedder) -> None:
         self.database = database
         self.embedder = embedder
         self.matrix = VectorMatrix()
@@ -316,7 +315,7 @@ class SemanticIndex:
             start += len(pieces)
         return found
 
-    def store(self, db: sqlite3.Connection, memory_id: int, vectors: Vectors) -> None:
+    def store(self, db: Connection, memory_id: int, vectors: Vectors) -> None:
         """Write one memory's vectors (replacing any), inside the caller's transaction."""
         db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
         db.executemany(
@@ -376,7 +375,7 @@ class SemanticIndex:
                 break
 
             def write(
-                db: sqlite3.Connection,
+                db: Connection,
                 found: list[Vectors] = vectors,
                 items: list[_Unembedded] = items,
             ) -> int:
@@ -394,7 +393,7 @@ class SemanticIndex:
             embedded += await self.database.transaction(write, background=True)
         return embedded
 
-    def _read_all(self, db: sqlite3.Connection) -> tuple[State, list[Any]]:
+    def _read_all(self, db: Connection) -> tuple[State, list[Any]]:
         rows = db.execute(
             "SELECT v.memory_id, m.namespace, v.vector FROM memory_vectors v"
             " JOIN memories m ON m.id = v.memory_id WHERE v.model = ? ORDER BY v.id",

@@ -6,7 +6,6 @@ journal replay and the intake path all write them."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -15,6 +14,7 @@ from pydantic import TypeAdapter
 
 from clawbot.messages import ContentBlock, Provenance, TranscriptEntry
 from clawbot.redaction import redactor
+from clawbot.store.sql import Connection
 
 blocks = TypeAdapter(tuple[ContentBlock, ...])
 """Reads and writes a transcript row's ``content_json``."""
@@ -84,7 +84,7 @@ def message_row(key: str, epoch: int, entry: TranscriptEntry) -> MessageRow:
     )
 
 
-def insert_messages(db: sqlite3.Connection, rows: Sequence[MessageRow]) -> int | None:
+def insert_messages(db: Connection, rows: Sequence[MessageRow]) -> int | None:
     """Insert a turn's transcript rows in order; the row id of its answer (the last
     assistant row), if any."""
     answer = None
@@ -126,7 +126,7 @@ def marks(values: Sequence[object]) -> str:
     return ", ".join("?" * len(values))
 
 
-def mark_replied(db: sqlite3.Connection, job_ids: Sequence[str]) -> None:
+def mark_replied(db: Connection, job_ids: Sequence[str]) -> None:
     """Mark jobs whose replies went out (these marks ride along with an intake's rows)."""
     if job_ids:
         ids = list(job_ids)

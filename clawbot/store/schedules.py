@@ -5,14 +5,13 @@ outcomes counted (a task that keeps failing is paused)."""
 from __future__ import annotations
 
 import builtins
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from clawbot.schedules.records import ScheduledTask
-from clawbot.store.database import Database
 from clawbot.store.rows import now
+from clawbot.store.sql import Connection, SqlDatabase
 
 _COLUMNS = (
     "id, session_key, agent_id, kind, spec, tz, prompt, status, next_run, created_by, mode,"
@@ -68,10 +67,10 @@ def _task(row: Sequence[Any]) -> ScheduledTask:
     )
 
 
-class SqliteSchedules:
+class SqlSchedules:
     """The scheduled tasks."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def create(self, task: ScheduledTask, *, cap: int) -> bool:
@@ -79,7 +78,7 @@ class SqliteSchedules:
         paused): counted and inserted in one transaction, so two at once cannot pass it."""
         written = now()
 
-        def create(db: sqlite3.Connection) -> bool:
+        def create(db: Connection) -> bool:
             (held,) = db.execute(
                 f"SELECT count(*) FROM scheduled_tasks WHERE session_key = ? AND {_LIVE}",
                 (task.session_key,),
@@ -132,7 +131,7 @@ class SqliteSchedules:
         """Cancel a live task (of ``session_key`` only, when given); the task as it was, or
         None when there is no such live task."""
 
-        def cancel(db: sqlite3.Connection) -> ScheduledTask | None:
+        def cancel(db: Connection) -> ScheduledTask | None:
             row = db.execute(
                 f"SELECT {_COLUMNS} FROM scheduled_tasks WHERE id = ? AND {_LIVE}", (task_id,)
             ).fetchone()
@@ -201,7 +200,7 @@ class SqliteSchedules:
         consecutive failures, a success clears them; at ``pause_after`` failures an active
         task is paused. The task as it now is, or None when this outcome was counted before."""
 
-        def settle(db: sqlite3.Connection) -> ScheduledTask | None:
+        def settle(db: Connection) -> ScheduledTask | None:
             which = "last_job = ?" if job_id is not None else "? IS NULL"
             changed = db.execute(
                 "UPDATE scheduled_tasks SET last_job = NULL,"

@@ -5,7 +5,6 @@ appended to; ``/new`` starts a new epoch instead of deleting history, and a comp
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -13,10 +12,10 @@ from typing import Any
 from clawbot.messages import Provenance, TranscriptEntry
 from clawbot.redaction import redactor
 from clawbot.routing.sessions import Session
-from clawbot.store.database import Database
 from clawbot.store.ledger import first_delivery, ledger_row
 from clawbot.store.records import COMPACTED_META, LiveTranscript, NewCompaction, StoredEntry
 from clawbot.store.rows import INSERT_MESSAGE, blocks, message_row, now
+from clawbot.store.sql import Connection, SqlDatabase
 
 _SESSION_COLUMNS = (
     "key, channel, chat_id, thread_id, chat_type, agent_id, model_override, deliver,"
@@ -24,10 +23,10 @@ _SESSION_COLUMNS = (
 )
 
 
-class SqliteSessions:
+class SqlSessions:
     """Sessions: one per chat (and thread), with the agent and settings it uses."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def get(self, key: str) -> Session | None:
@@ -171,10 +170,10 @@ def _session(row: Sequence[Any]) -> Session:
     )
 
 
-class SqliteTranscripts:
+class SqlTranscripts:
     """Each session's transcript: its entries, by epoch (conversation)."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     async def load(self, key: str, epoch: int, limit: int | None = None) -> list[TranscriptEntry]:
@@ -210,7 +209,7 @@ class SqliteTranscripts:
         ``through_id``) in one transaction; how many it marked."""
         meta = json.dumps(compaction.meta or {})
 
-        def write(db: sqlite3.Connection) -> int:
+        def write(db: Connection) -> int:
             cursor = db.execute(
                 "INSERT INTO compactions (session_key, epoch, summary, through_id, messages,"
                 " trigger, instructions, model, meta_json, created_at)"
@@ -284,7 +283,7 @@ class SqliteTranscripts:
         stamp = now()
         row = message_row(session.key, session.epoch, entry)
 
-        def write(db: sqlite3.Connection) -> bool:
+        def write(db: Connection) -> bool:
             if dedup_id is not None and not first_delivery(
                 db, ledger_row(session, dedup_id, stamp)
             ):

@@ -3,35 +3,21 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import sqlite3
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from clawbot.store.access import SqliteAccess, SqlitePairing
-from clawbot.store.agents import SqliteAgents
-from clawbot.store.approvals import SqliteApprovals
-from clawbot.store.audit import SqliteAuditLog
-from clawbot.store.backlog import SqliteBacklog
-from clawbot.store.console import SqliteConsole
 from clawbot.store.database import Database
-from clawbot.store.injections import SqliteInjections
 from clawbot.store.intake import PendingIntakes
-from clawbot.store.jobs import SqliteJobs
-from clawbot.store.ledger import SqliteLedger
-from clawbot.store.memories import SqliteMemories
-from clawbot.store.schedules import SqliteSchedules
-from clawbot.store.sessions import SqliteSessions, SqliteTranscripts
+from clawbot.store.memories import fts5_search
+from clawbot.store.repositories import Repositories
 from clawbot.store.sqlite_errors import damaged, describe
-from clawbot.store.usage import SqliteUsage
 
 T = TypeVar("T")
 
 
-class SqliteStore:
+class SqliteStore(Repositories):
     """The SQLite implementation of :class:`clawbot.store.Store`. Open with :meth:`open`,
     close with :meth:`close`. ``transaction`` and ``grouped`` run raw SQL work, for tests
     and benchmarks only; ``pending.journaling`` turns the intake journal off."""
@@ -39,24 +25,8 @@ class SqliteStore:
     def __init__(self, database: Database, *, synchronous: str = "NORMAL") -> None:
         self.database = database
         self.path = database.path
-        # Who holds the leases of the jobs this process runs: host, pid and a per-open tag.
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.pending = PendingIntakes(database, synchronous=synchronous)
-        self.sessions = SqliteSessions(database)
-        self.transcripts = SqliteTranscripts(database)
-        self.jobs = SqliteJobs(database, self.pending, owner=self.owner)
-        self.backlog = SqliteBacklog(database)
-        self.ledger = SqliteLedger(database)
-        self.access = SqliteAccess(database)
-        self.pairing = SqlitePairing(database)
-        self.agents = SqliteAgents(database)
-        self.injections = SqliteInjections(database)
-        self.memories = SqliteMemories(database)
-        self.audit = SqliteAuditLog(database)
-        self.approvals = SqliteApprovals(database)
-        self.usage = SqliteUsage(database)
-        self.console = SqliteConsole(database)
-        self.schedules = SqliteSchedules(database)
+        super().__init__(database, intakes=self.pending, search=fts5_search)
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> SqliteStore:

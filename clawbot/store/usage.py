@@ -6,7 +6,6 @@ Rows are read by column name (:class:`_Row`), never by position alone."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
@@ -19,7 +18,7 @@ from clawbot.runtime.usage import (
     UsageRecord,
     UsageTotals,
 )
-from clawbot.store.database import Database
+from clawbot.store.sql import Connection, SqlDatabase
 
 
 class _Row(NamedTuple):
@@ -49,11 +48,22 @@ _INSERT = (
     f"INSERT INTO usage ({', '.join(_Row._fields[1:])})"
     f" VALUES ({', '.join('?' for _ in _Row._fields[1:])})"
 )
-_SUMS = (
-    "count(*), coalesce(sum(input_tokens), 0), coalesce(sum(cached_tokens), 0),"
-    " coalesce(sum(output_tokens), 0), coalesce(sum(cost_nanousd), 0),"
-    f" coalesce(sum(outcome = '{OK}' AND cost_nanousd IS NULL), 0),"
-    f" coalesce(sum(outcome != '{OK}'), 0)"
+# SQL both backends read alike: PostgreSQL sums no booleans and sums BIGINTs as numeric
+_SUMS = ", ".join(
+    (
+        "count(*)",
+        *(
+            f"CAST(coalesce(sum({term}), 0) AS BIGINT)"
+            for term in (
+                "input_tokens",
+                "cached_tokens",
+                "output_tokens",
+                "cost_nanousd",
+                f"CASE WHEN outcome = '{OK}' AND cost_nanousd IS NULL THEN 1 ELSE 0 END",
+                f"CASE WHEN outcome != '{OK}' THEN 1 ELSE 0 END",
+            )
+        ),
+    )
 )
 _GROUP_COLUMN: dict[UsageGrouping, str] = {
     "agent": "agent_id",
@@ -115,8 +125,10 @@ def _record(raw: Any) -> UsageRecord:
     )
 
 
-class SqliteUsage:
-    def __init__(self, database: Database) -> None:
+class SqlUsage:
+    """The usage ledger on either backend."""
+
+    def __init__(self, database: SqlDatabase) -> None:
         self._database = database
 
     def record(self, record: UsageRecord) -> None:
@@ -139,7 +151,7 @@ class SqliteUsage:
             record.outcome,
         )
 
-        def insert(db: sqlite3.Connection) -> None:
+        def insert(db: Connection) -> None:
             db.execute(_INSERT, params)
 
         # no call waits for its row: it rides on the next commit (see GroupCommit.soon)
@@ -157,7 +169,7 @@ class SqliteUsage:
         await self._database.write_soon_rows()
         column = _GROUP_COLUMN[by]
         clause, params = _where(where)
-        order = "key" if by == "day" else "sum(cost_nanousd) DESC, count(*) DESC, key"
+        order = "key" if by == "day" else "coalesce(sum(cost_nanousd), 0) DESC, count(*) DESC, key"
         rows = await self._database.fetchall(
             f"SELECT coalesce({column}, '-') AS key, {_SUMS} FROM usage{clause}"
             f" GROUP BY key ORDER BY {order}",

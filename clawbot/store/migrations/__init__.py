@@ -2,7 +2,8 @@
 
 A released migration is never edited: add a new file with a higher number. ``PRAGMA
 user_version`` holds the number of the last one applied; every higher one is applied next.
-SQL stays portable where it costs little (a PostgreSQL store is planned).
+PostgreSQL has its own, numbered alike (``clawbot.store.migrations_pg``): migration N
+there makes the same change as migration N here, in PostgreSQL's terms.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ class Migration(NamedTuple):
     script: str
 
 
-def migrations() -> list[Migration]:
-    """Every migration, in ascending order of number."""
+def migrations(package: str = __name__) -> list[Migration]:
+    """Every migration of ``package`` (this one, SQLite's; PostgreSQL's is
+    ``clawbot.store.migrations_pg``), in ascending order of number."""
     found = []
-    for item in resources.files(__name__).iterdir():
+    for item in resources.files(package).iterdir():
         if item.name.endswith(".sql"):
             number, _, name = item.name.removesuffix(".sql").partition("_")
             found.append(Migration(int(number), name, item.read_text(encoding="utf-8")))

@@ -33,6 +33,10 @@ class Memories(Protocol):
     """Texts agents keep under a namespaced key (see ``clawbot.memory``), with full-text
     search that ranks the asking session's and agent's memories first."""
 
+    def use_embeddings(self, embedder: Embedder | None) -> None:
+        """Rank searches by words and meaning with ``embedder`` (None: words alone)."""
+        ...
+
     async def put(
         self,
         *,

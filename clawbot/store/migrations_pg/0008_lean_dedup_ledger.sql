@@ -1,0 +1,2 @@
+-- SQLite's 0008 clustered the dedup ledger on its key (WITHOUT ROWID). A PostgreSQL table
+-- is a heap with its primary-key index either way, so this number changes nothing here.

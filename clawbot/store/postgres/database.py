@@ -1,0 +1,209 @@
+"""The PostgreSQL connection behind the store (psycopg 3; why this driver: docs/postgres.md):
+the repositories' units of work run on it as they run on SQLite, their SQL rewritten by
+``clawbot.store.postgres.dialect``.
+
+One connection, used by one worker thread, so a unit of work (a plain function of the
+connection, as the repositories write them) runs whole without ever blocking the event loop,
+and operations keep their order. A single statement runs in autocommit (one round trip);
+a unit of work in ``BEGIN``/``COMMIT``. The commit is the durability point: nothing is
+journalled in front of it. A connection that broke is opened again for the next operation."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import psycopg
+
+from clawbot.errors import StoreError
+from clawbot.store.postgres.dialect import postgres
+from clawbot.store.sql import Connection
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+class PostgresCursor:
+    """A statement's result as the repositories read it (``sqlite3.Cursor``'s surface)."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any], returns_id: bool) -> None:
+        self._cursor = cursor
+        self.lastrowid: int | None = None
+        self.rowcount = cursor.rowcount
+        if returns_id:
+            row = cursor.fetchone()
+            self.lastrowid = int(row[0]) if row is not None else None
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+
+class PostgresConnection:
+    """The :class:`~clawbot.store.sql.Connection` a unit of work is given: runs the
+    repositories' SQL in PostgreSQL's dialect."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> PostgresCursor:
+        statement = postgres(sql)
+        cursor = self._conn.execute(statement.sql, tuple(parameters) or None)
+        return PostgresCursor(cursor, statement.returns_id)
+
+    def executemany(self, sql: str, parameters: Sequence[Sequence[Any]], /) -> PostgresCursor:
+        statement = postgres(sql, many=True)
+        cursor = self._conn.cursor()
+        cursor.executemany(statement.sql, [tuple(row) for row in parameters])
+        return PostgresCursor(cursor, False)
+
+
+class PostgresDatabase:
+    """Async access to one PostgreSQL database over one connection. Open with :meth:`open`
+    (``clawbot.store.postgres.migrate`` brings it up to date), close with :meth:`close`."""
+
+    def __init__(self, url: str, conn: psycopg.Connection[Any]) -> None:
+        self.url = url
+        self.where = where(url)
+        self._conn = conn
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clawbot-postgres")
+        self._soon: set[asyncio.Future[None]] = set()
+        self.closed = False
+
+    @classmethod
+    async def open(cls, url: str) -> PostgresDatabase:
+        """Connect; a clear StoreError when the server cannot be reached."""
+        conn = await asyncio.to_thread(connect, url)
+        return cls(url, conn)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        await self.write_soon_rows()
+        self.closed = True
+        try:
+            await self._run(lambda conn: conn.close())
+        finally:
+            self._thread.shutdown(wait=False)
+
+    # running ----------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run ``fn`` on the connection's thread, after the operations before it; psycopg's
+        errors as the store's clear StoreError."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, functools.partial(self._guarded, fn))
+
+    def _guarded(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        if self._conn.closed and not self.closed:
+            self._conn = connect(self.url)  # it broke: once more, for this operation
+        try:
+            return fn(self._conn)
+        except psycopg.OperationalError as exc:
+            raise StoreError(
+                f"lost the PostgreSQL database {self.where}: {_first_line(exc)}",
+                hint="check that the server runs and CLAWBOT_DATABASE_URL names it",
+            ) from None
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"the PostgreSQL database {self.where} refused: {_first_line(exc)}",
+                hint="the server's log says more; `clawbot db status` shows the schema",
+            ) from None
+
+    async def run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run ``fn`` with the raw psycopg connection (migrations, ``clawbot db``)."""
+        return await self._run(fn)
+
+    # the SqlDatabase protocol -------------------------------------------------------------
+
+    async def fetchall(
+        self, sql: str, params: Sequence[Any] = (), *, small: bool = False, flush: bool = True
+    ) -> list[Any]:
+        return await self._run(
+            lambda conn: PostgresConnection(conn).execute(sql, params).fetchall()
+        )
+
+    async def fetchone(
+        self, sql: str, params: Sequence[Any] = (), *, small: bool = False, flush: bool = True
+    ) -> Any:
+        return await self._run(
+            lambda conn: PostgresConnection(conn).execute(sql, params).fetchone()
+        )
+
+    async def read(self, work: Callable[[Connection], T], *, flush: bool = True) -> T:
+        return await self._run(lambda conn: work(PostgresConnection(conn)))
+
+    async def write(self, sql: str, params: Sequence[Any]) -> int:
+        """One statement, atomic on its own: committed in the same round trip."""
+        return await self._run(lambda conn: PostgresConnection(conn).execute(sql, params).rowcount)
+
+    async def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self.transaction(lambda db: db.executemany(sql, rows))
+
+    async def transaction(self, work: Callable[[Connection], T], *, background: bool = False) -> T:
+        """Run ``work`` as one transaction, committed or rolled back as a whole."""
+        return await self._run(functools.partial(_transact, work=work))
+
+    async def grouped(self, work: Callable[[Connection], T]) -> T:
+        """A transaction: PostgreSQL commits many connections' work at once itself."""
+        return await self.transaction(work)
+
+    async def flush(self) -> None:
+        """Nothing waits in front of PostgreSQL: every commit is already visible."""
+        return None
+
+    def soon(self, work: Callable[[Connection], None]) -> None:
+        """A row no caller waits for (a usage row): its own transaction, queued on the
+        connection's thread behind what runs; :meth:`write_soon_rows` waits for them."""
+        future = asyncio.ensure_future(self.transaction(work))
+        self._soon.add(future)
+        future.add_done_callback(self._soon_written)
+
+    def _soon_written(self, future: asyncio.Future[None]) -> None:
+        self._soon.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("a row waiting to be written failed: %s", future.exception())
+
+    async def write_soon_rows(self) -> None:
+        """Wait for the rows :meth:`soon` queued: for a read of their table."""
+        if self._soon:
+            await asyncio.gather(*self._soon, return_exceptions=True)
+
+
+def _transact(conn: psycopg.Connection[Any], work: Callable[[Connection], T]) -> T:
+    with conn.transaction():
+        return work(PostgresConnection(conn))
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    """A connection in autocommit (units of work open their own transactions); a clear
+    StoreError, never naming the password, when it cannot be made."""
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise StoreError(
+            f"cannot connect to the PostgreSQL database {where(url)}: {_first_line(exc)}",
+            hint="check that the server runs and CLAWBOT_DATABASE_URL names it",
+        ) from None
+
+
+def where(url: str) -> str:
+    """``host:port/database`` of a URL, for messages: never its user's password."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(an unreadable URL)"
+    return f"{parts.hostname or 'localhost'}{port}{parts.path or '/'}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
