@@ -381,6 +381,7 @@ STAGES = (
     "subagents",
     "commands",
     "routing",
+    "setup",
 )
 """The stages of clawbot/, each a package, lowest first: a stage imports the ones before it."""
 TOP = (

@@ -1,8 +1,8 @@
 """The ``clawbot`` command.
 
 ``main`` is the Typer app (``main()`` is the console script); one module per command group:
-``chat``, ``run``, ``doctor``, ``agents``, ``pairing``, ``sessions``, ``memory``, ``audit``,
-with ``common`` (what they share) and ``checks`` (what ``doctor`` checks); ``service``
+``onboard``, ``chat``, ``run``, ``doctor``, ``agents``, ``pairing``, ``sessions``, ``memory``,
+``audit``, with ``common`` (what they share) and ``checks`` (what ``doctor`` checks); ``service``
 runs the adapters of ``clawbot run`` (public: the conformance suite runs a channel through
 it) and ``serving`` is the one-serving-process lock.
 

@@ -50,8 +50,22 @@ def load(model: str | None = None, home: Path | None = None, **overrides: object
         settings = load_settings(model=model, home=home, **overrides)
     except ConfigError as exc:
         fail(str(exc))
+    keys_from_home(settings)
     setup_logging(settings.log_level, settings.secret_values())
     return settings
+
+
+def keys_from_home(settings: Settings) -> None:
+    """The provider keys in the home's ``.env`` (``clawbot onboard`` writes them there) into
+    the environment, where litellm reads them; the environment and the current folder's
+    ``.env`` win."""
+    from dotenv import load_dotenv
+
+    from clawbot.settings import home_env_file
+
+    path = home_env_file(settings.home)
+    if path is not None:
+        load_dotenv(path, override=False)
 
 
 def adapter_names() -> list[str]:

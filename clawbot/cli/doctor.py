@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from clawbot.cli.common import HomeOption, ModelOption, adapter_class, adapter_names
+from clawbot.cli.common import (
+    HomeOption,
+    ModelOption,
+    adapter_class,
+    adapter_names,
+    keys_from_home,
+)
 
 
 def doctor(model: ModelOption = None, home: HomeOption = None) -> None:
@@ -25,6 +31,8 @@ def doctor(model: ModelOption = None, home: HomeOption = None) -> None:
     except ConfigError as exc:
         print(redactor.redact(f"{'problem':<8} settings: {exc}"))
         raise typer.Exit(1) from None
+    keys_from_home(settings)
+    redactor.add_from_environment()
     redactor.add(*settings.secret_values())
     channels = {name: adapter_class(name) for name in adapter_names() if name != "console"}
     checks = asyncio.run(diagnose(settings, channels))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from clawbot.cli import agents, audit, chat, doctor, mcp, memory, pairing, run, sessions
+from clawbot.cli import agents, audit, chat, doctor, mcp, memory, onboard, pairing, run, sessions
 
 app = typer.Typer(
     name="clawbot",
@@ -30,6 +30,7 @@ def root(
         raise typer.Exit(0)
 
 
+app.command()(onboard.onboard)
 app.command()(chat.chat)
 app.add_typer(agents.app, name="agents")
 app.command()(run.run)
