@@ -5,6 +5,7 @@ then ``clawbot run`` started on what it wrote."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import stat
 import subprocess
 from pathlib import Path
@@ -219,9 +220,9 @@ async def test_enter_keeps_what_an_earlier_run_wrote(
     assert ((home / ".env").read_text(), (home / "clawbot.toml").read_text()) == written
 
 
-@pytest.mark.parametrize(("typed", "code"), [(b"\x03", 130), (b"\x04", 1)], ids=["ctrl-c", "eof"])
+@pytest.mark.parametrize("typed", [b"\x03", b"\x04"], ids=["ctrl-c", "eof"])
 async def test_stopping_half_way_leaves_the_files_as_they_were(
-    tmp_path: Path, telegram: TelegramHarness, provider: OpenAIStandin, typed: bytes, code: int
+    tmp_path: Path, telegram: TelegramHarness, provider: OpenAIStandin, typed: bytes
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -382,3 +383,46 @@ def test_non_interactive_onboard_without_a_token_names_what_to_set(
     assert done.returncode == 2
     assert "set CLAWBOT_TELEGRAM_TOKEN in the environment or .env" in done.stderr
     assert not (tmp_path / "home" / ".env").exists()
+
+
+async def test_a_token_that_cannot_be_checked_may_be_kept_unchecked(
+    tmp_path: Path, provider: OpenAIStandin
+) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    home = tmp_path / "home"
+    steps = model_steps(KEY)
+    steps += [
+        (b"", b"[telegram]: "),
+        (b"\r", b"(hidden): "),
+        (b"123:unchecked\r", b"Type keep to use it unchecked"),
+        (b"keep\r", b"3. Who may talk to it"),
+        *access_steps(b"", b""),
+    ]
+    env = onboard_env(home, provider, CLAWBOT_TELEGRAM_API_BASE=f"http://127.0.0.1:{port}/bot")
+    shown = (await asyncio.to_thread(typed_steps, env, tmp_path, steps, ("onboard",))).decode()
+
+    assert "Not checked: could not ask Telegram (ClientConnectorError)" in shown
+    assert dotenv_values(home / ".env")["CLAWBOT_TELEGRAM_TOKEN"] == "123:unchecked"
+
+
+async def test_after_a_refusal_enter_no_longer_keeps_the_token_that_was_set(
+    tmp_path: Path, telegram: TelegramHarness, provider: OpenAIStandin
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".env").write_text(f"CLAWBOT_TELEGRAM_TOKEN={WRONG_TOKEN}\n")
+    steps = model_steps(KEY)
+    steps += [
+        (b"", b"[telegram]: "),
+        (b"\r", b"bot token \xe2\x80\x94 Enter keeps the one set (hidden): "),
+        (b"\r", b"Rejected"),
+        (b"", b"bot token (hidden): "),
+        (telegram.token.encode() + b"\r", b"ok: Telegram knows this bot as"),
+        *access_steps(b"", b""),
+    ]
+    env = onboard_env(home, provider, **telegram_env(telegram))
+    await asyncio.to_thread(typed_steps, env, tmp_path, steps, ("onboard",))
+
+    assert dotenv_values(home / ".env")["CLAWBOT_TELEGRAM_TOKEN"] == telegram.token

@@ -68,10 +68,11 @@ def read_home(home: Path) -> HomeSettings:
 
 def env_assignment(name: str, value: str) -> str:
     """``NAME=value`` as python-dotenv reads it back unchanged: bare when it can be, else
-    single-quoted (no escapes inside), else double-quoted with escapes."""
+    single-quoted when it holds no quote, backslash or line break (python-dotenv reads
+    ``\\`` and ``\'`` there as escapes), else double-quoted with escapes."""
     if _PLAIN.fullmatch(value):
         return f"{name}={value}"
-    if "'" not in value and "\n" not in value:
+    if not any(char in value for char in "'\\\n"):
         return f"{name}='{value}'"
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'{name}="{escaped}"'
