@@ -426,3 +426,22 @@ async def test_after_a_refusal_enter_no_longer_keeps_the_token_that_was_set(
     await asyncio.to_thread(typed_steps, env, tmp_path, steps, ("onboard",))
 
     assert dotenv_values(home / ".env")["CLAWBOT_TELEGRAM_TOKEN"] == telegram.token
+
+
+async def test_a_setting_the_environment_would_override_is_pointed_out(
+    tmp_path: Path, telegram: TelegramHarness, provider: OpenAIStandin
+) -> None:
+    steps = model_steps(KEY)
+    steps += [
+        (b"", b"[telegram]: "),
+        (b"\r", b"(hidden): "),
+        (telegram.token.encode() + b"\r", b"ok: Telegram knows this bot as"),
+        *access_steps(b"open", b""),
+    ]
+    env = onboard_env(
+        tmp_path / "home", provider, CLAWBOT_DM_POLICY="pairing", **telegram_env(telegram)
+    )
+    shown = (await asyncio.to_thread(typed_steps, env, tmp_path, steps, ("onboard",))).decode()
+
+    assert "Note: CLAWBOT_DM_POLICY set in the environment or ./.env will override" in shown
+    assert "CLAWBOT_MODEL" not in shown

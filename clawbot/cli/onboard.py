@@ -8,7 +8,7 @@ every answer is in, so Ctrl-C or the end of input leaves the files as they were.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from clawbot.setup.answers import OnboardAnswers
     from clawbot.setup.home_files import HomeSettings
     from clawbot.setup.platforms import PlatformName
+
+
+T = TypeVar("T")
+Checked = Literal["ok", "rejected", "failed"]
 
 
 class Terminal:
@@ -73,7 +77,7 @@ class Wizard:
         self.runner = runner
         self.ui = ui
 
-    def check(self, what: str, work: Coroutine[Any, Any, Any]) -> tuple[str, Any]:
+    def check(self, what: str, work: Coroutine[Any, Any, T]) -> tuple[Checked, T | None]:
         """Run a check: ("ok", its result), ("rejected", None) or ("failed", None), having
         said which (a refusal says no more than that: never which part, never the secret)."""
         from clawbot.setup.platforms import CredentialsRejected, PlatformUnreachable
@@ -171,7 +175,7 @@ class Wizard:
             status, identity = self.check(
                 f"with {setup.title}", check_platform(chosen, tokens, self.settings)
             )
-            if status == "ok":
+            if status == "ok" and identity is not None:
                 self.ui.say(f"ok: {setup.title} knows this bot as {identity.name}.")
                 return chosen, tokens
             if status == "failed" and self._keep_unchecked():
@@ -247,12 +251,21 @@ def onboard(
 ) -> None:
     """Set clawbot up: the model and its key, a platform, who may talk to it."""
     import asyncio
+    import os
+    from pathlib import Path
+
+    from dotenv import dotenv_values
 
     from clawbot.logs import setup_logging
-    from clawbot.setup.home_files import read_home, write_answers
+    from clawbot.setup.home_files import overridden, read_home, write_answers
     from clawbot.setup.platforms import PLATFORM_NAMES
 
+    shell = dict(os.environ)  # before load() adds the home's .env to it
     settings = load(None, home)
+    folder = Path(".env")  # the current folder's, unless it is the home's own
+    same = folder.resolve() == (settings.home / ".env").resolve()
+    here = {} if same or not folder.is_file() else dotenv_values(folder)
+    environment = {name: value for name, value in {**here, **shell}.items() if value}
     setup_logging("WARNING", settings.secret_values())  # the questions, not INFO lines
     if platform is not None and platform.lower() not in PLATFORM_NAMES:
         fail(f"--platform is one of {', '.join(PLATFORM_NAMES)}, not {platform!r}")
@@ -264,11 +277,18 @@ def onboard(
             else:
                 answers = _asked(settings, runner, current, model, platform)
         written = write_answers(settings.home, answers)
+        shadowed = overridden(answers, current, environment)
     except (KeyboardInterrupt, EOFError) as stop:
         print("\nStopped: nothing was written.", file=sys.stderr, flush=True)
         raise typer.Exit(130 if isinstance(stop, KeyboardInterrupt) else 1) from None
     except ClawbotError as exc:
         fail(str(exc))
+    if shadowed:
+        print(
+            f"Note: {', '.join(shadowed)} set in the environment or ./.env will override "
+            "what was written here; unset or change it there.",
+            flush=True,
+        )
     where = "" if home is None else f" --home {home}"
     print(
         f"\nWrote {written.env_file} (keys and tokens, readable by you alone) and "

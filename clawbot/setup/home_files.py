@@ -133,6 +133,19 @@ def toml_values(answers: OnboardAnswers, home: HomeSettings) -> dict[str, Any]:
     }
 
 
+def overridden(
+    answers: OnboardAnswers, home: HomeSettings, environment: Mapping[str, str]
+) -> list[str]:
+    """The variables of ``environment`` (the shell's, the current folder's .env) that would
+    override, with another value, what ``answers`` write into the home: a note for the
+    operator, who would otherwise wonder why ``clawbot run`` ignores the new answer."""
+    values: dict[str, str] = dict(env_values(answers))
+    for name, value in toml_values(answers, home).items():
+        shown = ",".join(value) if isinstance(value, list) else str(value)
+        values[f"CLAWBOT_{name.upper()}"] = shown
+    return [name for name, value in values.items() if environment.get(name) not in (None, value)]
+
+
 def write_answers(home: Path, answers: OnboardAnswers) -> Written:
     """Write ``answers`` into the home's ``.env`` and ``clawbot.toml``: both are prepared
     first (a broken file stops the run before either changes), then each replaced whole."""
