@@ -4,6 +4,8 @@ that it was refused."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from pydantic import SecretStr
 
@@ -13,6 +15,7 @@ from clawbot.setup.platforms import CredentialsRejected, PlatformUnreachable, ch
 from clawbot.testing import ScriptedFailure, ScriptedModel
 
 from .standins.discord import DiscordHarness
+from .standins.openai_api import OpenAIStandin
 from .standins.slack import SlackHarness
 from .standins.telegram import TelegramHarness
 
@@ -91,3 +94,19 @@ async def test_a_platform_that_does_not_answer_is_unreachable() -> None:
 
     with pytest.raises(PlatformUnreachable, match=r"could not ask Telegram \(Client"):
         await check_platform("telegram", {"telegram_token": SecretStr(harness.token)}, settings)
+
+
+async def test_the_key_typed_is_the_one_checked_and_is_not_left_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    standin = OpenAIStandin()
+    standin.api_key = "sk-typed-key-000000000000"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEYS", "sk-listed-one,sk-listed-two")  # a ring, not checked
+    with standin.running():
+        monkeypatch.setenv("OPENAI_API_BASE", standin.base_url)
+        typed = ("OPENAI_API_KEY", SecretStr(standin.api_key))
+        await check_model("openai/gpt-4o-mini", typed)
+
+    assert "OPENAI_API_KEY" not in os.environ
+    assert os.environ["OPENAI_API_KEYS"] == "sk-listed-one,sk-listed-two"

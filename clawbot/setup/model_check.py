@@ -10,7 +10,12 @@ from collections.abc import Iterator
 from pydantic import SecretStr
 
 from clawbot.errors import MissingCredentialsError, ProviderError
-from clawbot.providers import KNOWN_PROVIDER_KEYS, missing_credentials, provider_of
+from clawbot.providers import (
+    KNOWN_PROVIDER_KEYS,
+    key_list_variable,
+    missing_credentials,
+    provider_of,
+)
 from clawbot.runtime.llm import ModelClient
 from clawbot.setup.platforms import CredentialsRejected, PlatformUnreachable
 
@@ -40,7 +45,7 @@ async def check_model(model: str, key: tuple[str, SecretStr] | None = None) -> N
     call fails otherwise (its message names the model, never the key).
     """
     client = ModelClient(timeout=CHECK_TIMEOUT, retries=0, backoff=0)
-    with _key_in_environment(key):
+    with _key_in_environment(model, key):
         try:
             await client.complete(model, [{"role": "user", "content": CHECK_PROMPT}], max_tokens=1)
         except MissingCredentialsError:
@@ -58,19 +63,26 @@ async def check_model(model: str, key: tuple[str, SecretStr] | None = None) -> N
 
 
 @contextlib.contextmanager
-def _key_in_environment(key: tuple[str, SecretStr] | None) -> Iterator[None]:
+def _key_in_environment(model: str, key: tuple[str, SecretStr] | None) -> Iterator[None]:
     """litellm reads keys from the environment; the key being checked is there for the
-    call only, so a rejected one is not left behind."""
+    call only, so a rejected one is not left behind, and a list of keys the environment
+    holds (``OPENAI_API_KEYS``, which the model client would use instead) is away as long."""
     if key is None:
         yield
         return
     name, value = key
-    before = os.environ.get(name)
-    os.environ[name] = value.get_secret_value()
+    changes = {name: value.get_secret_value(), key_list_variable(provider_of(model)): None}
+    before = {variable: os.environ.get(variable) for variable in changes}
     try:
+        _set(changes)
         yield
     finally:
-        if before is None:
-            os.environ.pop(name, None)
+        _set(before)
+
+
+def _set(values: dict[str, str | None]) -> None:
+    for variable, value in values.items():
+        if value is None:
+            os.environ.pop(variable, None)
         else:
-            os.environ[name] = before
+            os.environ[variable] = value
