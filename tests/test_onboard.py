@@ -445,3 +445,23 @@ async def test_a_setting_the_environment_would_override_is_pointed_out(
 
     assert "Note: CLAWBOT_DM_POLICY set in the environment or ./.env will override" in shown
     assert "CLAWBOT_MODEL" not in shown
+
+
+def test_doctor_finds_the_key_and_token_in_the_home_s_env_and_shows_neither(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".env").write_text(f"OPENAI_API_KEY={KEY}\nCLAWBOT_TELEGRAM_TOKEN=123:{KEY[3:]}\n")
+    done = subprocess.run(
+        [*CLAWBOT, "doctor"],
+        env=environment(home, None),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert "ok       model openai/gpt-4o-mini: provider credentials are present" in done.stdout
+    assert "ok       telegram: " in done.stdout
+    assert KEY[3:] not in done.stdout + done.stderr
