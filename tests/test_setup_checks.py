@@ -9,9 +9,10 @@ import os
 import pytest
 from pydantic import SecretStr
 
+from clawbot.errors import CheckFailed, CredentialsRejected
 from clawbot.settings import Settings
 from clawbot.setup.model_check import CHECK_PROMPT, check_model
-from clawbot.setup.platforms import CredentialsRejected, PlatformUnreachable, check_platform
+from clawbot.setup.platforms import check_platform
 from clawbot.testing import ScriptedFailure, ScriptedModel
 
 from .standins.discord import DiscordHarness
@@ -36,7 +37,7 @@ async def test_a_refused_key_is_credentials_rejected() -> None:
 
 async def test_a_provider_that_fails_otherwise_is_unreachable_and_not_retried() -> None:
     model = ScriptedModel([ScriptedFailure("server_error"), "ok"])
-    with model.installed(), pytest.raises(PlatformUnreachable, match="server error"):
+    with model.installed(), pytest.raises(CheckFailed, match="server error"):
         await check_model(model.model_string)
 
     assert len(model.requests) == 1
@@ -92,7 +93,7 @@ async def test_a_platform_that_does_not_answer_is_unreachable() -> None:
     settings = Settings(_env_file=None, **harness.settings_kwargs())  # type: ignore[call-arg]
     await harness.stop()
 
-    with pytest.raises(PlatformUnreachable, match=r"could not ask Telegram \(Client"):
+    with pytest.raises(CheckFailed, match=r"could not ask Telegram \(Client"):
         await check_platform("telegram", {"telegram_token": SecretStr(harness.token)}, settings)
 
 

@@ -80,7 +80,7 @@ class Wizard:
     def check(self, what: str, work: Coroutine[Any, Any, T]) -> tuple[Checked, T | None]:
         """Run a check: ("ok", its result), ("rejected", None) or ("failed", None), having
         said which (a refusal says no more than that: never which part, never the secret)."""
-        from clawbot.setup.platforms import CredentialsRejected, PlatformUnreachable
+        from clawbot.errors import CheckFailed, CredentialsRejected
 
         self.ui.say(f"Checking {what}…")
         try:
@@ -88,7 +88,7 @@ class Wizard:
         except CredentialsRejected as exc:
             self.ui.say(f"Rejected: {exc.message}. Enter it again.")
             return "rejected", None
-        except PlatformUnreachable as exc:
+        except CheckFailed as exc:
             self.ui.say(f"Not checked: {exc}")
             return "failed", None
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from pydantic import SecretStr
 
-from clawbot.errors import MissingCredentialsError, ProviderError
+from clawbot.errors import CheckFailed, CredentialsRejected, MissingCredentialsError, ProviderError
 from clawbot.providers import (
     KNOWN_PROVIDER_KEYS,
     key_list_variable,
@@ -17,7 +17,6 @@ from clawbot.providers import (
     provider_of,
 )
 from clawbot.runtime.llm import ModelClient
-from clawbot.setup.platforms import CredentialsRejected, PlatformUnreachable
 
 CHECK_PROMPT = "Reply with the word ok."
 CHECK_TIMEOUT = 30.0
@@ -41,7 +40,7 @@ async def check_model(model: str, key: tuple[str, SecretStr] | None = None) -> N
     """One call of at most one token to ``model``, with ``key`` (variable, value) in place of
     what the environment holds for the call's length.
 
-    CredentialsRejected when the provider refuses the key, PlatformUnreachable when the
+    CredentialsRejected when the provider refuses the key, CheckFailed when the
     call fails otherwise (its message names the model, never the key).
     """
     client = ModelClient(timeout=CHECK_TIMEOUT, retries=0, backoff=0)
@@ -51,12 +50,12 @@ async def check_model(model: str, key: tuple[str, SecretStr] | None = None) -> N
         except MissingCredentialsError:
             raise CredentialsRejected(f"the provider of {model!r} rejected the key") from None
         except ProviderError as exc:
-            raise PlatformUnreachable(
+            raise CheckFailed(
                 f"the check of {model!r} failed: {exc.message}",
                 hint="check the model's name and the provider's address, then try again",
             ) from None
         except Exception as exc:  # litellm has many more; their text may quote the key
-            raise PlatformUnreachable(
+            raise CheckFailed(
                 f"the check of {model!r} failed ({type(exc).__name__})",
                 hint="check the model's name and the provider's address, then try again",
             ) from None

@@ -17,25 +17,13 @@ from typing import Any, Literal
 import aiohttp
 from pydantic import SecretStr
 
-from clawbot.errors import ClawbotError, ConfigError
+from clawbot.errors import CheckFailed, CredentialsRejected
 from clawbot.settings import Settings
 
 PlatformName = Literal["telegram", "discord", "slack"]
 PLATFORM_NAMES: tuple[PlatformName, ...] = ("telegram", "discord", "slack")
 CHECK_TIMEOUT = 20.0
 """Seconds one check may take before the platform counts as unreachable."""
-
-
-class CredentialsRejected(ConfigError):
-    """The platform or the model provider refused a token or key."""
-
-    hint = "enter it again (copy it anew from where it was issued)"
-
-
-class PlatformUnreachable(ClawbotError):
-    """No answer from the platform, or one that is not its API's."""
-
-    hint = "check the network (and the API base URL setting), then try again"
 
 
 @dataclass(frozen=True)
@@ -129,7 +117,7 @@ async def check_platform(
 ) -> BotIdentity:
     """Ask the platform who the token(s) (by settings field) belong to.
 
-    CredentialsRejected when the platform refuses them, PlatformUnreachable when it cannot be
+    CredentialsRejected when the platform refuses them, CheckFailed when it cannot be
     asked; neither names a token or says which one was wrong.
     """
     values = {name: secret.get_secret_value().strip() for name, secret in tokens.items()}
@@ -146,7 +134,7 @@ async def check_platform(
             )
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         # the exception's text may hold the URL, and Telegram's URL holds the token
-        raise PlatformUnreachable(f"could not ask {title} ({type(exc).__name__})") from None
+        raise CheckFailed(f"could not ask {title} ({type(exc).__name__})") from None
 
 
 def _rejected(title: str) -> CredentialsRejected:
@@ -159,7 +147,7 @@ async def _json(response: aiohttp.ClientResponse, title: str) -> dict[str, Any]:
     except ValueError:
         body = None
     if not isinstance(body, dict):
-        raise PlatformUnreachable(f"{title} answered {response.status} without its API's JSON")
+        raise CheckFailed(f"{title} answered {response.status} without its API's JSON")
     return body
 
 
@@ -169,7 +157,7 @@ async def _telegram(http: aiohttp.ClientSession, settings: Settings, token: str)
             raise _rejected("Telegram")
         body = await _json(response, "Telegram")
     if not body.get("ok") or not isinstance(body.get("result"), dict):
-        raise PlatformUnreachable(f"Telegram answered {response.status}: not ok")
+        raise CheckFailed(f"Telegram answered {response.status}: not ok")
     me = body["result"]
     return BotIdentity("telegram", f"@{me.get('username', '?')} ({me.get('first_name', '')})")
 
@@ -181,7 +169,7 @@ async def _discord(http: aiohttp.ClientSession, settings: Settings, token: str) 
             raise _rejected("Discord")
         body = await _json(response, "Discord")
         if response.status != 200:
-            raise PlatformUnreachable(f"Discord answered {response.status}")
+            raise CheckFailed(f"Discord answered {response.status}")
     discriminator = str(body.get("discriminator") or "0")
     name = str(body.get("username", "?")) + (f"#{discriminator}" if discriminator != "0" else "")
     shown = body.get("global_name")
@@ -208,7 +196,7 @@ async def _slack_call(
         return body
     if response.status == 401 or body.get("error") in SLACK_REFUSALS:
         raise CredentialsRejected("Slack rejected the tokens")
-    raise PlatformUnreachable(f"Slack answered {method} with {body.get('error', 'an error')}")
+    raise CheckFailed(f"Slack answered {method} with {body.get('error', 'an error')}")
 
 
 SLACK_REFUSALS = {
