@@ -103,6 +103,7 @@ class Clawbot:
     switchboard: Switchboard
     scheduler: Scheduler
     subagents: SubagentControl
+    approvals: Approvals
 
     @classmethod
     async def open(
@@ -270,6 +271,7 @@ class Clawbot:
             switchboard,
             scheduler,
             subagents,
+            approvals,
         )
 
     def connect(self, adapter: Adapter) -> None:

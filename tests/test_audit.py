@@ -156,13 +156,16 @@ async def test_a_run_with_a_subagent_is_one_trace_across_both_sessions(
     await chat.say("research")
     await workers.scheduler.wait_idle()
 
-    records = await workers.store.audit.all()
+    every = await workers.store.audit.all()
+    records = [r for r in every if r.kind == "tool_call"]
     assert [(r.agent_id, r.tool, r.status) for r in records] == [
         ("main", "sessions_spawn", "ok"),
         ("worker", "list_dir", "ok"),
         ("worker", "file_read", "ok"),
     ]
-    assert len({r.trace_id for r in records}) == 1
+    # the parent's next turn read the child's report as an ephemeral block: in the trace too
+    assert [(r.agent_id, r.kind) for r in every if r.kind != "tool_call"] == [("main", "context")]
+    assert len({r.trace_id for r in every}) == 1
     spawn, *child_calls = records
     assert {r.task_id for r in child_calls} != {spawn.task_id}
     assert [r.step_id.rsplit(".", 1)[1] for r in child_calls] == ["1", "2"]

@@ -97,6 +97,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["direct call", "MCP over stdio", "MCP over streamable HTTP", "around the SDK"],
         ),
         (
+            "bench_console.py",
+            ["--messages", "300", "--children", "5", "--runs", "2"],
+            ["conversation page, 300 messages", "tree page, 5 children", "sessions page"],
+        ),
+        (
             "bench_parts.py",
             ["no-intake-journal", "--rounds", "3", "--sessions", "3"],
             ["shipped", "no-intake-journal", "round by round: median"],

@@ -337,6 +337,7 @@ FOUNDATION = (
     "clawbot.settings.files",
     "clawbot.settings.platforms",
     "clawbot.settings.tools",
+    "clawbot.settings.console",
     "clawbot.settings.fallbacks",
     "clawbot.settings.mcp",
     "clawbot.settings.model",
@@ -389,6 +390,7 @@ TOP = (
     "clawbot.testing",
     "clawbot.__main__",
     "clawbot.cli",
+    "clawbot.console",
 )
 """What assembles the bot, and the command line: they may import everything in clawbot/."""
 ADAPTERS_MAY_IMPORT = {

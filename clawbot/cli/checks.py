@@ -17,7 +17,7 @@ from clawbot.settings import Settings, config_files, config_files_read
 from clawbot.tools.host_shell import HOST_ACCESS, HOST_REACH
 from clawbot.tools.sandbox import INSTALL_HINT, Bubblewrap, find_bubblewrap
 
-Status = Literal["ok", "problem", "off"]
+Status = Literal["ok", "warning", "problem", "off"]
 
 CHANNEL_SETTINGS_HINT = (
     "set CLAWBOT_TELEGRAM_TOKEN (Telegram), CLAWBOT_DISCORD_TOKEN (Discord) or "
@@ -60,6 +60,7 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
         checks.append(approvers_check(settings, configured))
     checks.append(shell_check(find_bubblewrap(), settings))
     checks.append(await semantic_check(settings))
+    checks.append(console_check(settings))
     if settings.mcp_servers:
         checks += await mcp_checks(settings)
     return checks
@@ -84,6 +85,26 @@ async def mcp_checks(settings: Settings) -> list[Check]:
         skipped = f"; {len(status.skipped)} skipped (clawbot mcp list)" if status.skipped else ""
         checks.append(Check("ok", subject, f"{len(status.tools)} tools{skipped}"))
     return checks
+
+
+def console_check(settings: Settings) -> Check:
+    """Where the web console would listen: a warning beyond this machine, a problem where
+    it would listen in clear (it refuses to start then)."""
+    from clawbot.console.server import exposure_warning, listening_problem
+
+    problem = listening_problem(settings)
+    if problem is not None:
+        return Check(
+            "problem",
+            "web console",
+            f"{problem}; set CLAWBOT_CONSOLE_TLS_CERT and CLAWBOT_CONSOLE_TLS_KEY or "
+            "CLAWBOT_CONSOLE_HOST=127.0.0.1",
+        )
+    warning = exposure_warning(settings)
+    if warning is not None:
+        return Check("warning", "web console", warning)
+    where = f"{settings.console_host}:{settings.console_port}"
+    return Check("ok", "web console", f"listens on {where}, this machine only")
 
 
 def _configured(checks: list[Check]) -> set[str]:

@@ -48,24 +48,24 @@ def load(model: str | None = None, home: Path | None = None, **overrides: object
     load_dotenv(".env", override=False)
     try:
         settings = load_settings(model=model, home=home, **overrides)
+        if load_home_env(settings):
+            settings = load_settings(model=model, home=home, **overrides)
     except ConfigError as exc:
         fail(str(exc))
-    keys_from_home(settings)
     setup_logging(settings.log_level, settings.secret_values())
     return settings
 
 
-def keys_from_home(settings: Settings) -> None:
-    """The provider keys in the home's ``.env`` (``clawbot onboard`` writes them there) into
-    the environment, where litellm reads them; the environment and the current folder's
-    ``.env`` win."""
+def load_home_env(settings: Settings) -> bool:
+    """Put the home's ``.env`` (``clawbot onboard`` writes it) into the environment, below
+    the variables already set and the current folder's ``.env``; whether there was one."""
     from dotenv import load_dotenv
 
-    from clawbot.settings import home_env_file
-
-    path = home_env_file(settings.home)
-    if path is not None:
-        load_dotenv(path, override=False)
+    path = settings.home.expanduser() / ".env"
+    if not path.is_file() or path.resolve() == Path(".env").resolve():
+        return False
+    load_dotenv(path, override=False)
+    return True
 
 
 def adapter_names() -> list[str]:

@@ -9,7 +9,7 @@ from clawbot.cli.common import (
     ModelOption,
     adapter_class,
     adapter_names,
-    keys_from_home,
+    load_home_env,
 )
 
 
@@ -28,11 +28,12 @@ def doctor(model: ModelOption = None, home: HomeOption = None) -> None:
     redactor.add_from_environment()
     try:
         settings = load_settings(model=model, home=home)
+        if load_home_env(settings):
+            redactor.add_from_environment()
+            settings = load_settings(model=model, home=home)
     except ConfigError as exc:
         print(redactor.redact(f"{'problem':<8} settings: {exc}"))
         raise typer.Exit(1) from None
-    keys_from_home(settings)
-    redactor.add_from_environment()
     redactor.add(*settings.secret_values())
     channels = {name: adapter_class(name) for name in adapter_names() if name != "console"}
     checks = asyncio.run(diagnose(settings, channels))

@@ -7,7 +7,19 @@ from typing import Annotated
 
 import typer
 
-from clawbot.cli import agents, audit, chat, doctor, mcp, memory, onboard, pairing, run, sessions
+from clawbot.cli import (
+    agents,
+    audit,
+    chat,
+    console,
+    doctor,
+    mcp,
+    memory,
+    onboard,
+    pairing,
+    run,
+    sessions,
+)
 
 app = typer.Typer(
     name="clawbot",
@@ -30,10 +42,11 @@ def root(
         raise typer.Exit(0)
 
 
-app.command()(onboard.onboard)
 app.command()(chat.chat)
 app.add_typer(agents.app, name="agents")
 app.command()(run.run)
+app.command()(console.console)
+app.command()(onboard.onboard)
 app.command()(doctor.doctor)
 app.add_typer(pairing.app, name="pairing")
 app.add_typer(sessions.app, name="sessions")

@@ -15,6 +15,7 @@ from clawbot.cli.common import (
     load,
     serving_lock,
 )
+from clawbot.cli.console import PortOption
 
 if TYPE_CHECKING:
     from clawbot.settings import Settings
@@ -61,6 +62,10 @@ def run(
     channel: ChannelOption = None,
     model: ModelOption = None,
     home: HomeOption = None,
+    console: Annotated[
+        bool, typer.Option("--console", help="serve the web console too (docs/console.md)")
+    ] = False,
+    port: PortOption = None,
 ) -> None:
     """Serve the agent on Telegram, Discord and Slack until SIGINT/SIGTERM."""
     from clawbot.providers import check_credentials, preload_in_background, wait_for_preload
@@ -83,17 +88,37 @@ def run(
     try:
         with serving_lock(settings, "clawbot run"):
             try:
-                asyncio.run(_run(settings, names))
+                asyncio.run(_run(settings, names, console=console, port=port))
             finally:
                 wait_for_preload()
     except ClawbotError as exc:
         fail(str(exc), code=1)
 
 
-async def _run(settings: Settings, names: list[str]) -> None:
+async def _run(
+    settings: Settings, names: list[str], *, console: bool = False, port: int | None = None
+) -> None:
     from clawbot.app import Clawbot
+    from clawbot.cli.console import announce, console_server
     from clawbot.cli.service import serve
+    from clawbot.console.context import ConsoleContext
+    from clawbot.console.logtail import LogTail
 
     adapters = [adapter_class(name).from_settings(settings) for name in names]
     async with await Clawbot.open(settings) as bot:
-        await serve(bot, adapters)
+        if not console:
+            await serve(bot, adapters)
+            return
+        context = ConsoleContext(
+            settings=settings,
+            store=bot.store,
+            agents=bot.agents,
+            approvals=bot.approvals,
+            logs=LogTail(),
+        )
+        server = console_server(context, port)
+        announce(await server.start())
+        try:
+            await serve(bot, adapters)
+        finally:
+            await server.stop()

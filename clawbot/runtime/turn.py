@@ -24,8 +24,9 @@ from clawbot.messages import (
     ToolCallBlock,
     ToolResultBlock,
     TranscriptEntry,
+    utcnow,
 )
-from clawbot.routing.sessions import Session
+from clawbot.routing.sessions import Session, child_id_of
 from clawbot.runtime.compaction import Compactor
 from clawbot.runtime.control import (
     EMPTY_REPLY,
@@ -46,7 +47,9 @@ from clawbot.runtime.resolved_turn import ResolvedTurn, within_ceiling
 from clawbot.runtime.tool_offer import ToolOffer
 from clawbot.runtime.transcripts import TranscriptCache
 from clawbot.scheduling.jobs import TurnJob
+from clawbot.security.audit import context_record
 from clawbot.security.gate import ToolGate
+from clawbot.security.origin import TurnOrigin
 from clawbot.security.paused_rounds import ToolRound
 from clawbot.security.reach import Reach
 from clawbot.security.risk import AgentProfiles
@@ -240,6 +243,19 @@ class Runtime:
             model=resolved.model,
         )
         ephemeral = (*ephemeral, *await self.plugins.context(turn))
+        if ephemeral:  # the audit keeps what the model was shown; the transcript never does
+            trace_id = TurnOrigin.of(session, turn_id, inputs).trace.trace_id
+            await self.store.audit.started(
+                context_record(
+                    trace_id=trace_id,
+                    task_id=child_id_of(session.key) or trace_id,
+                    run_id=turn_id,
+                    session_key=session.key,
+                    agent_id=resolved.agent.agent_id,
+                    blocks=ephemeral,
+                    at=utcnow(),
+                )
+            )
         ancestors = await self.chains.ancestors(session)
         with agent_scope(*ancestors, resolved.agent.agent_id):
             try:

@@ -21,11 +21,15 @@ from clawbot.messages import ToolCallBlock
 from clawbot.redaction import redactor
 
 AuditStatus = Literal["running", "ok", "error", "refused"]
-AuditKind = Literal["tool_call", "approval"]
+AuditKind = Literal["tool_call", "approval", "context", "operator"]
+"""``context``: the ephemeral blocks a turn's model saw (never in the transcript);
+``operator``: a change made in the web console, by its operator."""
 
 MAX_ARGUMENT_CHARS = 2_000
 """A stored argument is cut here: the record says what was asked, not every byte of it."""
 MAX_ERROR_CHARS = 500
+MAX_BLOCK_CHARS = 8_000
+"""An ephemeral block is kept up to here in its ``context`` record."""
 
 
 @dataclass(frozen=True)
@@ -116,9 +120,60 @@ def summary(arguments: dict[str, Any], limit: int = 80) -> str:
     return joined if len(joined) <= limit else joined[: limit - 1] + "…"
 
 
+def context_record(
+    *,
+    trace_id: str,
+    task_id: str,
+    run_id: str,
+    session_key: str,
+    agent_id: str,
+    blocks: Sequence[str],
+    at: datetime,
+) -> AuditRecord:
+    """The record of the ephemeral blocks (memory recall, announces...) one turn's model
+    saw: they are never written to the transcript, so the audit is where an operator
+    reads what a turn was shown. Secrets masked, each block cut at ``MAX_BLOCK_CHARS``."""
+    kept = []
+    for block in blocks:
+        text = redactor.redact(block)
+        if len(text) > MAX_BLOCK_CHARS:
+            text = text[:MAX_BLOCK_CHARS] + f"… [{len(text)} characters]"
+        kept.append(text)
+    return AuditRecord(
+        kind="context",
+        trace_id=trace_id,
+        task_id=task_id,
+        run_id=run_id,
+        step_id=f"{run_id}.context",
+        session_key=session_key,
+        agent_id=agent_id,
+        tool="context",
+        arguments={"blocks": kept},
+        requested=(),
+        granted=(),
+        approval_required=False,
+        approval_result=None,
+        started_at=at,
+        ended_at=at,
+        status="ok",
+        error=None,
+    )
+
+
 def audit_line(record: AuditRecord) -> str:
     """One record on one line (``clawbot audit tail``): id, time, agent, tool, status,
     duration, arguments, and the error if it failed."""
+    if record.kind == "context":
+        blocks = record.arguments.get("blocks", [])
+        return (
+            f"#{record.id} {record.started_at:%Y-%m-%d %H:%M:%S} {record.agent_id} "
+            f"context: {len(blocks)} ephemeral block(s) shown to the model"
+        )
+    if record.kind == "operator":
+        return (
+            f"#{record.id} {record.started_at:%Y-%m-%d %H:%M:%S} operator (console) "
+            f"{record.tool} {summary(record.arguments)} → {record.status}"
+        )
     if record.kind == "approval":
         return (
             f"#{record.id} {record.started_at:%Y-%m-%d %H:%M:%S} {record.agent_id} "
@@ -140,7 +195,8 @@ def render_trace(records: Sequence[AuditRecord], depth_of: Mapping[str, int]) ->
     if not records:
         return ""
     sessions = {r.session_key for r in records}
-    lines = [f"trace {records[0].trace_id}: {len(records)} tool calls in {len(sessions)} sessions"]
+    calls = sum(r.kind == "tool_call" for r in records)
+    lines = [f"trace {records[0].trace_id}: {calls} tool calls in {len(sessions)} sessions"]
     current = None
     for record in records:
         indent = "  " * depth_of.get(record.session_key, 0)

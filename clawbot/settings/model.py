@@ -33,6 +33,7 @@ from pydantic_settings import (
 
 from clawbot.errors import ConfigError
 from clawbot.policies import DEFAULT_PROFILE, Autonomy, RiskProfile
+from clawbot.settings.console import ConsoleSettings
 from clawbot.settings.fallbacks import FallbackSettings
 from clawbot.settings.files import (
     DEFAULT_HOME,
@@ -57,7 +58,9 @@ class PeerGroup(BaseModel):
     agents: tuple[str, ...] = Field(min_length=1)
 
 
-class Settings(BaseSettings, PlatformSettings, ToolSettings, FallbackSettings, McpSettings):
+class Settings(
+    BaseSettings, PlatformSettings, ToolSettings, FallbackSettings, McpSettings, ConsoleSettings
+):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 
     model_config = SettingsConfigDict(

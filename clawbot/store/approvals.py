@@ -147,6 +147,14 @@ class SqliteApprovals:
         )
         return _request(row) if row else None
 
+    async def pending(self) -> list[ApprovalRequest]:
+        """Every request still waiting for an answer, oldest first."""
+        rows = await self._database.fetchall(
+            f"SELECT {_REQUEST_COLUMNS} FROM approvals WHERE status = 'pending'"
+            " ORDER BY created_at, id"
+        )
+        return [_request(row) for row in rows]
+
     async def sent_as(self, request_id: str, message_id: str) -> None:
         """Remember the platform message that asked (to edit once the request is answered)."""
         await self._database.write(

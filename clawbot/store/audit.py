@@ -140,6 +140,17 @@ class SqliteAuditLog:
         )
         return [_record(row) for row in rows]
 
+    async def of_runs(self, run_ids: Sequence[str]) -> list[AuditRecord]:
+        """Every record of these runs (turns), in order."""
+        runs = list(dict.fromkeys(run_ids))
+        if not runs:
+            return []
+        marks = ", ".join("?" * len(runs))
+        rows = await self._database.fetchall(
+            f"SELECT {_COLUMNS} FROM audit WHERE run_id IN ({marks}) ORDER BY id", runs
+        )
+        return [_record(row) for row in rows]
+
     async def all(self) -> list[AuditRecord]:
         rows = await self._database.fetchall(f"SELECT {_COLUMNS} FROM audit ORDER BY id")
         return [_record(row) for row in rows]

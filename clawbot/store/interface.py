@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from clawbot.store.protocols.agents import Agents, Injections
+from clawbot.store.protocols.console import Console
 from clawbot.store.protocols.conversations import Sessions, Transcripts
 from clawbot.store.protocols.memories import Memories
 from clawbot.store.protocols.security import Approvals, AuditLog
@@ -43,6 +44,8 @@ class Store(Protocol):
     def audit(self) -> AuditLog: ...
     @property
     def approvals(self) -> Approvals: ...
+    @property
+    def console(self) -> Console: ...
 
     @property
     def owner(self) -> str:

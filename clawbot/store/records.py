@@ -87,3 +87,27 @@ class NewCompaction:
     model: str
     instructions: str = ""
     meta: dict[str, object] | None = None
+
+
+@dataclass(frozen=True)
+class ConsoleLogin:
+    """A browser logged in to the web console: its CSRF token and when it expires."""
+
+    csrf_token: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class SessionOverview:
+    """One session as the console's list shows it: where, which agent and model, how many
+    messages and when the latest was written (None before any)."""
+
+    key: str
+    channel: str
+    chat_type: str
+    agent_id: str
+    model_override: str | None
+    owner_key: str | None
+    epoch: int
+    messages: int
+    last_activity: datetime | None

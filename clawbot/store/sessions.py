@@ -247,6 +247,18 @@ class SqliteTranscripts:
             params = (*params, limit)
         return await self._database.fetchall(sql, params, small=limit is not None)
 
+    async def page(
+        self, key: str, epoch: int, *, before: int | None = None, limit: int = 100
+    ) -> list[StoredEntry]:
+        """Up to ``limit`` entries of an epoch, with their row ids, oldest first: the latest
+        ones, or the latest ones before the row ``before`` (the web console's pages)."""
+        sql = f"SELECT id, {_ENTRY_COLUMNS} FROM messages WHERE session_key = ? AND epoch = ?"
+        params: tuple[Any, ...] = (key, epoch)
+        if before is not None:
+            sql, params = sql + " AND id < ?", (*params, before)
+        rows = await self._entry_rows(sql, params, limit)
+        return [_stored(*row) for row in reversed(rows)]
+
     async def count(self, key: str, epoch: int | None = None) -> int:
         """Messages stored for a session: in one epoch (conversation) when given, else all."""
         sql = "SELECT count(*) FROM messages WHERE session_key = ?"

@@ -16,6 +16,7 @@ from clawbot.store.agents import SqliteAgents
 from clawbot.store.approvals import SqliteApprovals
 from clawbot.store.audit import SqliteAuditLog
 from clawbot.store.backlog import SqliteBacklog
+from clawbot.store.console import SqliteConsole
 from clawbot.store.database import Database
 from clawbot.store.injections import SqliteInjections
 from clawbot.store.intake import PendingIntakes
@@ -51,6 +52,7 @@ class SqliteStore:
         self.memories = SqliteMemories(database)
         self.audit = SqliteAuditLog(database)
         self.approvals = SqliteApprovals(database)
+        self.console = SqliteConsole(database)
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> SqliteStore:

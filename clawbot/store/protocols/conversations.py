@@ -8,7 +8,7 @@ from typing import Protocol
 
 from clawbot.messages import TranscriptEntry
 from clawbot.routing.sessions import Session
-from clawbot.store.records import LiveTranscript, NewCompaction
+from clawbot.store.records import LiveTranscript, NewCompaction, StoredEntry
 
 
 class Sessions(Protocol):
@@ -48,6 +48,13 @@ class Transcripts(Protocol):
 
     async def load(self, key: str, epoch: int, limit: int | None = None) -> list[TranscriptEntry]:
         """The session's entries of this epoch in order; the last ``limit`` when given."""
+        ...
+
+    async def page(
+        self, key: str, epoch: int, *, before: int | None = None, limit: int = 100
+    ) -> list[StoredEntry]:
+        """Up to ``limit`` entries of an epoch with their row ids, oldest first: the latest,
+        or the latest before row ``before`` (a long transcript read a page at a time)."""
         ...
 
     async def count(self, key: str, epoch: int | None = None) -> int:

@@ -3,6 +3,7 @@ and the audit log of tool calls."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -41,6 +42,10 @@ class Approvals(Protocol):
         ...
 
     async def get(self, request_id: str) -> ApprovalRequest | None: ...
+
+    async def pending(self) -> list[ApprovalRequest]:
+        """Every request still waiting for an answer, oldest first (the web console)."""
+        ...
 
     async def sent_as(self, request_id: str, message_id: str) -> None:
         """Remember the platform message that asked (edited once the request is answered)."""
@@ -102,6 +107,10 @@ class AuditLog(Protocol):
 
     async def trace(self, trace_id: str) -> list[AuditRecord]:
         """Every record of one trace (a person's message and all it set off), in order."""
+        ...
+
+    async def of_runs(self, run_ids: Sequence[str]) -> list[AuditRecord]:
+        """Every record of these runs (turns), in order (a conversation's page)."""
         ...
 
     async def all(self) -> list[AuditRecord]:
