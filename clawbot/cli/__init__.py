@@ -5,16 +5,13 @@
 ``audit``, with ``common`` (what they share) and ``checks`` (what ``doctor`` checks); ``service``
 runs the adapters of ``clawbot run`` (public: the conformance suite runs a channel through
 it) and ``serving`` is the one-serving-process lock. ``onboard`` asks what
-``clawbot.setup`` checks and writes; ``onboard_checks`` and ``home_files`` are the web
-console's first run's own (to be folded onto ``clawbot.setup``).
+``clawbot.setup`` checks and writes (the web console's first run uses it too).
 
 On top: it may import every package of clawbot, never ``adapters`` (they are loaded by
 their ``clawbot.adapters`` entry point).
 """
 
 __all__ = [
-    "home_files",
     "main",
-    "onboard_checks",
     "service",
 ]

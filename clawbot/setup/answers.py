@@ -28,8 +28,9 @@ class OnboardAnswers(BaseModel):
     provider_key: tuple[str, SecretStr] | None = None
     """The variable the model's provider reads (``OPENAI_API_KEY``) and its value; None
     keeps what is set (or the model needs no key)."""
-    platform: PlatformName
-    tokens: dict[str, SecretStr]
+    platform: PlatformName | None
+    """None: no platform now (the console's first page allows it)."""
+    tokens: dict[str, SecretStr] = Field(default_factory=dict)
     """The platform's tokens by settings field (``telegram_token``)."""
     dm_policy: DmPolicy = "pairing"
     allowed_senders: tuple[str, ...] = ()

@@ -107,13 +107,14 @@ def edited_toml(text: str, values: Mapping[str, Any]) -> str:
 
 def env_values(answers: OnboardAnswers) -> dict[str, str]:
     """The secrets of ``answers`` by the variable each is written as."""
-    tokens = {field.setting: field.env for field in PLATFORMS[answers.platform].tokens}
-    values = {
-        tokens[name]: secret.get_secret_value().strip() for name, secret in answers.tokens.items()
-    }
+    values: dict[str, str] = {}
     if answers.provider_key is not None:
         name, key = answers.provider_key
         values[name] = key.get_secret_value().strip()
+    if answers.platform is not None:
+        tokens = {field.setting: field.env for field in PLATFORMS[answers.platform].tokens}
+        for setting, secret in answers.tokens.items():
+            values[tokens[setting]] = secret.get_secret_value().strip()
     return values
 
 
@@ -124,7 +125,7 @@ def toml_values(answers: OnboardAnswers, home: HomeSettings) -> dict[str, Any]:
     others = [
         str(sender)
         for sender in (listed if isinstance(listed, list) else [])
-        if not str(sender).startswith(f"{answers.platform}:")
+        if answers.platform is None or not str(sender).startswith(f"{answers.platform}:")
     ]
     return {
         "model": answers.model,
