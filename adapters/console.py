@@ -17,6 +17,9 @@ In a terminal a reply shows while it is written (the channel's drafts): its fini
 are printed as they come, the line being written shows above the prompt. Piped output gets
 whole replies only, as before.
 
+A file the agent sends (``send_file``) is saved as a copy in ``CLAWBOT_HOME/downloads/`` and
+shown as a line with its name, size and the copy's path (``adapters.console_files``).
+
 An approval request (a message with actions) is answered through the same reader: while one
 is open, a short answer (``o``\\nce, ``s``\\ession, ``d``\\eny, yes, no) or a typed
 ``/approve``/``/deny`` with its id answers it, wherever it is among the lines waiting; any
@@ -35,10 +38,12 @@ import secrets
 import sys
 from collections import deque
 from collections.abc import Awaitable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from adapters.console_attach import attach, is_attach, read_local
+from adapters.console_files import DOWNLOADS, file_line, saved_copy
 from adapters.console_input import LineReader, OpenRequest, answer_command
 from clawbot.channels.interface import (
     Adapter,
@@ -47,11 +52,13 @@ from clawbot.channels.interface import (
     SentMessage,
     StagedHandler,
 )
-from clawbot.errors import InputError
+from clawbot.errors import DeliveryError, InputError
 from clawbot.messages import (
     Attachment,
     InboundMessage,
+    OutboundDeletion,
     OutboundEdit,
+    OutboundFile,
     OutboundMessage,
     parse_command,
 )
@@ -106,9 +113,18 @@ class _Line:
     text: str
 
 
+MAX_FILE_BYTES = 50 * 1024 * 1024
+"""The biggest file the agent may send here (saved as a copy: see ``console_files``)."""
+
+
 class ConsoleAdapter(Adapter):
     name = CHANNEL
-    limits = ChannelLimits(max_message_chars=1_000_000, markup="plain")
+    limits = ChannelLimits(
+        max_message_chars=1_000_000,
+        markup="plain",
+        max_upload_bytes=MAX_FILE_BYTES,
+        max_caption_chars=1_000_000,
+    )
 
     def __init__(
         self,
@@ -117,15 +133,18 @@ class ConsoleAdapter(Adapter):
         stdin: BinaryIO | None = None,
         stdout: TextIO | None = None,
         interactive: bool | None = None,
+        downloads: Path | None = None,
     ) -> None:
         self.chat_id = chat_id
+        self.downloads = downloads
+        """Where files the agent sends are saved (none: the chat takes no files)."""
         self._stdin = stdin if stdin is not None else sys.stdin.buffer
         self._stdout = stdout if stdout is not None else sys.stdout
         if interactive is None:
             interactive = sys.stdin.isatty() and sys.stdout.isatty()
         self.interactive = interactive
         if interactive:  # a terminal shows a reply while it is written, in a draft
-            self.limits = ChannelLimits(max_message_chars=1_000_000, markup="plain", drafts=True)
+            self.limits = replace(self.limits, drafts=True)
         self._draft = ""  # the reply being written, as far as it came
         self._printed = 0  # how much of it was printed: its finished lines
         self.user = _user_name()
@@ -148,7 +167,7 @@ class ConsoleAdapter(Adapter):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ConsoleAdapter:
-        return cls(chat_id=settings.console_session)
+        return cls(chat_id=settings.console_session, downloads=settings.home / DOWNLOADS)
 
     async def start(self, on_message: InboundHandler) -> None:
         self._on_message = on_message
@@ -214,6 +233,15 @@ class ConsoleAdapter(Adapter):
             SentMessage(channel=CHANNEL, chat_id=message.chat_id, message_id=request.message_id)
         ]
 
+    async def send_file(self, file: OutboundFile) -> list[SentMessage]:
+        """A file the agent sent: a copy saved in the downloads folder (the workspace's may
+        change or go away), and a line with its name, size and the copy's path."""
+        if self.downloads is None:
+            return await super().send_file(file)  # refused: nowhere to keep it
+        path = await asyncio.to_thread(saved_copy, self.downloads, file)
+        self._show(file_line(file, path))
+        return [SentMessage(channel=CHANNEL, chat_id=file.chat_id)]
+
     async def edit(self, edit: OutboundEdit) -> None:
         """An approval request was answered or expired: it is no longer open. Its outcome is
         shown when it was not answered from here (the answer's reply said it then)."""
@@ -226,6 +254,15 @@ class ConsoleAdapter(Adapter):
             return
         lines = edit.text.rstrip("\n").split("\n")
         self._show(f"{lines[0]}\n{lines[-1]}")  # the request's first line, then its outcome
+
+    async def delete(self, deletion: OutboundDeletion) -> None:
+        """An open approval request taken back: no answer typed from now on is taken for
+        it. A terminal cannot take back a line it printed, so anything else is refused."""
+        request = next((r for r in self._requests if r.message_id == deletion.message_id), None)
+        if request is None:
+            raise DeliveryError("a terminal cannot take back a line it printed")
+        self._requests.remove(request)
+        self._redraw()
 
     def _show(self, text: str) -> bool:
         """Print one message whole; False once the output is gone."""

@@ -95,6 +95,10 @@ async def _leave_out_media(bot: Clawbot) -> None:
     bot.runtime.plugins = TurnPlugins(kept)
 
 
+async def _leave_out_usage_ledger(bot: Clawbot) -> None:
+    bot.runtime.client.meter = None  # no usage row written, no budget asked
+
+
 async def _nothing(bot: Clawbot) -> None:
     return None
 
@@ -115,6 +119,9 @@ VARIANTS: dict[str, Variant] = {
         "no intake journal: the message and the answer each commit, as before", _leave_out_journal
     ),
     "no-checkpoints": Variant("no background WAL checkpoints", _leave_out_checkpoints),
+    "no-usage-ledger": Variant(
+        "no usage ledger: no row per model call, no budgets", _leave_out_usage_ledger
+    ),
     "no-media": Variant("without the media plug-in (files people send)", _leave_out_media),
     "no-indexes": Variant(
         "without the per-session message index and the pending-jobs index", _drop_indexes

@@ -12,8 +12,10 @@ costs within a platform's rate, and what streaming costs the pipeline.
    (and answers a call sooner with a 429): the preview calls made, and the 429s met.
 3. The pipeline with streaming on against off: turns per second of ``bench_pipeline``'s
    pipeline (zero-latency model), rounds of on and off interleaved so both see the same
-   machine; the ratio on / off; and what a streamed model call costs against one in one
-   piece, through the client alone (litellm's stream wrapper).
+   machine; the ratio on / off; the same with a model that takes ``--model-ms`` and one that
+   takes ``--real-model-ms`` (a hosted model's time to answer, at its quickest); and what a
+   streamed model call costs against one in one piece, through the client alone (litellm's
+   stream wrapper), with the parts of it litellm spends most on.
 """
 
 from __future__ import annotations
@@ -153,6 +155,42 @@ async def model_call_ms(streamed: bool, calls: int) -> float:
     return (time.perf_counter() - started) / calls * 1000
 
 
+async def stream_parts_ms(calls: int) -> tuple[float, dict[str, float]]:
+    """:func:`model_call_ms` streamed, and the milliseconds a call spends in the parts of
+    litellm's stream path that cost most, timed by wrapping them (they still run)."""
+    litellm = litellm_module()
+    from litellm.litellm_core_utils import streaming_handler
+    from litellm.types.utils import ModelResponse
+
+    spent: dict[str, float] = {}
+    restore: list[tuple[object, str, object]] = []
+
+    def timed(owner: object, name: str, part: str) -> None:
+        original = getattr(owner, name)
+
+        def wrapper(*args: object, **kwargs: object) -> object:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[part] = spent.get(part, 0.0) + time.perf_counter() - started
+
+        restore.append((owner, name, original))
+        setattr(owner, name, wrapper)
+
+    timed(litellm, "stream_chunk_builder", "stream_chunk_builder, the response built again")
+    timed(ModelResponse, "model_copy", "its deep copy (with the request's tool schemas)")
+    timed(streaming_handler.CustomStreamWrapper, "chunk_creator", "each chunk made a response")
+    try:
+        await model_call_ms(True, 20)
+        spent.clear()
+        ms = await model_call_ms(True, calls)
+    finally:
+        for owner, name, original in reversed(restore):
+            setattr(owner, name, original)
+    return ms, {part: seconds / (calls + 20) * 1000 for part, seconds in spent.items()}
+
+
 class _Sink:
     def on_text(self, text: str) -> None:
         pass
@@ -200,6 +238,7 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--model-ms", type=float, default=20.0)
+    parser.add_argument("--real-model-ms", type=float, default=250.0)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
@@ -221,8 +260,12 @@ async def main() -> None:
     slow_on, slow_off, slow_rounds = await ratio_on_off(
         args.rounds, max(10, args.sessions // 5), args.turns, args.model_ms / 1000
     )
+    real_on, real_off, real_rounds = await ratio_on_off(
+        max(2, args.rounds // 2), 5, args.turns, args.real_model_ms / 1000
+    )
     call_off = await model_call_ms(False, args.calls)
     call_on = await model_call_ms(True, args.calls)
+    _, parts = await stream_parts_ms(args.calls)
 
     print(f"streaming (Python {sys.version.split()[0]}, {os.cpu_count()} cores)")
     print(
@@ -246,9 +289,16 @@ async def main() -> None:
         f" {min(slow_rounds):.2f} to {max(slow_rounds):.2f})"
     )
     print(
+        f"  the same with a {args.real_model_ms:.0f} ms model     {real_on / real_off:7.2f}"
+        f"    ({real_on:.1f} / {real_off:.1f} turns/s; round by round"
+        f" {min(real_rounds):.2f} to {max(real_rounds):.2f})"
+    )
+    print(
         f"  a model call, streamed / not       {call_on:7.2f} / {call_off:.2f} ms"
         f"  (litellm's stream wrapper alone: {call_on - call_off:+.2f} ms a call)"
     )
+    for part, ms in parts.items():
+        print(f"    {part:48} {ms:5.2f} ms a streamed call")
 
 
 if __name__ == "__main__":

@@ -23,21 +23,28 @@ from clawbot.commands.compaction import register_compaction_commands
 from clawbot.commands.memory import register_memory_commands
 from clawbot.commands.queue import register_queue_commands
 from clawbot.commands.registry import CommandRegistry
+from clawbot.commands.schedules import register_schedule_commands
 from clawbot.commands.subagents import register_subagent_commands
+from clawbot.commands.usage import register_usage_commands
 from clawbot.commands.voice import register_voice_commands
 from clawbot.errors import ConfigError
 from clawbot.media.plugin import MediaIn
-from clawbot.memory.embeddings import configured_embedder
+from clawbot.memory.embeddings import LitellmEmbedder, configured_embedder
 from clawbot.memory.recall import MemoryRecall
+from clawbot.messages import OutboundMessage
 from clawbot.providers import load_litellm
 from clawbot.redaction import redactor
 from clawbot.routing.router import AccessCheck, Router, allow_everyone
+from clawbot.runtime.budgets import Budgets
 from clawbot.runtime.fallbacks import FallbackNotices
 from clawbot.runtime.llm import ModelClient
+from clawbot.runtime.metering import UsageMeter
 from clawbot.runtime.model_health import ModelHealth
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.runtime.speech import VoiceReplies
 from clawbot.runtime.turn import AgentResolver, Runtime
+from clawbot.schedules.heartbeat import Heartbeat
+from clawbot.schedules.runner import ScheduleRunner
 from clawbot.scheduling.scheduler import Scheduler
 from clawbot.scheduling.streaming import StreamingTurns
 from clawbot.security.approvals import Approvals
@@ -104,6 +111,7 @@ class Clawbot:
     scheduler: Scheduler
     subagents: SubagentControl
     approvals: Approvals
+    schedules: ScheduleRunner
 
     @classmethod
     async def open(
@@ -127,7 +135,8 @@ class Clawbot:
         redactor.add(*settings.secret_values())  # masked in transcripts and replies too
         workspace = Workspace(settings.workspace_dir, clock=clock)
         # the embedding model loads at its first use
-        store = await open_store(settings, configured_embedder(settings))
+        embedder = configured_embedder(settings)
+        store = await open_store(settings, embedder)
         try:
             await store.check_writable()
             await store.check_intact()  # a damaged file: one clear error, not one a message
@@ -152,6 +161,21 @@ class Clawbot:
         )
         outbox = Outbox()
         clock = clock or SystemClock()
+        schedules = ScheduleRunner(settings=settings, store=store, outbox=outbox, clock=clock)
+        spending = SpendingActions(store, outbox)
+        meter = UsageMeter(
+            store.usage,
+            clock=clock,
+            budgets=Budgets(
+                settings,
+                store.usage,
+                agent_registry.find,
+                notify=spending.notify,
+                stop_family=spending.stop_family,
+            ),
+        )
+        if isinstance(embedder, LitellmEmbedder):
+            embedder.meter = meter
         approvals = Approvals(
             settings=settings, store=store, outbox=outbox, clock=clock, note=registry.approval_note
         )
@@ -165,6 +189,7 @@ class Clawbot:
                 clock=clock,
             ),
         )
+        client.meter = meter  # every call counted, and refused when a budget is spent
         runtime = Runtime(
             settings=settings,
             store=store,
@@ -176,15 +201,16 @@ class Clawbot:
             gate=ToolGate(store.audit, approvals),
             # features take part in a turn as plugins; the runtime names none of them
             plugins=(
-                MediaIn(settings=settings, store=store, outbox=outbox),
+                MediaIn(settings=settings, store=store, outbox=outbox, meter=meter),
                 AnnounceContext(),
                 MemoryRecall(store.memories),
                 CoordinatorNotes(),
                 ApprovalTurns(approvals),
-                *([VoiceReplies(settings, outbox)] if settings.tts_model else []),
+                *([VoiceReplies(settings, outbox, meter)] if settings.tts_model else []),
                 StreamingTurns(),
                 FallbackNotices(client.health, outbox, max_sessions=settings.session_cache_size),
                 *mcp_servers(settings, registry),
+                schedules,
                 *plugins,
             ),
             reach=lambda runtime, session: session_reach(
@@ -202,6 +228,15 @@ class Clawbot:
             agents=agent_registry,
         )
         scheduler.bind_turn_ends(subagents.announcer)
+        heartbeat = Heartbeat(
+            settings=settings,
+            store=store,
+            scheduler=scheduler,
+            workspace=workspace,
+            agents=agent_registry.all,
+        )
+        schedules.bind(scheduler, heartbeat, subagents)
+        spending.subagents = subagents
         if tools is None:
             registry.add(delegate_tool(subagents.delegation))
             offered = AgentTools(
@@ -226,6 +261,7 @@ class Clawbot:
                 message_tool(messenger),
                 send_file_tool(outbox),
                 *memory_tools(store.memories, agent_registry.get),
+                *schedules.tools(),
             ]:
                 registry.add(tool)
         for plugin in plugins:
@@ -241,6 +277,8 @@ class Clawbot:
             register_subagent_commands(commands, store, scheduler, scheduler.clock)
             register_memory_commands(commands, store.memories, agent_registry.get)
             register_voice_commands(commands, settings)
+            register_schedule_commands(commands, schedules.book)
+            register_usage_commands(commands, store.usage, clock)
             register_compaction_commands(
                 commands, runtime.compactor, lambda session: runtime.resolve(session).model
             )
@@ -272,6 +310,7 @@ class Clawbot:
             scheduler,
             subagents,
             approvals,
+            schedules,
         )
 
     def connect(self, adapter: Adapter) -> None:
@@ -301,6 +340,44 @@ class Clawbot:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+class SpendingActions:
+    """What a budget sets off in the chats (bound here: the runtime's budgets know neither
+    chats nor subagents): a conversation told it nearly spent one, and the running
+    subagents of a conversation whose budget is spent stopped."""
+
+    def __init__(self, store: Store, outbox: Outbox) -> None:
+        self.store = store
+        self.outbox = outbox
+        self.subagents: SubagentControl | None = None
+        self._stopping: set[asyncio.Task[Any]] = set()
+
+    async def notify(self, root_key: str, text: str) -> None:
+        root = await self.store.sessions.get(root_key)
+        if root is None:
+            return
+        await self.outbox.deliver(
+            OutboundMessage(
+                channel=root.channel,
+                chat_id=root.chat_id,
+                thread_id=root.thread_id,
+                session_key=root.key,
+                deliver=root.deliver,
+                kind="notice",
+                text=text,
+            )
+        )
+
+    async def stop_family(self, root_key: str) -> None:
+        """Stop the conversation's running subagents, in a task of its own: the call that
+        spent the budget may be one of theirs, and a turn cannot wait for its own stop."""
+        root = await self.store.sessions.get(root_key)
+        if root is None or self.subagents is None:
+            return
+        task = asyncio.ensure_future(self.subagents.stop(root, "all"))
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
 
 
 class ApprovalTurns(TurnPlugin):

@@ -146,3 +146,15 @@ class CheckFailed(ClawbotError):
     """A check of a token or key could not be made: no answer, or not the API's."""
 
     hint = "check the network (and the API base URL setting), then try again"
+
+
+class ScheduleError(ClawbotError):
+    """A scheduled task cannot be created, found or cancelled as asked."""
+
+    hint = "e.g. 'in 20 minutes', 'every 30 minutes', 'cron 0 8 * * 1-5' or '2030-01-31T09:00'"
+
+
+class BudgetExceededError(ClawbotError):
+    """A budget is spent: the model call it covers was refused before it was made."""
+
+    hint = "commands still work"

@@ -132,6 +132,18 @@ class OutboundEdit(Frozen):
     deliver: bool = True
 
 
+class OutboundDeletion(Frozen):
+    """A message the bot sent, taken back (a streamed reply's preview the reply no longer
+    needs). Passes the outbox's gate like a new message."""
+
+    channel: str
+    chat_id: str
+    message_id: str
+    thread_id: str | None = None
+    session_key: str = ""
+    deliver: bool = True
+
+
 class OutboundFile(Frozen):
     """A file on its way out (``send_file``, a reply read aloud): its bytes, how the chat
     should show it and a caption in Markdown. It passes the outbox's gate as a message

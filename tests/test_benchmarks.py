@@ -24,8 +24,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             [
                 *["--replies", "1", "--token-ms", "1", "--reply-chars", "80", "--rounds", "1"],
                 *["--sessions", "3", "--turns", "2", "--calls", "5", "--model-ms", "1"],
+                *["--real-model-ms", "5"],
             ],
-            ["first token to first visible text", "preview calls per reply", "ratio on / off"],
+            [
+                "first token to first visible text",
+                "preview calls per reply",
+                "ratio on / off",
+                "stream_chunk_builder",
+            ],
         ),
         (
             "bench_scheduling.py",
@@ -33,6 +39,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["burst:", "conversation:", "steer:", "scheduling adds"],
         ),
         ("bench_adapters.py", ["--messages", "50"], ["inbound telegram", "render+chunk plain"]),
+        (
+            "bench_schedules.py",
+            ["--tasks", "50", "--idle", "0.5", "--due", "5", "--spread", "0.5"],
+            ["idle CPU with 50 tasks", "5 of 5 due tasks ran", "lateness: p50"],
+        ),
         (
             "bench_live_replies.py",
             ["--replies", "2", "--chars", "1500", "--chars-per-second", "3000"],
@@ -62,6 +73,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             "bench_memories.py",
             ["--memories", "300", "--queries", "20", "--turns", "5", "--embeddings", "local"],
             ["each embedded, local", "hybrid recall", "vectors loaded", "recall adds"],
+        ),
+        (
+            "bench_ledger.py",
+            ["--calls", "40", "--rounds", "2"],
+            ["record a row", "allow + record, 3 budgets", "ledger adds to a call"],
         ),
         (
             "bench_compaction.py",

@@ -152,3 +152,22 @@ def test_piped_chat_prints_whole_replies_and_asks_for_no_stream(tmp_path: Path) 
 
     assert done.stdout.decode().splitlines() == ["One whole reply."]
     assert not standin.requests[0].get("stream")
+
+
+def test_a_file_the_agent_sends_is_saved_as_a_copy_and_its_path_shown(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "workspace").mkdir(parents=True)
+    (home / "workspace" / "report.csv").write_bytes(b"month,total\nmay,12\n")
+    script: list[Reply] = [
+        {"tool_calls": [("send_file", {"path": "report.csv", "caption": "The **report**."})]},
+        "Sent it.",
+    ]
+    with OpenAIStandin(script).running() as standin:
+        env = environment(home, standin, CLAWBOT_AUTONOMY="full")
+        shown = typed_in_a_terminal(env, tmp_path, b"send me the report\r", b"Sent it.")
+
+    copy = home / "downloads" / "report.csv"
+    assert copy.read_bytes() == b"month,total\nmay,12\n"
+    assert b"The **report**." in shown
+    assert b"[file] report.csv (19 bytes, a document): saved as" in shown
+    assert str(copy).encode() in shown.replace(b"\r\n", b"")

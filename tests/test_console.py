@@ -7,9 +7,10 @@ import io
 from pathlib import Path
 
 from adapters.console import ConsoleAdapter, decode_line, to_inbound
+from adapters.console_files import saved_copy
 from clawbot.app import Clawbot
 from clawbot.cli.chat_intake import ChatIntake
-from clawbot.messages import InboundMessage, OutboundMessage
+from clawbot.messages import InboundMessage, OutboundFile, OutboundMessage
 from clawbot.settings import Settings
 from clawbot.testing import ModelRequest, ScriptedModel
 
@@ -84,3 +85,20 @@ async def test_piped_commands_are_answered_while_a_turn_runs_and_stop_stops_it(
     assert lines[0].startswith("Running: a turn in the main lane for ")
     assert lines[1] == "Stopped the running turn."
     assert "too late" not in stdout.getvalue()
+
+
+def test_a_sent_file_is_saved_beneath_the_downloads_under_a_new_name_each_time(
+    tmp_path: Path,
+) -> None:
+    downloads = tmp_path / "downloads"
+
+    def sent(name: str, data: bytes) -> OutboundFile:
+        return OutboundFile(channel="console", chat_id="local", name=name, data=data)
+
+    first = saved_copy(downloads, sent("report.csv", b"one"))
+    second = saved_copy(downloads, sent("report.csv", b"two"))
+    tricky = saved_copy(downloads, sent("../../.bashrc", b"three"))
+
+    assert (first.name, first.read_bytes()) == ("report.csv", b"one")
+    assert (second.name, second.read_bytes()) == ("report-2.csv", b"two")
+    assert (tricky.parent, tricky.name) == (downloads, "bashrc")

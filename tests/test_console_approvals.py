@@ -9,10 +9,13 @@ import io
 import os
 from pathlib import Path
 
+import pytest
+
 from adapters.console import ConsoleAdapter, answer_command
 from clawbot.app import Clawbot
 from clawbot.cli.chat_intake import ChatIntake
-from clawbot.messages import Action, InboundMessage, OutboundMessage
+from clawbot.errors import DeliveryError
+from clawbot.messages import Action, InboundMessage, OutboundDeletion, OutboundMessage
 from clawbot.settings import Settings
 from clawbot.testing import ScriptedModel, call
 
@@ -116,3 +119,32 @@ async def test_lines_after_a_request_no_turn_waits_on_all_reach_the_agent() -> N
 
     assert [text for text in seen if not text.startswith("/")] == ["first", "second", "third"]
     assert [text for text in seen if text.startswith("/")] == ["/deny k7m2pq"]
+
+
+async def test_a_request_taken_back_is_answered_no_more_and_other_lines_cannot_be() -> None:
+    read, write = os.pipe()
+    seen: list[str] = []
+
+    async def on_message(message: InboundMessage) -> None:
+        seen.append(message.text)
+
+    with os.fdopen(read, "rb") as stdin:
+        adapter = ConsoleAdapter(stdin=stdin, stdout=io.StringIO(), interactive=False)
+        await adapter.start(on_message)
+        request = OutboundMessage(channel="console", chat_id="local", text="ok?", actions=ACTIONS)
+        (sent,) = await adapter.send(request)
+        assert sent.message_id is not None
+        await adapter.delete(deletion(sent.message_id))
+        with pytest.raises(DeliveryError):
+            await adapter.delete(deletion("a printed line"))
+        os.write(write, b"o\n")
+        os.close(write)
+        async with asyncio.timeout(DEADLINE):
+            await adapter.wait_closed()
+        await adapter.stop()
+
+    assert seen == ["o"]  # a message, not an answer; and nothing left open to deny
+
+
+def deletion(message_id: str) -> OutboundDeletion:
+    return OutboundDeletion(channel="console", chat_id="local", message_id=message_id)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
 
 from clawbot.errors import StoreError
 from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import TurnJob
-from clawbot.store import SqliteStore
+from clawbot.store import SqliteStore, group_commit
 
 
 def item(job_id: str) -> BacklogItem:
@@ -108,3 +111,77 @@ async def test_a_lone_write_is_committed_before_the_loop_turns(store: SqliteStor
     assert not loop_turned.is_set()
     with sqlite3.connect(store.path) as other:
         assert other.execute("SELECT id FROM turn_jobs").fetchall() == [("job1",)]
+
+
+# writes nobody waits for (a usage row) ------------------------------------------------
+
+
+def seen(name: str) -> Callable[[sqlite3.Connection], None]:
+    def work(db: sqlite3.Connection) -> None:
+        db.execute(
+            "INSERT INTO inbound_seen (channel, chat_id, message_id, session_key,"
+            " received_at) VALUES ('m', 'a', ?, 'm:a', 'now')",
+            (name,),
+        )
+
+    return work
+
+
+async def seen_ids(store: SqliteStore) -> list[str]:
+    async with store.database._conn.execute(
+        "SELECT message_id FROM inbound_seen ORDER BY 1"
+    ) as cursor:
+        return [message_id for (message_id,) in await cursor.fetchall()]
+
+
+async def test_a_write_nobody_waits_for_rides_on_the_next_commit(store: SqliteStore) -> None:
+    commits = count_commits(store)
+
+    store.database.soon(seen("usage row"))
+    written_before = await seen_ids(store)
+    await store.grouped(seen("a message"))
+
+    assert written_before == []
+    assert await seen_ids(store) == ["a message", "usage row"]
+    assert len(commits) == 1
+
+
+async def test_a_write_nobody_waits_for_commits_on_its_own_when_no_other_comes(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(group_commit, "SOON_WAIT", 0)
+
+    store.database.soon(seen("usage row"))
+    for _ in range(100):
+        await asyncio.sleep(0)  # a loop pass: no timer waits in the test
+
+    assert await seen_ids(store) == ["usage row"]
+
+
+async def test_a_failing_write_nobody_waits_for_never_fails_the_commit_it_rides_on(
+    store: SqliteStore,
+) -> None:
+    def broken(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO no_such_table VALUES (1)")
+
+    store.database.soon(broken)
+    await store.grouped(seen("a message"))
+
+    assert await seen_ids(store) == ["a message"]
+
+
+async def test_a_read_of_their_table_and_a_close_write_what_waits_first(tmp_path: Path) -> None:
+    opened = await SqliteStore.open(tmp_path / "soon.db")
+    opened.database.soon(seen("read"))
+    other_read = await opened.database.fetchall("SELECT message_id FROM inbound_seen")
+    await opened.database.write_soon_rows()
+    read = await opened.database.fetchall("SELECT message_id FROM inbound_seen")
+    opened.database.soon(seen("closed"))
+    await opened.close()
+    reopened = await SqliteStore.open(tmp_path / "soon.db")
+    try:
+        assert other_read == []  # another table's read pays no commit for them
+        assert read == [("read",)]
+        assert await seen_ids(reopened) == ["closed", "read"]
+    finally:
+        await reopened.close()

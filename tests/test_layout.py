@@ -161,6 +161,8 @@ STORE_PUBLIC = {
     "clawbot.store.protocols.security",
     "clawbot.store.protocols.senders",
     "clawbot.store.protocols.turns",
+    "clawbot.store.protocols.schedules",
+    "clawbot.store.protocols.usage",
     "clawbot.store.records",
     "clawbot.store.ids",
 }
@@ -339,7 +341,10 @@ FOUNDATION = (
     "clawbot.settings.tools",
     "clawbot.settings.console",
     "clawbot.settings.fallbacks",
+    "clawbot.settings.cost",
     "clawbot.settings.mcp",
+    "clawbot.settings.schedules",
+    "clawbot.settings.media",
     "clawbot.settings.model",
     "clawbot.clock",
     "clawbot.lru",
@@ -366,6 +371,7 @@ RECORDS = (
     "clawbot.memory.chunks",
     "clawbot.memory.ranking",
     "clawbot.subagents.records",
+    "clawbot.schedules.records",
 )
 """The records the store persists (and the pure helpers it applies), each kept in its
 stage's package but below the store: they import only the foundation and each other."""
@@ -380,6 +386,7 @@ STAGES = (
     "memory",
     "scheduling",
     "subagents",
+    "schedules",
     "commands",
     "routing",
     "setup",

@@ -179,6 +179,25 @@ async def test_a_model_without_vision_gets_a_note_and_the_person_is_told_once(
     assert [m.text for m in channel.sent if m.kind == "reply"] == ["ok", "ok"]
 
 
+@pytest.mark.parametrize("named", ["scripted/test", "scripted/*"])
+async def test_a_model_named_in_the_vision_setting_is_shown_images_litellm_knows_nothing_of(
+    tmp_path: Path, scripted: ScriptedModel, named: str
+) -> None:
+    async with opened(tmp_path, scripted, vision_models=[named]) as (bot, channel):
+        await send(bot, channel, "look", channel.attach("a.png", PNG, "image/png"))
+
+    assert scripted.requests[0].images == [PNG_URL]
+    assert notices(channel) == []
+
+
+def test_the_vision_setting_reads_a_comma_separated_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAWBOT_VISION_MODELS", "ollama/llava*, openai/my-finetune")
+
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+
+    assert settings.vision_models == ["ollama/llava*", "openai/my-finetune"]
+
+
 async def test_a_file_that_is_not_an_image_is_never_shown_as_one(
     tmp_path: Path, eye: ScriptedModel
 ) -> None:
@@ -310,6 +329,39 @@ async def test_a_text_file_is_saved_and_a_second_of_the_same_name_does_not_repla
     assert (inbox / "notes.md").read_bytes() == b"# one"
     assert (inbox / "notes-2.md").read_bytes() == b"# two"
     assert "- saved notes.md as inbox/notes-2.md (5 bytes)" in seen_text(scripted, 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "mime_type"),
+    [("README", "application/octet-stream"), ("deploy.sh", "application/x-sh")],
+)
+async def test_a_text_file_without_a_text_type_is_saved_as_text(
+    tmp_path: Path, scripted: ScriptedModel, name: str, mime_type: str
+) -> None:
+    text = "línea uno\necho done\n".encode()
+    async with opened(tmp_path, scripted) as (bot, channel):
+        await send(bot, channel, "", channel.attach(name, text, mime_type))
+        inbox = bot.workspace.root / "inbox"
+
+    assert (inbox / name).read_bytes() == text
+    assert f"- saved {name} as inbox/{name} ({len(text)} bytes)" in seen_text(scripted)
+    assert notices(channel) == []
+
+
+async def test_a_binary_file_without_a_type_is_still_refused(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    async with opened(tmp_path, scripted) as (bot, channel):
+        binary = b"PK\x03\x04\x00\x00archive"
+        await send(bot, channel, "", channel.attach("backup", binary, "application/octet-stream"))
+        inbox = bot.workspace.root / "inbox"
+
+    assert not inbox.exists()
+    assert notices(channel) == [
+        "I can't use backup: its type (application/octet-stream) is not one I take: I take "
+        "images (JPEG, PNG, GIF, WebP), voice notes and audio, and text, Markdown, CSV and PDF "
+        "files."
+    ]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.edits import edit_message
 from clawbot.errors import DeliveryError, RateLimitedError
-from clawbot.messages import InboundMessage, OutboundEdit, OutboundMessage
+from clawbot.messages import InboundMessage, OutboundDeletion, OutboundEdit, OutboundMessage
 from tests.standins.discord import GENERAL_CHANNEL_ID, DiscordHarness, DiscordRates
 from tests.standins.rate_rules import FixedWindow
 
@@ -135,3 +135,23 @@ async def test_discords_refusal_of_content_over_2000_characters_names_the_limit(
     assert not isinstance(refused.value, RateLimitedError)
     assert "2000 or fewer" in refused.value.message
     assert harness.server.chat_shows(CHANNEL) == ["short"]
+
+
+def deletion(message_id: str) -> OutboundDeletion:
+    return OutboundDeletion(channel="discord", chat_id=CHANNEL, message_id=message_id)
+
+
+async def test_deletions_faster_than_their_bucket_wait_in_discord_py_and_a_deleted_one_is_gone(
+    harness: DiscordHarness, adapter: DiscordAdapter
+) -> None:
+    harness.server.rates = DiscordRates(post=QUICK_BUCKET, delete=QUICK_BUCKET)
+    posted = [await post(adapter, f"message {n}") for n in range(4)]
+
+    for message_id in posted[1:]:
+        await adapter.delete(deletion(message_id))
+    with pytest.raises(DeliveryError, match="10008"):
+        await adapter.delete(deletion(posted[1]))
+
+    assert harness.server.chat_shows(CHANNEL) == ["message 0"]
+    activity = harness.server.book.activity(CHANNEL)
+    assert (activity.deletes, activity.refused) == (3, 0)

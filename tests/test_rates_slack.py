@@ -15,7 +15,7 @@ from adapters.slack.edits import update
 from clawbot.channels.rendering import RenderedPart
 from clawbot.clock import ManualClock
 from clawbot.errors import DeliveryError, RateLimitedError
-from clawbot.messages import InboundMessage, OutboundEdit, OutboundMessage
+from clawbot.messages import InboundMessage, OutboundDeletion, OutboundEdit, OutboundMessage
 from tests.standins.rate_rules import RateBook, TokenBucket
 from tests.standins.slack import SlackHarness, SlackRates
 
@@ -169,3 +169,23 @@ async def test_slacks_refusal_of_an_update_over_40000_characters_names_the_limit
     assert not isinstance(refused.value, RateLimitedError)
     assert "40,000-character limit" in refused.value.message
     assert harness.standin.chat_shows(CHANNEL) == ["short"]
+
+
+def deletion(message_id: str) -> OutboundDeletion:
+    return OutboundDeletion(channel="slack", chat_id=CHANNEL, message_id=message_id)
+
+
+async def test_a_deletion_over_its_budget_raises_rate_limited_and_a_deleted_message_is_gone(
+    harness: SlackHarness, adapter: SlackAdapter, frozen: ManualClock
+) -> None:
+    harness.standin.rates = SlackRates(delete=TokenBucket(per_second=50 / 60, burst=1))
+    first, second = await post(adapter, "one"), await post(adapter, "two")
+    await adapter.delete(deletion(first))
+
+    with pytest.raises(RateLimitedError):
+        await adapter.delete(deletion(second))
+    frozen.advance(2)
+    with pytest.raises(DeliveryError, match="message_not_found"):
+        await adapter.delete(deletion(first))
+
+    assert harness.standin.chat_shows(CHANNEL) == ["two"]

@@ -15,7 +15,13 @@ from adapters.telegram.edits import edit_text
 from clawbot.channels.rendering import RenderedPart
 from clawbot.clock import ManualClock
 from clawbot.errors import DeliveryError, RateLimitedError
-from clawbot.messages import InboundMessage, OutboundEdit, OutboundFile, OutboundMessage
+from clawbot.messages import (
+    InboundMessage,
+    OutboundDeletion,
+    OutboundEdit,
+    OutboundFile,
+    OutboundMessage,
+)
 from tests.standins.rate_rules import RateBook, TokenBucket
 from tests.standins.telegram import DEFAULT_GROUP_ID, TelegramHarness, TelegramRates
 
@@ -62,6 +68,10 @@ def edit(chat: str, message_id: str, text: str) -> OutboundEdit:
     return OutboundEdit(channel="telegram", chat_id=chat, message_id=message_id, text=text)
 
 
+def deletion(chat: str, message_id: str) -> OutboundDeletion:
+    return OutboundDeletion(channel="telegram", chat_id=chat, message_id=message_id)
+
+
 # ---- flood control ----------------------------------------------------------------------------
 
 
@@ -78,6 +88,22 @@ async def test_an_edit_over_the_chats_budget_raises_rate_limited_with_telegrams_
     assert refused.value.retry_after == 1.0
     assert harness.server.chat_shows(int(PRIVATE)) == ["one two three"]
     assert harness.server.book.activity(PRIVATE).refused == 1
+
+
+async def test_a_deletion_over_the_chats_budget_raises_rate_limited_and_deletes_nothing(
+    harness: TelegramHarness, adapter: TelegramAdapter, frozen: ManualClock
+) -> None:
+    first, second = await post(adapter, PRIVATE, "one"), await post(adapter, PRIVATE, "two")
+    await adapter.delete(deletion(PRIVATE, first))  # the burst of 3 is spent
+
+    with pytest.raises(RateLimitedError) as refused:
+        await adapter.delete(deletion(PRIVATE, second))
+    frozen.advance(1)
+    with pytest.raises(DeliveryError, match="Message to delete not found"):
+        await adapter.delete(deletion(PRIVATE, first))
+
+    assert refused.value.retry_after == 1.0
+    assert harness.server.chat_shows(int(PRIVATE)) == ["two"]
 
 
 async def test_a_draft_over_the_chats_budget_raises_rate_limited_with_telegrams_retry_after(

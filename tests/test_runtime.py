@@ -99,6 +99,9 @@ async def test_a_tool_calling_turn_with_two_rounds_reaches_a_final_answer(
         "memory_search",
         "memory_get",
         "memory_forget",
+        "schedule_create",
+        "schedule_list",
+        "schedule_cancel",
     }
 
 

@@ -26,6 +26,7 @@ from clawbot.testing import (
     answer,
     call,
 )
+from clawbot.testing.streams import text_chunks
 
 LIMITS = ChannelLimits(max_message_chars=500, message_interval=1.0, edit_interval=3.0)
 REPLY = "Streaming replies show up while the model is still writing them, then stay as written."
@@ -181,7 +182,23 @@ async def test_an_edit_refused_for_good_ends_with_the_reply_sent_once_as_a_new_m
     pace.allow(3)
     await live.shows(lambda chat: chat.chat() == [FIRST_WORDS])
 
-    live.fail_edits = True  # say, the person deleted the preview
+    live.fail_edits = True  # say, the message is too old to edit
+    pace.release()
+    await turn
+
+    assert live.chat() == [REPLY]  # the preview that could not be edited taken back
+    assert [m.text for m in live.sent].count(REPLY) == 1
+
+
+async def test_a_preview_neither_edited_nor_deleted_stays_beside_the_reply_sent_once(
+    bot: Clawbot, live: MemoryChannel, scripted: ScriptedModel, pace: StreamPace
+) -> None:
+    scripted.add(REPLY)
+    turn = asyncio.create_task(bot.router.handle(live.message("hi")))
+    pace.allow(3)
+    await live.shows(lambda chat: chat.chat() == [FIRST_WORDS])
+
+    live.fail_edits = live.fail_deletes = True
     pace.release()
     await turn
 
@@ -256,18 +273,56 @@ async def test_a_round_that_ends_in_tool_calls_is_shown_then_replaced_by_the_rep
     assert live.chat() == ["Your notes say hi."]
 
 
-async def test_a_message_an_earlier_longer_round_needed_is_left_as_superseded(
+THOUGHTS = "\n\n".join(f"Thought {n}: " + "pondering " * 40 for n in range(3))
+"""A model round's text that fills three messages."""
+
+
+def long_thoughts_then(reply: str, bot: Clawbot, scripted: ScriptedModel) -> int:
+    """A round whose text fills several messages, ending in a tool call, then ``reply``:
+    how many messages the first round's preview takes."""
+    (bot.workspace.root / "notes.md").write_text("hi")
+    scripted.add(answer(THOUGHTS, call("file_read", path="notes.md")), reply)
+    return len(render_parts(THOUGHTS, LIMITS))
+
+
+async def test_messages_an_earlier_longer_round_needed_are_deleted_at_the_end(
     bot: Clawbot, live: MemoryChannel, scripted: ScriptedModel
 ) -> None:
-    (bot.workspace.root / "notes.md").write_text("hi")
-    long_thoughts = "\n\n".join(f"Thought {n}: " + "pondering " * 40 for n in range(3))
-    assert len(render_parts(long_thoughts, LIMITS)) > 1
-    scripted.add(answer(long_thoughts, call("file_read", path="notes.md")), "Short answer.")
+    previews = long_thoughts_then("Short answer.", bot, scripted)
+    assert previews > 1
+
+    await bot.router.handle(live.message("think"))
+
+    assert live.chat() == ["Short answer."]
+    assert len(live.deletions) == previews - 1
+
+
+async def test_a_message_the_platform_will_not_delete_is_left_as_superseded(
+    bot: Clawbot, live: MemoryChannel, scripted: ScriptedModel
+) -> None:
+    live.fail_deletes = True
+    long_thoughts_then("Short answer.", bot, scripted)
 
     await bot.router.handle(live.message("think"))
 
     assert live.chat()[0] == "Short answer."
     assert set(live.chat()[1:]) == {SUPERSEDED}
+
+
+async def test_a_turn_stopped_after_a_shorter_round_deletes_the_longer_rounds_messages(
+    bot: Clawbot, live: MemoryChannel, scripted: ScriptedModel, pace: StreamPace
+) -> None:
+    previews = long_thoughts_then("Short answer that is never finished.", bot, scripted)
+    turn = asyncio.create_task(bot.router.handle(live.message("think")))
+    pace.allow(len(text_chunks(THOUGHTS, scripted.chunk_size)))
+    await live.shows(lambda chat: len(chat.chat()) == previews)  # the first round, in full
+    pace.allow(2 + 2)  # its tool call, and two chunks of the answer
+    await live.shows(lambda chat: chat.chat()[0].startswith("Short answer"))
+
+    await bot.router.handle(live.message("/stop"))
+    await turn
+
+    assert live.chat() == ["Short answer" + STOPPED_MARK, "Stopped the running turn."]
 
 
 async def test_drafts_show_the_reply_in_a_private_chat_and_it_is_then_sent_as_a_message(

@@ -8,11 +8,12 @@ cut in, each part once; no call came before a wait the platform asked for was ov
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
-from clawbot.testing import ScriptedModel, StreamPace
+from clawbot.testing import ScriptedModel, StreamPace, answer, call
 from tests.live_chats import CHUNK, Platform, long_reply, serving
 
 PLATFORMS: list[Platform] = ["telegram", "discord", "slack"]
@@ -93,3 +94,25 @@ async def test_a_private_telegram_chat_shows_the_reply_in_a_draft_then_as_its_me
         assert (
             live.standin.server.draft_shown(int(live.chat)) is None
         )  # the messages took its place
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+async def test_previews_a_shorter_reply_no_longer_needs_are_deleted(
+    platform: Platform, tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    scripted.chunk_size = CHUNK
+    scripted.pace = StreamPace()
+    scripted.add(answer(REPLY, call("file_read", path="notes.md")), "Nothing to add.")
+    async with serving(platform, tmp_path / "home", scripted, strictness="strict") as live:
+        (live.bot.workspace.root / "notes.md").write_text("hi")
+        previews = len(live.parts(REPLY))
+        await live.say("think it over")
+        scripted.pace.allow(CHUNKS)  # the first round's text, not yet its tool call
+        await live.standin.harness.wait_sent(previews, timeout=30)  # shown in full
+        scripted.pace.release()
+        await asyncio.wait_for(live.service.idle(), 60)
+
+        activity = live.activity()
+        assert live.shows() == ["Nothing to add."]
+        assert (activity.messages, activity.deletes) == (previews, previews - 1)
+        assert (activity.refused, activity.unhonoured) == (0, 0)

@@ -285,7 +285,8 @@ async def test_a_child_never_holds_a_tool_its_parent_lacks(
     spawned = scripted.requests[1].tool_results[0]
     refused = (
         "agents_list, file_edit, file_write, memory_forget, memory_get, memory_search,"
-        " memory_store, models_list, send_file, skill_read"
+        " memory_store, models_list, schedule_cancel, schedule_create, schedule_list, send_file,"
+        " skill_read"
     )
     assert f"Refused to it, because you lack them: {refused}." in spawned
     assert set(worker.requests[0].tool_names) == {"file_read", "list_dir"}

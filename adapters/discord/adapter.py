@@ -40,7 +40,7 @@ from pydantic import SecretStr
 from adapters.discord.buttons import PressReplies, press_to_inbound, pressed_command, view_for
 from adapters.discord.catch_up import CatchUp
 from adapters.discord.downloads import CdnDownloads
-from adapters.discord.edits import edit_message, one_part
+from adapters.discord.edits import delete_message, edit_message, one_part
 from adapters.discord.files import MAX_UPLOAD_BYTES, send_file
 from adapters.discord.gateway import guard_parsers, intents
 from adapters.discord.inbound import inbound_from_message, place
@@ -64,6 +64,7 @@ from clawbot.errors import ClawbotError, ConfigError, DeliveryError
 from clawbot.messages import (
     Attachment,
     InboundMessage,
+    OutboundDeletion,
     OutboundEdit,
     OutboundFile,
     OutboundMessage,
@@ -427,6 +428,14 @@ class DiscordAdapter(Adapter):
         part = one_part(edit.text, self.limits)
         target = self._running_client(edit.chat_id).get_partial_messageable(int(target_id))
         await edit_message(target, edit, outbound_arguments(part, channel_id=target.id))
+
+    async def delete(self, deletion: OutboundDeletion) -> None:
+        """Delete a message of the bot's (``edits``)."""
+        target_id = deletion.thread_id or deletion.chat_id
+        if not target_id.isdigit() or not deletion.message_id.isdigit():
+            raise DeliveryError(f"discord message {deletion.message_id!r} cannot be deleted")
+        target = self._running_client(deletion.chat_id).get_partial_messageable(int(target_id))
+        await delete_message(target, deletion)
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Best effort: a lost typing indicator is not worth failing a turn over."""

@@ -1,5 +1,6 @@
 """Editing a message the bot posted to Discord (an answered approval, a streamed reply's
-preview): ``PATCH /channels/{id}/messages/{id}`` with the new content and no components.
+preview): ``PATCH /channels/{id}/messages/{id}`` with the new content and no components;
+and deleting one (a preview the reply no longer needs): ``DELETE`` of the same route.
 
 An edit holds one message: a text that renders to more than Discord's 2000 characters is
 refused here, before Discord would refuse it. Rate limits: discord.py waits itself, both
@@ -19,7 +20,7 @@ from adapters.discord.sending import MAX_MESSAGE_CHARS, retry_after_of
 from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.rendering import RenderedPart, render_parts
 from clawbot.errors import DeliveryError, RateLimitedError
-from clawbot.messages import OutboundEdit
+from clawbot.messages import OutboundDeletion, OutboundEdit
 
 
 def one_part(text: str, limits: ChannelLimits) -> RenderedPart:
@@ -47,19 +48,33 @@ async def edit_message(
         await message.edit(
             content=arguments["content"], allowed_mentions=arguments["allowed_mentions"], view=None
         )
-    except discord.RateLimited as exc:
-        raise RateLimitedError(
-            f"discord asked to wait {exc.retry_after:g} s to {where}", exc.retry_after
-        ) from None
-    except discord.HTTPException as exc:
+    except (discord.RateLimited, discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        raise _refused(where, exc) from None
+
+
+async def delete_message(target: discord.PartialMessageable, deletion: OutboundDeletion) -> None:
+    """Delete the message ``deletion`` names (a bot may always delete its own);
+    ``RateLimitedError`` when Discord still asks to wait once discord.py gave up,
+    ``DeliveryError`` when it refuses (already deleted, not the bot's)."""
+    message = target.get_partial_message(int(deletion.message_id))
+    where = f"delete message {deletion.message_id} in chat {deletion.chat_id}"
+    try:
+        await message.delete()
+    except (discord.RateLimited, discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        raise _refused(where, exc) from None
+
+
+def _refused(where: str, exc: Exception) -> DeliveryError:
+    """Discord's refusal (or no answer: a connection error or timeout, an ``OSError``) as
+    clawbot's: ``RateLimitedError`` for a 429."""
+    if isinstance(exc, discord.RateLimited):
+        wait = exc.retry_after
+        return RateLimitedError(f"discord asked to wait {wait:g} s to {where}", wait)
+    if isinstance(exc, discord.HTTPException):
         if exc.status == 429:
             wait = retry_after_of(exc)
-            raise RateLimitedError(f"discord asked to wait {wait:g} s to {where}", wait) from None
-        raise DeliveryError(
+            return RateLimitedError(f"discord asked to wait {wait:g} s to {where}", wait)
+        return DeliveryError(
             f"discord refused to {where}: HTTP {exc.status} (code {exc.code}) {exc.text[:200]}"
-        ) from None
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise DeliveryError(
-            f"could not reach discord to edit a message in chat {edit.chat_id} "
-            f"({type(exc).__name__})"
-        ) from None
+        )
+    return DeliveryError(f"could not reach discord to {where} ({type(exc).__name__})")

@@ -63,7 +63,7 @@ from adapters.slack.connections import (
     socket_mode_handler,
 )
 from adapters.slack.downloads import SlackFiles
-from adapters.slack.edits import one_part, update
+from adapters.slack.edits import delete_message, one_part, update
 from adapters.slack.files import MAX_UPLOAD_BYTES, upload
 from adapters.slack.inbound import BotIdentity, event_to_inbound, second_delivery
 from adapters.slack.interactions import Interactions, post_privately
@@ -76,6 +76,7 @@ from clawbot.errors import ClawbotError, ConfigError, DeliveryError
 from clawbot.messages import (
     Attachment,
     InboundMessage,
+    OutboundDeletion,
     OutboundEdit,
     OutboundFile,
     OutboundMessage,
@@ -373,6 +374,10 @@ class SlackAdapter(Adapter):
         """``chat.update`` to a text that fits one message, without buttons; raises
         ``RateLimitedError`` when Slack asks to wait (see ``adapters.slack.edits``)."""
         await update(self._client, edit, one_part(edit.text, self.limits))
+
+    async def delete(self, deletion: OutboundDeletion) -> None:
+        """``chat.delete``; ``RateLimitedError`` when Slack asks to wait."""
+        await delete_message(self._client, deletion)
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Nothing: Slack has no typing indicator for bots (see the module docstring)."""

@@ -1,6 +1,7 @@
 """Editing a message the bot posted to Slack (an answered approval, a streamed reply's
 preview): ``chat.update`` with the text in section blocks and no actions block, so its
-buttons are gone, and the text again as the notification fallback.
+buttons are gone, and the text again as the notification fallback. ``chat.delete`` takes
+one away (a preview the reply no longer needs; Tier 3 as well).
 
 An edit holds one message: a text that renders to more than one part (4000 characters) is
 refused here. ``chat.update`` is Tier 3 (50+ a minute per workspace); a 429 is not waited out
@@ -20,7 +21,7 @@ from adapters.slack.sending import error_code, is_rate_limited, part_to_post_arg
 from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.rendering import RenderedPart, render_parts
 from clawbot.errors import DeliveryError, RateLimitedError
-from clawbot.messages import OutboundEdit
+from clawbot.messages import OutboundDeletion, OutboundEdit
 
 
 def one_part(text: str, limits: ChannelLimits) -> RenderedPart:
@@ -65,3 +66,18 @@ async def update(client: AsyncWebClient, edit: OutboundEdit, part: RenderedPart)
         raise DeliveryError(
             f"cannot reach Slack to update a message in chat {edit.chat_id} ({type(exc).__name__})"
         ) from None
+
+
+async def delete_message(client: AsyncWebClient, deletion: OutboundDeletion) -> None:
+    """``chat.delete`` the message ``deletion`` names (a bot token deletes the bot's own);
+    ``RateLimitedError`` when Slack asks to wait, ``DeliveryError`` when it refuses."""
+    where = f"delete message {deletion.message_id} in chat {deletion.chat_id}"
+    try:
+        await client.chat_delete(channel=deletion.chat_id, ts=deletion.message_id)
+    except SlackApiError as exc:
+        if is_rate_limited(exc):
+            wait = retry_after_of(exc)
+            raise RateLimitedError(f"Slack asked to wait {wait:g} s to {where}", wait) from None
+        raise DeliveryError(f"Slack refused to {where} ({error_code(exc)})") from None
+    except (aiohttp.ClientError, OSError) as exc:
+        raise DeliveryError(f"cannot reach Slack to {where} ({type(exc).__name__})") from None

@@ -20,7 +20,7 @@ from telegram.constants import ChatAction
 from telegram.error import BadRequest, TelegramError
 
 from adapters.telegram.buttons import PressAnswers, press_to_inbound
-from adapters.telegram.edits import edit_text, one_part, send_draft_text
+from adapters.telegram.edits import delete_message, edit_text, one_part, send_draft_text
 from adapters.telegram.files import MAX_CAPTION_CHARS, MAX_UPLOAD_BYTES, send_file
 from adapters.telegram.inbound import BotIdentity, update_to_inbound
 from adapters.telegram.intake import BotApiRequest, PollingIntake, WebhookIntake
@@ -30,7 +30,13 @@ from adapters.telegram.setting_checks import settings_problems, start_error
 from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, SentMessage
 from clawbot.channels.rendering import render_parts
 from clawbot.errors import ClawbotError, ConfigError, DeliveryError, InputError
-from clawbot.messages import Attachment, OutboundEdit, OutboundFile, OutboundMessage
+from clawbot.messages import (
+    Attachment,
+    OutboundDeletion,
+    OutboundEdit,
+    OutboundFile,
+    OutboundMessage,
+)
 from clawbot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -293,6 +299,11 @@ class TelegramAdapter(Adapter):
         ``RateLimitedError`` under flood control (see ``adapters.telegram.edits``)."""
         part = one_part(edit.text, self.limits, "an edit")
         await edit_text(self._bot(), edit, part, api_chat_id(edit.chat_id), scrub=self._scrub)
+
+    async def delete(self, deletion: OutboundDeletion) -> None:
+        """``deleteMessage``; ``RateLimitedError`` under flood control."""
+        chat_id = api_chat_id(deletion.chat_id)
+        await delete_message(self._bot(), deletion, chat_id, scrub=self._scrub)
 
     async def send_draft(self, chat_id: str, draft_id: int, text: str) -> None:
         """``sendMessageDraft``: ``text`` rendered as a message is, in a private chat;

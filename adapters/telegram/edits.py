@@ -1,6 +1,7 @@
 """Changing what a Telegram chat shows: ``editMessageText`` of a message the bot sent (an
-answered approval, a streamed reply's preview) and ``sendMessageDraft`` (a reply growing in a
-private chat's draft, Bot API 9.3).
+answered approval, a streamed reply's preview), ``deleteMessage`` (a preview the reply no
+longer needs) and ``sendMessageDraft`` (a reply growing in a private chat's draft, Bot API
+9.3).
 
 Both take one rendered part: a text that renders to more than one message is refused here,
 before Telegram would refuse it, since an edit replaces one message (the live reply moves on
@@ -23,7 +24,7 @@ from adapters.telegram.sending import flood_wait
 from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.rendering import RenderedPart, render_parts
 from clawbot.errors import DeliveryError, RateLimitedError
-from clawbot.messages import OutboundEdit
+from clawbot.messages import OutboundDeletion, OutboundEdit
 
 Scrub = Callable[[str], str]
 
@@ -63,6 +64,18 @@ async def edit_text(
     except BadRequest as exc:
         if "message is not modified" not in exc.message.lower():
             raise _refused(where, exc, scrub) from None
+    except TelegramError as exc:
+        raise _refused(where, exc, scrub) from None
+
+
+async def delete_message(
+    bot: Bot, deletion: OutboundDeletion, chat_id: int | str, *, scrub: Scrub
+) -> None:
+    """``deleteMessage`` of a message the bot sent (a bot may delete its own messages for
+    48 hours); ``RateLimitedError`` under flood control, ``DeliveryError`` when refused."""
+    where = f"delete message {deletion.message_id} in chat {deletion.chat_id}"
+    try:
+        await bot.delete_message(chat_id=chat_id, message_id=int(deletion.message_id))
     except TelegramError as exc:
         raise _refused(where, exc, scrub) from None
 

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from clawbot.policies import ToolPolicy
+from clawbot.settings.cost import BudgetPolicy
 
 DEFAULT_AGENT_ID = "main"
 
@@ -101,6 +102,12 @@ class AgentSpec(BaseModel):
     """Other agents' folders (``agents/<id>/`` in the workspace) this agent's file tools and
     shell may use besides its own: ``read``, or ``write`` (with a tool that writes); ``*``
     for every agent's folder. See ``clawbot.security.reach``."""
+    heartbeat_interval: float | None = Field(default=None, ge=0)
+    """Seconds between runs of this agent's ``HEARTBEAT.md`` checklist (0: none); unset,
+    the ``heartbeat_interval`` setting applies (docs/schedules.md)."""
+    budget: BudgetPolicy = BudgetPolicy()
+    """What this agent's calls may spend per UTC day, per session and per turn (``[budget]``:
+    ``per_day = "$2"``, ``per_turn = "50k tokens"``), besides the settings' budgets."""
     coordinator: bool = False
     """Coordinator mode: its workers' reports reach its model as ``<task-notification>``
     XML, it may hold the scratchpad tools, and the workers it spawns keep their own tools

@@ -201,6 +201,23 @@ class Workspace:
         self._bootstrap_cache[folders] = (stamp, result)
         return result
 
+    def read(self, name: str, agent_id: str | None = None) -> str | None:
+        """The text of the workspace file ``name`` (the agent's overlay first), opened
+        beneath the root like a bootstrap file; None when there is none."""
+        try:
+            with Beneath.open(self.root) as root:
+                hit = self._open_first(root, self._folders(agent_id), name)
+                if hit is None:
+                    return None
+                index, fd, info = hit
+                try:
+                    relative = f"{self._folders(agent_id)[index]}/{name}"
+                    return self._read_cached(relative, info.st_mtime_ns, fd)
+                finally:
+                    os.close(fd)
+        except OSError:  # the workspace itself is gone
+            return None
+
     def changed(self) -> None:
         """Files may have been written from inside (a tool round): look at the next call."""
         self._checked.clear()

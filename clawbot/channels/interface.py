@@ -17,6 +17,7 @@ from clawbot.errors import DeliveryError
 from clawbot.messages import (
     Attachment,
     InboundMessage,
+    OutboundDeletion,
     OutboundEdit,
     OutboundFile,
     OutboundMessage,
@@ -141,6 +142,13 @@ class Adapter(abc.ABC):
         """Replace the text of a message this adapter sent and remove its buttons (already
         gated by the outbox); raises ``DeliveryError`` when the platform refuses. Channels
         without buttons do nothing: their messages never need taking back."""
+
+    async def delete(self, deletion: OutboundDeletion) -> None:
+        """Take back a message this adapter sent (already gated by the outbox): a streamed
+        reply's preview the reply no longer needs. Raises ``DeliveryError`` when the
+        platform refuses (the live reply then edits the message to ``…`` instead), and
+        ``RateLimitedError`` when it asks to wait. By default a channel deletes nothing."""
+        raise DeliveryError(f"the {self.name or 'this'} channel cannot delete messages")
 
     def limits_for(self, chat_id: str) -> ChannelLimits:
         """The limits that hold in one chat: ``limits``, unless the platform's rate differs

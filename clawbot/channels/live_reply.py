@@ -15,8 +15,9 @@ model: the newest text wins, an intermediate one is dropped, never queued.
   would have been sent at once, each part once. When an edit is refused for good (the
   message was deleted, say), the reply from that part on is sent as new messages.
 - A model call that ends in tool calls was not the reply: the next call's text replaces it
-  in the same messages. A message that the reply no longer needs (a round before wrote more
-  than the reply) is left as :data:`SUPERSEDED`.
+  in the same messages. A message the reply no longer needs (a round before wrote more than
+  the reply, or the rest of the reply is sent anew after an edit was refused) is deleted;
+  where the platform will not delete it, it is left as :data:`SUPERSEDED`.
 - A turn stopped (``/stop``, a newer message that steered it, its deadline, a failure)
   leaves what was shown with :data:`STOPPED_MARK` after it (:meth:`stop`).
 
@@ -30,7 +31,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from contextvars import Context
 from dataclasses import dataclass
 
@@ -39,14 +41,14 @@ from clawbot.channels.interface import SentMessage
 from clawbot.channels.pacer import ChatPacer
 from clawbot.channels.rendering import RenderedPart, render_parts
 from clawbot.errors import DeliveryError, RateLimitedError
-from clawbot.messages import OutboundEdit, OutboundMessage
+from clawbot.messages import OutboundDeletion, OutboundEdit, OutboundMessage
 
 log = logging.getLogger("clawbot.outbox")
 
 STOPPED_MARK = "\n\n— stopped"
 """What a stopped reply's last shown message ends with."""
 SUPERSEDED = "…"
-"""What a message of an earlier round's longer preview shows once the reply needs it no more."""
+"""What a preview message the reply needs no more shows where the platform will not delete it."""
 STOP_PATIENCE = 5.0
 """Seconds a stop mark waits when the platform asks to wait; longer, it is left out."""
 _draft_ids = itertools.count(1)
@@ -135,7 +137,7 @@ class LiveReply:
             return await self.pacer.send(message)
         usable = len(self._messages) if self._broken_at is None else self._broken_at
         sent: list[SentMessage] = []
-        fresh, stale = min(usable, len(parts)), range(len(parts), usable)
+        fresh = min(usable, len(parts))
         for index, shown in enumerate(self._messages[:fresh]):
             part = parts[index]
             if shown.part.text != part.text:
@@ -147,23 +149,47 @@ class LiveReply:
                         self.template.session_key,
                         exc.message,
                     )
-                    fresh, stale = index, range(index + 1, usable)
+                    fresh = usable = index
                     break
             sent.append(self._sent(shown.message_id))
+        # the previews the reply needs no more go before the rest is sent: never two copies
+        await self._take_back(range(fresh, len(self._messages)), editable=range(fresh, usable))
         for index, part in enumerate(parts[fresh:], start=fresh):
             update: dict[str, object] = {"text": part.source, **self._key(f"part{index}")}
             if index > 0:
                 update["reply_to_message_id"] = None
             sent.extend(await self.pacer.send(message.model_copy(update=update)))
-        for index in stale:  # an earlier, longer round's, or a part now sent anew
-            shown = self._messages[index]
-            if shown.part.text != SUPERSEDED:
-                with contextlib.suppress(DeliveryError):
-                    await self.pacer.edit(self._edit(shown.message_id, SUPERSEDED))
         return sent
 
+    async def _take_back(
+        self, indices: Iterable[int], *, editable: range, patience: float = math.inf
+    ) -> None:
+        """Delete the preview messages at ``indices``; one the platform will not delete is
+        edited to :data:`SUPERSEDED` instead, if it is in ``editable`` (an edit of it was
+        never refused)."""
+        for index in indices:
+            shown = self._messages[index]
+            deletion = OutboundDeletion(
+                channel=self.template.channel,
+                chat_id=self.template.chat_id,
+                thread_id=self.template.thread_id,
+                message_id=shown.message_id,
+                session_key=self.template.session_key,
+                deliver=self.template.deliver,
+            )
+            try:
+                await self.pacer.delete(deletion, patience=patience)
+                continue
+            except DeliveryError as exc:
+                log.info("could not delete a preview in %s: %s", self.template.session_key, exc)
+            if index in editable and shown.part.text != SUPERSEDED:
+                with contextlib.suppress(DeliveryError):
+                    edit = self._edit(shown.message_id, SUPERSEDED)
+                    await self.pacer.edit(edit, patience=patience)
+
     async def stop(self) -> None:
-        """The turn stopped before its reply: what was shown stays, marked as stopped."""
+        """The turn stopped before its reply: what was shown stays, marked as stopped; the
+        messages after it (an earlier, longer round's) are taken back."""
         await self._close()
         try:
             if self.drafts:
@@ -185,6 +211,8 @@ class LiveReply:
                     update={"text": STOPPED_MARK.strip(), "reply_to_message_id": None}
                 )
                 await self.pacer.send(note, patience=STOP_PATIENCE)
+            after = range(self._latest + 1, len(self._messages))
+            await self._take_back(after, editable=after, patience=STOP_PATIENCE)
         except DeliveryError as exc:
             log.info("could not mark a stopped reply in %s: %s", self.template.session_key, exc)
 

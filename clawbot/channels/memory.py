@@ -4,7 +4,7 @@ InboundMessages in and read what the outbox delivered.
 By default it takes whatever it is given, as it always did. Made ``live=True`` it also
 shows replies while they are written (edits, or drafts where its limits say so) and keeps
 a platform's rules, so a test sees what a person would: messages with ids, edited in place
-(:meth:`MemoryChannel.chat`), a no-op or over-long edit refused, and, with a
+(:meth:`MemoryChannel.chat`) or deleted, a no-op or over-long edit refused, and, with a
 :class:`ChatRules`, calls closer together than the platform allows refused with a 429 and
 ``retry_after``.
 """
@@ -22,7 +22,14 @@ from clawbot.channels.interface import Adapter, ChannelLimits, InboundHandler, S
 from clawbot.channels.pacer import ONE_PART_FACTOR, PacerClock
 from clawbot.channels.rendering import render_parts
 from clawbot.errors import DeliveryError, InputError, RateLimitedError
-from clawbot.messages import Attachment, InboundMessage, OutboundEdit, OutboundFile, OutboundMessage
+from clawbot.messages import (
+    Attachment,
+    InboundMessage,
+    OutboundDeletion,
+    OutboundEdit,
+    OutboundFile,
+    OutboundMessage,
+)
 from clawbot.settings import Settings
 
 
@@ -101,6 +108,10 @@ class MemoryChannel(Adapter):
         self.posted: dict[str, Posted] = {}
         self.fail_edits = False
         """Refuse every edit for good (the message was deleted, say)."""
+        self.deletions: list[OutboundDeletion] = []
+        """Messages taken back, in order (``posted`` shows them no more)."""
+        self.fail_deletes = False
+        """Refuse every deletion (a platform that lets no bot delete, say)."""
         self.typing: list[str] = []
         self.served: dict[str, bytes] = {}
         """What ``fetch_attachment`` serves, by ref (a ref not here: gone, as on a platform)."""
@@ -152,6 +163,18 @@ class MemoryChannel(Adapter):
         self.edits.append(edit)
         posted.text = edit.text
         posted.edits += 1
+        self._sent_more.set()
+
+    async def delete(self, deletion: OutboundDeletion) -> None:
+        posted = self.posted.get(deletion.message_id)
+        if posted is None or posted.chat_id != deletion.chat_id:
+            raise DeliveryError("Bad Request: message to delete not found")
+        if self.fail_deletes:
+            raise DeliveryError("Bad Request: message can't be deleted")
+        if self.rules is not None:
+            self.rules.check(deletion.chat_id, None)
+        self.deletions.append(deletion)
+        del self.posted[deletion.message_id]
         self._sent_more.set()
 
     async def send_draft(self, chat_id: str, draft_id: int, text: str) -> None:

@@ -29,6 +29,7 @@ from clawbot.errors import DeliveryError
 from clawbot.messages import (
     INTERNAL_CHANNEL,
     Action,
+    OutboundDeletion,
     OutboundEdit,
     OutboundFile,
     OutboundMessage,
@@ -39,7 +40,9 @@ from clawbot.routing.sessions import Session
 log = logging.getLogger("clawbot.outbox")
 
 
-def may_deliver(message: OutboundMessage | OutboundEdit | OutboundFile) -> bool:
+def may_deliver(
+    message: OutboundMessage | OutboundEdit | OutboundDeletion | OutboundFile,
+) -> bool:
     """The delivery rule, in one place."""
     return message.deliver is True and message.channel != INTERNAL_CHANNEL
 

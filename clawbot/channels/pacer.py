@@ -4,7 +4,7 @@ Platforms limit how often a bot may post to one chat (Telegram about one message
 Slack one a second per channel, Discord five in five seconds) and answer a burst with 429s
 and flood penalties. Most of those calls, once replies stream, are edits. So the outbox
 gives every chat (channel and chat id) one :class:`ChatPacer`, and its messages, edits,
-drafts, approval requests and typing indicators all pass through it:
+drafts, deletions, approval requests and typing indicators all pass through it:
 
 - one call at a time, in the order they came, ``limits.message_interval`` apart, and two
   edits of one message ``limits.edit_interval`` apart;
@@ -29,7 +29,7 @@ from clawbot.channels.chunking import utf16_length
 from clawbot.channels.interface import Adapter, SentMessage
 from clawbot.channels.rendering import render_parts
 from clawbot.errors import RateLimitedError
-from clawbot.messages import OutboundEdit, OutboundFile, OutboundMessage
+from clawbot.messages import OutboundDeletion, OutboundEdit, OutboundFile, OutboundMessage
 
 log = logging.getLogger("clawbot.outbox")
 T = TypeVar("T")
@@ -118,6 +118,11 @@ class ChatPacer:
             retry=retry,
             patience=patience,
         )
+
+    async def delete(self, deletion: OutboundDeletion, *, patience: float = math.inf) -> None:
+        """Take a message back; a refusal for now is waited out (up to ``patience``
+        seconds), as for a final edit."""
+        await self.call(lambda: self.adapter.delete(deletion), patience=patience)
 
     async def preview(self, message: OutboundMessage) -> list[SentMessage]:
         """The first message of a live reply: a refusal for now is raised, not waited out

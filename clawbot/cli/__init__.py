@@ -2,7 +2,8 @@
 
 ``main`` is the Typer app (``main()`` is the console script); one module per command group:
 ``onboard``, ``chat``, ``run``, ``doctor``, ``agents``, ``pairing``, ``sessions``, ``memory``,
-``audit``, with ``common`` (what they share) and ``checks`` (what ``doctor`` checks); ``service``
+``audit``, ``usage``, with ``common`` (what they share) and ``checks`` (what ``doctor``
+checks); ``service``
 runs the adapters of ``clawbot run`` (public: the conformance suite runs a channel through
 it) and ``serving`` is the one-serving-process lock. ``onboard`` asks what
 ``clawbot.setup`` checks and writes (the web console's first run uses it too).

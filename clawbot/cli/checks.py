@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 from clawbot.channels.interface import Adapter
@@ -53,6 +54,8 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
         checks.append(database := await _database_check(settings))
         if database.status == "ok" and settings.peer_groups:
             checks.append(await _peer_groups_check(settings))
+        if database.status == "ok" and (settings.daily_budget_usd or settings.budget_per_day):
+            checks.append(await budget_check(settings))
     checks.append(settings_files_check(settings))
     configured = [c for c in channels if c in _configured(checks)]
     checks.append(_access_check(settings, configured))
@@ -178,6 +181,55 @@ async def _database_check(settings: Settings) -> Check:
     finally:
         await store.close()
     return Check("ok", subject, f"opens, schema version {version}")
+
+
+async def budget_check(settings: Settings, now: datetime | None = None) -> Check:
+    """What today's (UTC) model calls spent of the daily budgets: the bot's cap, and how
+    many conversations spent their own. A spent budget is a problem: calls are refused."""
+    from clawbot.runtime.budgets import Spent
+    from clawbot.runtime.usage import UsageFilter, format_usd
+    from clawbot.store import open_store
+
+    today = (now or datetime.now(UTC)).date().isoformat()
+    store = await open_store(settings)
+    try:
+        total = await store.usage.totals(UsageFilter(day=today))
+        per_conversation = await store.usage.grouped("session", UsageFilter(day=today))
+    finally:
+        await store.close()
+    parts: list[str] = []
+    spent_out: list[str] = []
+    if settings.daily_budget_usd:
+        limit = settings.daily_budget_usd
+        calls = "1 call" if total.calls == 1 else f"{total.calls:,} calls"
+        parts.append(
+            f"today's {calls} spent {format_usd(total.cost_usd)} of ${limit:,.2f}"
+            " (CLAWBOT_DAILY_BUDGET_USD)"
+        )
+        if total.cost_usd >= limit:
+            spent_out.append("CLAWBOT_DAILY_BUDGET_USD")
+    budget = settings.budget_per_day
+    if budget is not None:
+        over = [
+            group.key
+            for group in per_conversation
+            if group.key != "-"
+            and Spent(group.totals.tokens, group.totals.cost_nanousd).share_of(budget) >= 1
+        ]
+        parts.append(
+            f"{len(over)} conversation(s) spent their daily {budget.describe()}"
+            " (CLAWBOT_BUDGET_PER_DAY)" + (f": {', '.join(over[:5])}" if over else "")
+        )
+        if over:
+            spent_out.append("CLAWBOT_BUDGET_PER_DAY")
+    detail = "; ".join(parts)
+    if spent_out:
+        detail += (
+            f". Model calls they cover are refused until the next day (UTC): raise"
+            f" {' or '.join(spent_out)} to go on sooner"
+        )
+        return Check("problem", "budgets", detail)
+    return Check("ok", "budgets", detail)
 
 
 async def _peer_groups_check(settings: Settings) -> Check:

@@ -18,7 +18,9 @@ from clawbot.cli import (
     onboard,
     pairing,
     run,
+    schedule,
     sessions,
+    usage,
 )
 
 app = typer.Typer(
@@ -53,6 +55,8 @@ app.add_typer(sessions.app, name="sessions")
 app.add_typer(memory.app, name="memory")
 app.add_typer(audit.app, name="audit")
 app.add_typer(mcp.app, name="mcp")
+app.add_typer(schedule.app, name="schedule")
+app.command()(usage.usage)
 
 
 def main() -> None:

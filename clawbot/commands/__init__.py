@@ -4,8 +4,8 @@
 ``clawbot.messages``: adapters use it too); ``builtin``
 /start, /help, /new and /status; then ``agents`` (/agents, /agent, /models, /model,
 /skills, /context), ``approvals`` (/approve, /deny, /grants), ``compaction`` (/compact),
-``memory`` (/memory), ``queue`` (/queue, /stop), ``subagents`` (/subagents) and ``voice``
-(/voice). Commands
+``memory`` (/memory), ``queue`` (/queue, /stop), ``subagents`` (/subagents), ``usage``
+(/usage) and ``voice`` (/voice). Commands
 see narrow protocols (``SessionControl``, ``QueueControl``, ``SubagentControl``), never the
 router.
 
@@ -20,6 +20,8 @@ __all__ = [
     "memory",
     "queue",
     "registry",
+    "schedules",
     "subagents",
+    "usage",
     "voice",
 ]

@@ -59,7 +59,7 @@ async def show_images(
     earlier = [(a, block) for a, block in images if a.turn_id != turn_id]
     latest = [(a, block) for a, block in images if a.turn_id == turn_id]
     latest += earlier[-count:] if count else []
-    sees = sees_images(model)
+    sees = sees_images(model, settings.vision_models)
     fetched: dict[int, Part] = {}
     if sees and latest:
         parts = await asyncio.gather(*(_fetched(settings, fetcher, block) for _, block in latest))

@@ -2,7 +2,9 @@
 is shown, audio to transcribe, a document to save, or something the bot does not take.
 
 The platform's MIME type decides, or the file's name when the platform gave only a generic
-type (``application/octet-stream``), as Discord and Telegram do for some files.
+type (``application/octet-stream``), as Discord and Telegram do for some files. A file
+neither says is taken (no extension, or a type such as ``application/x-sh`` for a script) may
+still be text: its bytes decide once downloaded (:func:`looks_like_text`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 DOCUMENT_TYPES = frozenset({"application/pdf", "application/json"})
 """Documents besides ``text/*`` (plain text, Markdown, CSV, ...)."""
 GENERIC_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
+TEXTUAL_SUFFIXES = ("xml", "json", "javascript", "yaml", "toml", "sql", "ecmascript")
 TAKEN = (
     "images (JPEG, PNG, GIF, WebP), voice notes and audio, and text, Markdown, CSV and PDF files"
 )
@@ -34,6 +37,9 @@ class Sorted:
     kind: Kind
     mime_type: str
     reason: str = ""
+    sniff: bool = False
+    """Not taken by its type, but not an image, audio or video either: it is downloaded
+    and taken as a text document when its bytes are text."""
 
 
 def sort(block: AttachmentBlock) -> Sorted:
@@ -48,6 +54,29 @@ def sort(block: AttachmentBlock) -> Sorted:
         return Sorted("document", mime)
     if mime.startswith("image/"):
         reason = f"its format ({mime}) is not one models read; send it as JPEG, PNG, GIF or WebP"
-    else:
-        reason = f"its type ({mime or 'unknown'}) is not one I take: I take {TAKEN}"
-    return Sorted("unsupported", mime, reason)
+        return Sorted("unsupported", mime, reason)
+    reason = f"its type ({mime or 'unknown'}) is not one I take: I take {TAKEN}"
+    return Sorted("unsupported", mime, reason, sniff=_may_be_text(mime))
+
+
+def _may_be_text(mime: str) -> bool:
+    """A type that does not rule text out: none (``application/octet-stream``), a
+    non-standard one (``application/x-sh``, ``application/x-yaml``) or a text format filed
+    under ``application/`` (XML, JavaScript, YAML, TOML, SQL). ``application/zip`` or a
+    video says what the file is."""
+    if mime in GENERIC_TYPES or mime.startswith("application/x-"):
+        return True
+    return mime.startswith("application/") and mime.endswith(TEXTUAL_SUFFIXES)
+
+
+def looks_like_text(data: bytes) -> bool:
+    """Whether bytes a type did not vouch for are text a person would read: UTF-8 (a byte
+    order mark allowed) without a NUL, which no text file holds and nearly every binary
+    format does."""
+    if b"\0" in data:
+        return False
+    try:
+        data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return False
+    return True

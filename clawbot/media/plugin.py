@@ -29,6 +29,7 @@ from clawbot.media.kinds import sort
 from clawbot.media.received import Receiver
 from clawbot.messages import OutboundMessage, Provenance, TextBlock, TranscriptEntry
 from clawbot.routing.sessions import Session
+from clawbot.runtime.metering import UsageMeter
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
 from clawbot.runtime.transcripts import Attached
 from clawbot.settings import Settings
@@ -48,8 +49,16 @@ log = logging.getLogger("clawbot.media")
 class MediaIn(TurnPlugin):
     name = "media"
 
-    def __init__(self, *, settings: Settings, store: Store, outbox: Outbox) -> None:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        outbox: Outbox,
+        meter: UsageMeter | None = None,
+    ) -> None:
         self.settings = settings
+        self.meter = meter  # counts transcriptions in the usage ledger
         self.store = store
         self.outbox = outbox
         self.fetcher = Fetcher(outbox, settings.media_download_timeout)
@@ -91,7 +100,9 @@ class MediaIn(TurnPlugin):
         if not files or await self._taken_before(turn):
             return []
         context = turn.tool_context()
-        receiver = Receiver(self.settings, self.fetcher, context.workspace, await context.reach())
+        receiver = Receiver(
+            self.settings, self.fetcher, context.workspace, await context.reach(), self.meter
+        )
         lines: list[str] = []
         notices: list[str] = []
         for block, sorted_as in files:

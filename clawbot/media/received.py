@@ -8,6 +8,9 @@ went wrong, a line for the person.
 - Documents are saved into the agent's inbox folder and named to it; a PDF's text is saved
   beside it (``report.pdf.txt``), where ``file_read`` reads it. An agent without a folder it
   can read (no file tools) gets the text in the turn instead, cut at ``INLINE_CHARS``.
+- A file whose type (or name) says nothing taken, but that is not a video, is downloaded
+  and saved as a text document when its bytes are text (``notes`` with no extension, a
+  script sent as ``application/octet-stream``).
 - Anything else is refused, naming what is taken.
 """
 
@@ -21,11 +24,12 @@ from clawbot.agents.workspace import shown_path
 from clawbot.errors import ClawbotError
 from clawbot.media.fetching import Fetcher
 from clawbot.media.inbox import inbox_of, save
-from clawbot.media.kinds import Sorted
+from clawbot.media.kinds import Sorted, looks_like_text
 from clawbot.media.names import safe_name
 from clawbot.media.pdf import pdf_text
 from clawbot.media.transcription import transcribe
 from clawbot.messages import AttachmentBlock, human_size
+from clawbot.runtime.metering import UsageMeter
 from clawbot.security.reach import Reach
 from clawbot.settings import Settings
 
@@ -53,14 +57,19 @@ class Receiver:
     fetcher: Fetcher
     root: Path
     reach: Reach
+    meter: UsageMeter | None = None
 
     async def take(self, block: AttachmentBlock, sorted_as: Sorted) -> Taken:
         name = shown_path(block.name)
         if sorted_as.kind == "audio":
             return await self._listen(block, sorted_as.mime_type)
-        if sorted_as.kind == "document":
+        if sorted_as.kind == "document" or sorted_as.sniff:
             try:
-                return await self._save(block, sorted_as.mime_type)
+                data = await self.fetcher.fetch(
+                    block, self.settings.attachment_max_bytes, "CLAWBOT_ATTACHMENT_MAX_BYTES"
+                )
+                if sorted_as.kind == "document" or looks_like_text(data):
+                    return await self._save(block, sorted_as.mime_type, data)
             except ClawbotError as exc:
                 told = f"I could not save {name}: {exc}."
                 return Taken(f"{name}: not saved ({exc.message})", told)
@@ -80,7 +89,9 @@ class Receiver:
             data = await self.fetcher.fetch(
                 block, self.settings.attachment_max_bytes, "CLAWBOT_ATTACHMENT_MAX_BYTES"
             )
-            text = await transcribe(model, block.name, mime, data, self.settings.provider_timeout)
+            text = await transcribe(
+                model, block.name, mime, data, self.settings.provider_timeout, self.meter
+            )
         except ClawbotError as exc:
             return Taken(
                 f"{heard}: could not be transcribed ({exc.message})",
@@ -88,11 +99,8 @@ class Receiver:
             )
         return Taken(f"{heard}, transcribed: {text or '(no speech heard)'}")
 
-    async def _save(self, block: AttachmentBlock, mime: str) -> Taken:
+    async def _save(self, block: AttachmentBlock, mime: str, data: bytes) -> Taken:
         name = shown_path(block.name)
-        data = await self.fetcher.fetch(
-            block, self.settings.attachment_max_bytes, "CLAWBOT_ATTACHMENT_MAX_BYTES"
-        )
         is_pdf = mime == "application/pdf"
         home = self.reach.home  # a folder of its own only when it reaches files at all
         if home is None:

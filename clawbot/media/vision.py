@@ -4,6 +4,8 @@ an image as the OpenAI-style content block litellm passes to every provider."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
 from typing import Any
 
 from clawbot.providers import litellm_module
@@ -16,9 +18,13 @@ _SIGNATURES = (
 )
 
 
-def sees_images(model: str) -> bool:
-    """Whether litellm's model info says ``model`` takes images; False for a model it does
-    not know (a provider refuses an image the model cannot take, failing the whole turn)."""
+def sees_images(model: str, vision_models: Sequence[str] = ()) -> bool:
+    """Whether ``model`` takes images: named in ``vision_models`` (the operator's
+    ``CLAWBOT_VISION_MODELS``, for a model litellm does not know), else as litellm's model
+    info says; False for a model neither knows (a provider refuses an image the model
+    cannot take, failing the whole turn)."""
+    if any(fnmatchcase(model, pattern) for pattern in vision_models):
+        return True
     try:
         return bool(litellm_module().supports_vision(model=model))
     except Exception:  # litellm raises for a model it cannot map

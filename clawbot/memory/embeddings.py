@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from clawbot.errors import EmbeddingError
 from clawbot.redaction import redactor
+from clawbot.runtime.metering import UsageMeter, response_cost
 from clawbot.store.protocols.memories import Embedder
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ class LitellmEmbedder:
     def __init__(self, model: str, *, timeout: float = 60.0) -> None:
         self.model = model
         self.timeout = timeout
+        self.meter: UsageMeter | None = None
+        """Where each request is counted (set where the bot is assembled)."""
 
     @property
     def name(self) -> str:
@@ -138,16 +141,30 @@ class LitellmEmbedder:
     async def _request(self, batch: list[str]) -> list[list[float]]:
         from clawbot.providers import litellm_module  # offline, and without litellm's banners
 
+        meter = self.meter
+        started = UsageMeter.started()
         try:
             response: Any = await litellm_module().aembedding(
                 model=self.model, input=batch, timeout=self.timeout
             )
             data = sorted(response.data, key=lambda item: _field(item, "index"))
-            return [list(_field(item, "embedding")) for item in data]
+            vectors = [list(_field(item, "embedding")) for item in data]
         except Exception as exc:  # litellm raises many types; the reason is in the text
+            if meter is not None:
+                await meter.failed("embedding", self.model, started, exc)
             text = redactor.redact(str(exc)).strip()
             reason = text.splitlines()[0][:300] if text else type(exc).__name__
             raise EmbeddingError(f"the embedding model {self.model} failed: {reason}") from None
+        if meter is not None:
+            usage = getattr(response, "usage", None)
+            await meter.record(
+                purpose="embedding",
+                model=self.model,
+                started=started,
+                input_tokens=getattr(usage, "prompt_tokens", None),
+                cost_usd=response_cost(response),
+            )
+        return vectors
 
 
 def _field(item: Any, name: str) -> Any:

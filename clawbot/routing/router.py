@@ -32,7 +32,9 @@ from clawbot.messages import (
 from clawbot.routing.rate_limit import SenderRateLimit
 from clawbot.routing.sessions import Session, session_key_for
 from clawbot.runtime.control import TurnResult
+from clawbot.runtime.metering import root_key_of
 from clawbot.runtime.turn import Runtime
+from clawbot.runtime.usage import UsageFilter
 from clawbot.scheduling.jobs import Lane
 from clawbot.scheduling.records import TurnHandle
 from clawbot.scheduling.scheduler import Scheduler
@@ -272,6 +274,7 @@ class Router:
         files = ", ".join(resolved.prompt_files) or "none"
         stored = await self.store.transcripts.count(session.key, session.epoch)
         reach = await self.runtime.reach(session)
+        spent = await self.store.usage.totals(UsageFilter(root_key=root_key_of(session)))
         return "\n".join(
             [
                 f"Agent: {resolved.agent.name} ({resolved.agent.agent_id})",
@@ -280,6 +283,7 @@ class Router:
                 *await self.runtime.plugins.status(session),
                 f"Session: {session.key}",
                 f"Messages in this conversation: {stored}",
+                f"Cost so far (subagents included): {spent.describe()}",
                 f"Tools: {', '.join(t.name for t in resolved.tools) or 'none'}",
                 f"Files: {reach.describe()}",
                 f"Skills: {', '.join(s.name for s in resolved.skills) or 'none'}",

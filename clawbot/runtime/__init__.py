@@ -3,7 +3,9 @@
 ``turn`` (``Runtime``) resolves the agent, builds the prompt and runs the tool loop;
 ``llm`` is the litellm call (streamed to a ``text_stream`` sink when a turn binds one) and
 ``replies`` what a call produced (``ModelReply``, below the store); ``usage`` the tokens and
-cost each call used (below the store); ``model_health`` which models are down and resting,
+cost each call used (below the store); ``metering`` writes each call's row of the usage
+ledger, for whom the calls made now are; ``budgets`` refuse a call a spent budget covers;
+``model_health`` which models are down and resting,
 so a call moves to its fallbacks, ``fallbacks`` what a person is told of that (a plugin),
 ``api_keys`` a provider's listed keys taking turns (private) and ``provider_errors`` how a
 provider's failure is read (private);
@@ -22,10 +24,12 @@ through ``plugins``, bound in ``clawbot.app``. It never imports ``memory``,
 """
 
 __all__ = [
+    "budgets",
     "compaction",
     "control",
     "fallbacks",
     "llm",
+    "metering",
     "model_health",
     "plugins",
     "replies",

@@ -29,6 +29,7 @@ from clawbot.messages import ToolResultBlock
 from clawbot.providers import litellm_module
 from clawbot.routing.sessions import Session
 from clawbot.runtime.llm import ModelClient
+from clawbot.runtime.metering import calls_as
 from clawbot.runtime.replies import ModelReply
 from clawbot.runtime.text_stream import streaming_to
 from clawbot.runtime.transcripts import Transcript, TranscriptCache
@@ -244,7 +245,9 @@ class Compactor:
             {"role": "user", "content": self._material(model, live.summary, older)},
         ]
         try:
-            with streaming_to(None):  # a summary made mid-turn is not the turn's reply
+            # a summary made mid-turn is not the turn's reply; its tokens are counted as a
+            # compaction's, the session's (and its turn's, when a turn needed it)
+            with streaming_to(None), calls_as("compaction", session):
                 reply = await self.client.complete(model, request, fallbacks=fallbacks)
         except ClawbotError as exc:
             raise CompactionError(f"the summary failed: {exc.message}") from None

@@ -29,6 +29,7 @@ from clawbot.messages import (
 )
 from clawbot.providers import litellm_module, litellm_ready, load_litellm
 from clawbot.runtime.api_keys import ApiKeys
+from clawbot.runtime.metering import UsageMeter, count
 from clawbot.runtime.model_health import ModelHealth
 from clawbot.runtime.provider_errors import (
     describe_failure,
@@ -42,6 +43,7 @@ from clawbot.runtime.provider_errors import (
 )
 from clawbot.runtime.replies import ModelReply
 from clawbot.runtime.text_stream import TextSink, current_sink
+from clawbot.runtime.usage import CACHED_TOKENS
 
 log = logging.getLogger("clawbot.llm")
 
@@ -120,22 +122,33 @@ def reply_from_response(response: Any, model: str = "") -> ModelReply:
         )
         for index, call in enumerate(getattr(message, "tool_calls", None) or ())
     )
-    usage_obj = _attribute(response, "usage")
-    usage = (
-        {
-            key: int(getattr(usage_obj, key, 0) or 0)
-            for key in ("prompt_tokens", "completion_tokens")
-        }
-        if usage_obj
-        else {}
-    )
     return ModelReply(
         text=message.content or "",
         tool_calls=calls,
-        usage=usage,
+        usage=tokens_of(_attribute(response, "usage")),
         cost_usd=cost_of(response),
         model=model,
     )
+
+
+def tokens_of(usage: Any) -> dict[str, int]:
+    """A response's token counts: ``prompt_tokens``, ``completion_tokens`` and, when the
+    provider read part of the prompt from its cache, ``cached_tokens``. A count the provider
+    left out or sent malformed (text, a negative number) is left out, never made a zero."""
+    if not usage:
+        return {}
+    counts: dict[str, int] = {}
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = count(getattr(usage, key, None))
+        if value is not None:
+            counts[key] = value
+        elif getattr(usage, key, None) is not None:
+            log.warning("the provider's usage has a malformed %s: %.40r", key, getattr(usage, key))
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = count(getattr(details, "cached_tokens", None))
+    if cached:
+        counts[CACHED_TOKENS] = cached
+    return counts
 
 
 def _attribute(obj: Any, name: str) -> Any:
@@ -213,17 +226,13 @@ class _Stream:
             )
             for index, (call_id, name, args) in sorted(self._calls.items())
         )
-        usage = (
-            {
-                key: int(getattr(self._usage, key, 0) or 0)
-                for key in ("prompt_tokens", "completion_tokens")
-            }
-            if self._usage is not None
-            else {}
-        )
         cost = getattr(self._usage, "cost", None)
         return ModelReply(
-            text=self.text, tool_calls=calls, usage=usage, cost_usd=_a_cost(cost), model=model
+            text=self.text,
+            tool_calls=calls,
+            usage=tokens_of(self._usage),
+            cost_usd=_a_cost(cost),
+            model=model,
         )
 
 
@@ -246,6 +255,9 @@ class ModelClient:
         self.backoff = backoff
         self.health = health or ModelHealth()
         self.keys = keys or ApiKeys()
+        self.meter: UsageMeter | None = None
+        """Where each call is counted and budgets are asked first (set where the bot is
+        assembled; none: calls are counted nowhere)."""
 
     def loaded(self) -> bool:
         """Whether a call made now goes to the provider at once: litellm is imported, with
@@ -274,6 +286,8 @@ class ModelClient:
         spent quota): a model that failed so rests for a cooldown, skipped meanwhile. A
         request too long for the model is not a fallback's: ContextLengthError (the
         caller compacts). The reply names the model that answered."""
+        if self.meter is not None:
+            await self.meter.allow()  # a spent budget refuses the call before it is made
         if not litellm_ready():  # a call in the first seconds awaits the preload, off the loop
             await self.load()
         litellm = litellm_module()
@@ -364,6 +378,28 @@ class ModelClient:
                 log.warning("%s was refused (%s): %s takes over", key, what, following)
 
     async def _attempt(
+        self,
+        litellm: Any,
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        kwargs: dict[str, Any],
+        sink: TextSink | None,
+    ) -> ModelReply:
+        """One call to the provider, counted in the usage ledger with the model that
+        answered it (or how it failed)."""
+        meter = self.meter
+        if meter is None:
+            return await self._call(litellm, model, messages, kwargs, sink)
+        started = meter.started()
+        try:
+            reply = await self._call(litellm, model, messages, kwargs, sink)
+        except Exception as exc:
+            await meter.failed("turn", model, started, exc)
+            raise
+        await meter.model_answered(reply.model or model, started, reply)
+        return reply
+
+    async def _call(
         self,
         litellm: Any,
         model: str,

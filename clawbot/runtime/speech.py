@@ -20,6 +20,7 @@ from clawbot.lru import LRUCache
 from clawbot.messages import INTERNAL_CHANNEL, OutboundFile, OutboundMessage
 from clawbot.providers import litellm_module
 from clawbot.routing.sessions import Session
+from clawbot.runtime.metering import UsageMeter, response_cost
 from clawbot.runtime.plugins import TurnPlugin
 from clawbot.settings import Settings
 
@@ -49,17 +50,37 @@ def spoken_text(reply: str) -> str:
     return (cut[: end + 1] if end > MAX_SPOKEN_CHARS // 2 else cut).rstrip() + " …"
 
 
-async def synthesize(model: str, text: str, *, voice: str, timeout: float) -> bytes:
-    """``text`` read aloud by ``model``; a ProviderError saying what failed."""
+async def synthesize(
+    model: str,
+    text: str,
+    *,
+    voice: str,
+    timeout: float,
+    meter: UsageMeter | None = None,
+    session: Session | None = None,
+) -> bytes:
+    """``text`` read aloud by ``model``; a ProviderError saying what failed. The call is
+    counted in ``meter``'s ledger as ``session``'s."""
     litellm = litellm_module()
+    started = UsageMeter.started()
     try:
         response = await litellm.aspeech(
             model=model, input=text, voice=voice, response_format=SPEECH_FORMAT, timeout=timeout
         )
         audio = response.content
     except Exception as exc:  # litellm maps every provider's failure to its own types
+        if meter is not None:
+            await meter.failed("speech", model, started, exc, session=session)
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         raise ProviderError(f"the speech model {model!r} failed: {first}") from None
+    if meter is not None:
+        await meter.record(
+            purpose="speech",
+            model=model,
+            started=started,
+            cost_usd=response_cost(response),
+            session=session,
+        )
     if not isinstance(audio, bytes) or not audio:
         raise ProviderError(f"the speech model {model!r} returned no audio")
     return audio
@@ -71,9 +92,10 @@ class VoiceReplies(TurnPlugin):
 
     name = "voice"
 
-    def __init__(self, settings: Settings, outbox: Outbox) -> None:
+    def __init__(self, settings: Settings, outbox: Outbox, meter: UsageMeter | None = None) -> None:
         self.settings = settings
         self.outbox = outbox
+        self.meter = meter
         self._told: LRUCache[str, bool] = LRUCache(4096)
         """Conversations told voice notes fail, not told again until one goes out."""
 
@@ -86,7 +108,12 @@ class VoiceReplies(TurnPlugin):
             return
         try:
             audio = await synthesize(
-                model, text, voice=self.settings.tts_voice, timeout=self.settings.provider_timeout
+                model,
+                text,
+                voice=self.settings.tts_voice,
+                timeout=self.settings.provider_timeout,
+                meter=self.meter,
+                session=session,
             )
         except ProviderError as exc:
             await self._failed(session, exc.message)

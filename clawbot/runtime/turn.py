@@ -42,6 +42,7 @@ from clawbot.runtime.control import (
     repeated,
 )
 from clawbot.runtime.llm import UNTRUSTED_NOTE, ModelClient
+from clawbot.runtime.metering import calls_for
 from clawbot.runtime.plugins import TurnPlugin, TurnPlugins, TurnStart
 from clawbot.runtime.resolved_turn import ResolvedTurn, within_ceiling
 from clawbot.runtime.tool_offer import ToolOffer
@@ -242,22 +243,27 @@ class Runtime:
             tool_context=_memo(lambda: self._tool_context(session, resolved, turn_id, inputs)),
             model=resolved.model,
         )
-        ephemeral = (*ephemeral, *await self.plugins.context(turn))
-        if ephemeral:  # the audit keeps what the model was shown; the transcript never does
-            trace_id = TurnOrigin.of(session, turn_id, inputs).trace.trace_id
-            await self.store.audit.started(
-                context_record(
-                    trace_id=trace_id,
-                    task_id=child_id_of(session.key) or trace_id,
-                    run_id=turn_id,
-                    session_key=session.key,
-                    agent_id=resolved.agent.agent_id,
-                    blocks=ephemeral,
-                    at=utcnow(),
-                )
-            )
         ancestors = await self.chains.ancestors(session)
-        with agent_scope(*ancestors, resolved.agent.agent_id):
+        # every call the turn makes (its model's, a transcription's, an embedding's) is its
+        # own in the usage ledger
+        with (
+            agent_scope(*ancestors, resolved.agent.agent_id),
+            calls_for(session, turn_id, agent_id=resolved.agent.agent_id),
+        ):
+            ephemeral = (*ephemeral, *await self.plugins.context(turn))
+            if ephemeral:  # the audit keeps what the model was shown; the transcript never does
+                trace_id = TurnOrigin.of(session, turn_id, inputs).trace.trace_id
+                await self.store.audit.started(
+                    context_record(
+                        trace_id=trace_id,
+                        task_id=child_id_of(session.key) or trace_id,
+                        run_id=turn_id,
+                        session_key=session.key,
+                        agent_id=resolved.agent.agent_id,
+                        blocks=ephemeral,
+                        at=utcnow(),
+                    )
+                )
             try:
                 await self.plugins.turn_started(turn)
                 return await self._loop(turn, resolved, ephemeral, control)
@@ -458,7 +464,7 @@ class Runtime:
             else "The turn failed"
         )
         reply = (
-            f"{what}: {exc.message}. {exc.hint.capitalize()}."
+            f"{what}: {exc.message}. {exc.hint[:1].upper()}{exc.hint[1:]}."
             if exc.hint
             else f"{what}: {exc.message}."
         )

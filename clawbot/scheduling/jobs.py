@@ -8,6 +8,9 @@ from typing import Literal, NamedTuple
 Lane = Literal["main", "subagent", "cron", "announce"]
 LANES: tuple[Lane, ...] = ("main", "subagent", "cron", "announce")
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+QUIET_REPLY = "HEARTBEAT_OK"
+"""A ``cron`` lane turn whose reply is exactly this sends nothing: a heartbeat (or a task
+told to speak only when something needs attention) found nothing to say."""
 
 
 class TurnJob(NamedTuple):

@@ -80,6 +80,7 @@ class Scheduler:
         self.closing = False
         self._started = False
         self._start_lock = asyncio.Lock()
+        self._started_event = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._outcomes = Outcomes(loop=self._event_loop, closing=self._is_closing)
         self._replies = Replies(outbox, settings)
@@ -139,6 +140,12 @@ class Scheduler:
             self._started = True
             if self._turns.ends is not None:
                 await self._turns.ends.recover()
+            self._started_event.set()
+
+    async def wait_started(self) -> None:
+        """Return once :meth:`start` has run: work of its own (a schedule's loop) starts
+        no turn before the adapters are connected and recovery is done."""
+        await self._started_event.wait()
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Stop intake, give running turns ``timeout`` seconds (default: the
@@ -373,11 +380,13 @@ class Scheduler:
         if run is not None:
             if run.cancel_reason is None and run.task is not None:
                 run.cancel_reason = "with-parent" if with_parent else "stop"
-                # A turn launched this very moment (``/stop`` right after its message) takes
-                # its first step first: a task cancelled before that never runs the code that
-                # records its end, and its session would wait for it forever.
-                await asyncio.sleep(0)
-                run.task.cancel()
+                # A turn launched this very moment (``/stop`` right after its message) has
+                # not taken its first step: cancelled now, it would never run the code that
+                # records its end (its session would wait for it forever), and cancelled a
+                # step later, the cancel would cut short that very record. It stops itself
+                # at its first step, which sees the reason set here.
+                if run.began:
+                    run.task.cancel()
             if run.task is not None:
                 await asyncio.wait({run.task})
         self._queues.settle(queue)

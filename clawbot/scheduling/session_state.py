@@ -95,6 +95,9 @@ class Run(TurnControl):
         self.lease_until = lease_until
         self.task: asyncio.Task[None] | None = None
         self.cancel_reason: CancelReason | None = None
+        self.began = False
+        """The turn's task took its first step, past the check of ``cancel_reason``: from
+        then on a stop cancels the task; before, the task stops itself at that check."""
         self.warned_at: float | None = None
         self._closing = closing
 

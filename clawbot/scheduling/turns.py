@@ -20,6 +20,7 @@ from clawbot.runtime.turn import Runtime
 from clawbot.scheduling.backlog import BacklogItem, asked_in, resume_token
 from clawbot.scheduling.delivery import Replies, ReplyMarks
 from clawbot.scheduling.hooks import TurnEnds
+from clawbot.scheduling.jobs import QUIET_REPLY
 from clawbot.scheduling.notices import asked_of, deadline_notice, failure_notice
 from clawbot.scheduling.records import TurnOutcome
 from clawbot.scheduling.session_state import Run, SessionQueue
@@ -129,6 +130,7 @@ class TurnRunner:
     async def _turn(self, run: Run) -> TurnOutcome | None:
         if run.cancel_reason is not None:
             raise asyncio.CancelledError
+        run.began = True  # in the same step as the check: a stop from now on cancels the task
         session = run.queue.session
         job = run.job
         if run.mode != "started" and not self.runtime.client.loaded():
@@ -156,7 +158,9 @@ class TurnRunner:
                 return TurnOutcome(job_id=job.id, status="deferred")
             log.info("session %s: resuming job %s after a crash", session.key, job.id)
         inputs = await self._inputs(run)
-        live = self.replies.live(session, job) if self._streaming is not None else None
+        # a cron turn may end quiet (QUIET_REPLY): no preview of it is shown
+        streams = self._streaming is not None and job.lane != "cron"
+        live = self.replies.live(session, job) if streams else None
         try:
             result = await self._run(run, inputs, live)
         except BaseException:
@@ -166,6 +170,9 @@ class TurnRunner:
             await _stopped(live)
             await self._yielded(run, result, inputs)
             return None
+        if result.status == "done" and job.lane == "cron" and result.reply.strip() == QUIET_REPLY:
+            self.marks.mark(job.id)  # nothing needs attention: nothing is sent
+            return TurnOutcome(job_id=job.id, status="done", reply=result.reply, result=result)
         if live is not None and result.status == "done":
             delivery = await self.replies.finish(live, result.reply)
         else:

@@ -34,6 +34,7 @@ from pydantic_settings import (
 from clawbot.errors import ConfigError
 from clawbot.policies import DEFAULT_PROFILE, Autonomy, RiskProfile
 from clawbot.settings.console import ConsoleSettings
+from clawbot.settings.cost import CostSettings
 from clawbot.settings.fallbacks import FallbackSettings
 from clawbot.settings.files import (
     DEFAULT_HOME,
@@ -44,7 +45,9 @@ from clawbot.settings.files import (
     home_env_file,
 )
 from clawbot.settings.mcp import McpSettings
+from clawbot.settings.media import MediaSettings
 from clawbot.settings.platforms import PlatformSettings
+from clawbot.settings.schedules import ScheduleSettings
 from clawbot.settings.tools import ToolSettings
 
 DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
@@ -59,7 +62,15 @@ class PeerGroup(BaseModel):
 
 
 class Settings(
-    BaseSettings, PlatformSettings, ToolSettings, FallbackSettings, McpSettings, ConsoleSettings
+    BaseSettings,
+    PlatformSettings,
+    ToolSettings,
+    FallbackSettings,
+    McpSettings,
+    ConsoleSettings,
+    ScheduleSettings,
+    MediaSettings,
+    CostSettings,
 ):
     """Everything an operator can set. Tokens are secrets: their repr never shows them."""
 

@@ -138,7 +138,12 @@ class Database(GroupCommit):
     async def close(self) -> None:
         """Close the connection (the pending rows are the caller's to write first); the
         last connection to close folds the WAL into the file."""
+        if self._soon:
+            with contextlib.suppress(Exception):
+                await self.transaction(no_work)
         self._closed = True
+        if self._soon_timer is not None:
+            self._soon_timer.cancel()
         if self._checkpointing is not None:
             with contextlib.suppress(Exception):
                 await self._checkpointing
@@ -179,9 +184,16 @@ class Database(GroupCommit):
         await self.transaction(rewrite_version)
 
     async def flush(self) -> None:
-        """Write the pending rows to SQLite now (reads and every transaction do it anyway;
-        this is for a process that wants them visible to others at once)."""
-        if self.pending.waiting:
+        """Write the pending rows (and the rows no caller waits for) to SQLite now (reads
+        and every transaction do it anyway; this is for a process that wants them visible
+        to others at once)."""
+        if self.pending.waiting or self._soon:
+            await self.transaction(no_work)
+
+    async def write_soon_rows(self) -> None:
+        """Write the rows no caller waited for (``soon``) now: for a read of their table
+        only, so the other reads of a turn never pay a commit for them."""
+        if self._soon:
             await self.transaction(no_work)
 
     # reads ----------------------------------------------------------------------------
@@ -341,12 +353,17 @@ class Database(GroupCommit):
             if not is_busy(exc):
                 self._writable = False
             raise
+        soon = self._take_soon()
         try:
             if taken:
                 pending.write(db, taken)
+            if soon:
+                self._write_soon(db, soon)
             result = work(db)
         except BaseException as exc:
             db.rollback()
+            if soon:
+                self._requeue_soon(soon)
             busy = is_busy(exc)
             if isinstance(exc, sqlite3.Error) and not busy:
                 self._writable = False

@@ -1,11 +1,16 @@
 """Group commit: the writes issued in one event-loop pass share one commit, each in a
 savepoint of its own, so under a burst a message costs a savepoint, not a commit. The half
 of :class:`~clawbot.store.database.Database` behind its :meth:`grouped`; the transactions
-it runs on are the database's."""
+it runs on are the database's.
+
+A write nobody waits for (a usage row, :meth:`GroupCommit.soon`) goes further: it rides on
+the next transaction whatever it is, or commits on its own after ``SOON_WAIT`` when none
+comes, so it costs an insert in a commit already paid for."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -17,6 +22,11 @@ import aiosqlite
 from clawbot.store.sqlite_errors import describe, is_busy
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+SOON_WAIT = 1.0
+"""Seconds a write nobody waits for waits for a transaction to ride on before it commits
+on its own (what a crash can lose of such writes)."""
+Work = Callable[[sqlite3.Connection], Any]
 
 
 class GroupCommit(ABC):
@@ -34,6 +44,9 @@ class GroupCommit(ABC):
         self._group_drain: asyncio.Task[None] | None = None
         self._group_scheduled = False  # a drain is due or running
         self._pass_wrote = False  # this loop pass committed a write at once
+        self._soon: list[Work] = []  # writes nobody waits for, on the next transaction
+        self._soon_timer: asyncio.TimerHandle | None = None
+        self._soon_commit: asyncio.Future[Any] | None = None
 
     @abstractmethod
     def _transact(self, db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -76,6 +89,52 @@ class GroupCommit(ABC):
             self._group_scheduled = True
             self._loop.call_soon(self._drain_now)
         return await future
+
+    def soon(self, work: Work) -> None:
+        """Write ``work`` with the next transaction, whichever it is, or on its own after
+        ``SOON_WAIT``: for a row no caller waits for (a usage row), which then costs an
+        insert in a commit already paid for. A failure is logged; the row is lost."""
+        self._soon.append(work)
+        if self._soon_timer is None and not self._closed:
+            self._soon_timer = self._loop.call_later(SOON_WAIT, self._commit_soon)
+
+    def _commit_soon(self) -> None:
+        self._soon_timer = None
+        if self._soon and not self._closed and self._soon_commit is None:
+            self._soon_commit = asyncio.ensure_future(self.grouped(_nothing))
+            self._soon_commit.add_done_callback(self._soon_committed)
+
+    def _soon_committed(self, done: asyncio.Future[Any]) -> None:
+        self._soon_commit = None
+        if not done.cancelled() and done.exception() is not None:
+            log.error("rows waiting to be written failed: %s", done.exception())
+            self._commit_later()
+
+    def _commit_later(self) -> None:
+        if self._soon and self._soon_timer is None and not self._closed:
+            self._soon_timer = self._loop.call_later(SOON_WAIT, self._commit_soon)
+
+    def _take_soon(self) -> list[Work]:
+        """The writes nobody waits for, taken for the transaction about to run."""
+        works, self._soon = self._soon, []
+        return works
+
+    def _write_soon(self, db: sqlite3.Connection, works: Sequence[Work]) -> None:
+        """Inside a transaction: the writes nobody waits for, in a savepoint of their own,
+        so a failing one is dropped (and logged), never failing the work it rides with."""
+        db.execute("SAVEPOINT clawbot_soon")
+        try:
+            for work in works:
+                work(db)
+        except sqlite3.Error as exc:
+            db.execute("ROLLBACK TO clawbot_soon")
+            log.error("%d rows no caller waited for could not be written: %s", len(works), exc)
+        db.execute("RELEASE clawbot_soon")
+
+    def _requeue_soon(self, works: Sequence[Work]) -> None:
+        """A transaction that carried them rolled back: they wait for the next one."""
+        self._soon[:0] = works
+        self._commit_later()
 
     def _end_pass(self) -> None:
         self._pass_wrote = False
@@ -130,6 +189,11 @@ class GroupCommit(ABC):
                 future.set_exception(describe(value, self.path))
             else:
                 future.set_exception(value)
+
+
+def _nothing(db: sqlite3.Connection) -> None:
+    """A transaction's work when only the writes nobody waits for are to be written."""
+    return None
 
 
 def _group_work(

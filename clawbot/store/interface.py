@@ -12,9 +12,11 @@ from clawbot.store.protocols.agents import Agents, Injections
 from clawbot.store.protocols.console import Console
 from clawbot.store.protocols.conversations import Sessions, Transcripts
 from clawbot.store.protocols.memories import Memories
+from clawbot.store.protocols.schedules import Schedules
 from clawbot.store.protocols.security import Approvals, AuditLog
 from clawbot.store.protocols.senders import Access, Pairing
 from clawbot.store.protocols.turns import Backlog, Jobs, Ledger
+from clawbot.store.protocols.usage import UsageLedger
 
 
 class Store(Protocol):
@@ -45,7 +47,11 @@ class Store(Protocol):
     @property
     def approvals(self) -> Approvals: ...
     @property
+    def usage(self) -> UsageLedger: ...
+    @property
     def console(self) -> Console: ...
+    @property
+    def schedules(self) -> Schedules: ...
 
     @property
     def owner(self) -> str:

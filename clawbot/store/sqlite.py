@@ -23,8 +23,10 @@ from clawbot.store.intake import PendingIntakes
 from clawbot.store.jobs import SqliteJobs
 from clawbot.store.ledger import SqliteLedger
 from clawbot.store.memories import SqliteMemories
+from clawbot.store.schedules import SqliteSchedules
 from clawbot.store.sessions import SqliteSessions, SqliteTranscripts
 from clawbot.store.sqlite_errors import damaged, describe
+from clawbot.store.usage import SqliteUsage
 
 T = TypeVar("T")
 
@@ -52,7 +54,9 @@ class SqliteStore:
         self.memories = SqliteMemories(database)
         self.audit = SqliteAuditLog(database)
         self.approvals = SqliteApprovals(database)
+        self.usage = SqliteUsage(database)
         self.console = SqliteConsole(database)
+        self.schedules = SqliteSchedules(database)
 
     @classmethod
     async def open(cls, path: Path, *, synchronous: str = "NORMAL") -> SqliteStore:

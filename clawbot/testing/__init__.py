@@ -116,11 +116,27 @@ class ScriptedUsage:
     """What the scripted model says each call used, in the response as a provider does:
     tokens, and a cost when given. litellm has no price for a scripted model, so without
     ``cost_usd`` the response's cost is unknown, as for any unpriced model; with it, the
-    cost is passed on as litellm passes on a cost the provider computed itself."""
+    cost is passed on as litellm passes on a cost the provider computed itself.
+    ``cached_tokens`` of the prompt's came from the provider's cache. A count given as
+    anything but a whole number (``"lots"``, ``-3``) is sent as it is: a provider's
+    malformed usage."""
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: int | str = 0
+    completion_tokens: int | str = 0
     cost_usd: float | None = None
+    cached_tokens: int = 0
+
+    def counts(self) -> dict[str, Any]:
+        """The usage as a provider's response carries it (OpenAI's names)."""
+        counts: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+        if isinstance(self.prompt_tokens, int) and isinstance(self.completion_tokens, int):
+            counts["total_tokens"] = self.prompt_tokens + self.completion_tokens
+        if self.cached_tokens:
+            counts["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return counts
 
 
 @dataclass(frozen=True)
@@ -313,7 +329,13 @@ def uninstall(model: ScriptedModel) -> None:
 
 def _make_handler(litellm: Any) -> Any:
     from litellm.llms.custom_llm import CustomLLM
-    from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message, Usage
+    from litellm.types.utils import (
+        ChatCompletionMessageToolCall,
+        Function,
+        Message,
+        PromptTokensDetailsWrapper,
+        Usage,
+    )
 
     class ScriptedHandler(CustomLLM):
         def acompletion(self, *args: Any, **kwargs: Any) -> Any:
@@ -369,11 +391,14 @@ def _make_handler(litellm: Any) -> Any:
             response.created = int(time.time())
             if model.usage is not None:
                 used = model.usage
-                response.usage = Usage(
-                    prompt_tokens=used.prompt_tokens,
-                    completion_tokens=used.completion_tokens,
-                    total_tokens=used.prompt_tokens + used.completion_tokens,
-                )
+                usage = Usage(total_tokens=0)
+                for key in ("prompt_tokens", "completion_tokens"):  # as sent, malformed or not
+                    setattr(usage, key, getattr(used, key))
+                if used.cached_tokens:
+                    usage.prompt_tokens_details = PromptTokensDetailsWrapper(
+                        cached_tokens=used.cached_tokens
+                    )
+                response.usage = usage
                 if used.cost_usd is not None:
                     # What litellm keeps as the response's cost instead of pricing it.
                     response._hidden_params["response_cost"] = used.cost_usd
@@ -410,12 +435,8 @@ def _make_handler(litellm: Any) -> Any:
                 if model.pace is not None:
                     await model.pace.next_chunk()
                 raise _failure(litellm, step, kwargs["model"])
+            usage = (model.usage or ScriptedUsage()).counts()
             used = model.usage or ScriptedUsage()
-            usage: dict[str, Any] = {
-                "prompt_tokens": used.prompt_tokens,
-                "completion_tokens": used.completion_tokens,
-                "total_tokens": used.prompt_tokens + used.completion_tokens,
-            }
             if used.cost_usd is not None:
                 usage["cost"] = used.cost_usd
             reason = "tool_calls" if not isinstance(step, str) and _calls(step) else "stop"

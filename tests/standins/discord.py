@@ -13,15 +13,16 @@ one with flags 64 (EPHEMERAL) is shown to the presser alone and kept apart from 
 messages (``ephemeral``). ``PATCH
 /channels/{id}/messages/{id}`` edits a message the bot posted (``components: []`` removes its
 buttons); a deleted message is unknown (10008), another's cannot be edited (50005), content
-over 2000 characters is an invalid form body (50035, BASE_TYPE_MAX_LENGTH).
+over 2000 characters is an invalid form body (50035, BASE_TYPE_MAX_LENGTH). ``DELETE`` of
+the same route deletes a message of the bot's (204; 10008 once it is gone).
 
 A message posted with a ``nonce`` (at most 25 characters) carries it; with ``enforce_nonce``
 (which discord.py sends with every nonce) a nonce the bot used within the last few minutes
 (``NONCE_SECONDS``) creates nothing: the message it created then is returned, or 10008 when
 that one was deleted.
 
-Rate limits (:data:`DISCORD_RATES`, on by default): posting to a channel and editing in it
-each have a per-channel bucket, whose state every answer reports in Discord's
+Rate limits (:data:`DISCORD_RATES`, on by default): posting to a channel, editing and
+deleting in it each have a per-channel bucket, whose state every answer reports in Discord's
 ``X-RateLimit-*`` headers (discord.py reads them and waits before a bucket runs dry); a
 request over a bucket is answered 429 with ``retry_after`` in the JSON body and the
 ``Retry-After`` / ``X-RateLimit-Reset-After`` headers. ``book`` counts each channel's
@@ -98,11 +99,15 @@ class DiscordRates:
 
     post: Limit = PER_CHANNEL
     edit: Limit = PER_CHANNEL
+    delete: Limit = PER_CHANNEL
+    """Deleting a message: a bucket of its own, as for editing."""
 
 
 DISCORD_RATES = DiscordRates()
-_BUCKETS = {"post": "5a1e5d0c9b8a", "edit": "e417d0c9b8a7"}
-"""The ``X-RateLimit-Bucket`` of each route: posting and editing are separate buckets."""
+Route = Literal["post", "edit", "delete"]
+_BUCKETS = {"post": "5a1e5d0c9b8a", "edit": "e417d0c9b8a7", "delete": "d3e1e7e0c9b8"}
+"""The ``X-RateLimit-Bucket`` of each route: posting, editing and deleting are separate
+buckets."""
 
 _MARKDOWN = re.compile(r"[*_~`|]|^\s*(?:>|#{1,3}\s|-#\s|[-*]\s)|\[[^\]]*\]\([^)]*\)", re.M)
 _ESCAPED = re.compile(r"\\.")
@@ -237,6 +242,9 @@ class DiscordStandIn:
         app.router.add_get(api + "/channels/{channel_id}/messages", self.history.respond)
         app.router.add_patch(
             api + "/channels/{channel_id}/messages/{message_id}", self._patch_message
+        )
+        app.router.add_delete(
+            api + "/channels/{channel_id}/messages/{message_id}", self._delete_message
         )
         app.router.add_post(api + "/channels/{channel_id}/typing", self._post_typing)
         app.router.add_post(
@@ -633,11 +641,11 @@ class DiscordStandIn:
             "Via": "1.1 google",
         }
 
-    def _route(self, route: Literal["post", "edit"], channel_id: str) -> tuple[str, Limit]:
-        limit = self.rates.post if route == "post" else self.rates.edit
-        return f"{channel_id}:{route}", limit
+    def _route(self, route: Route, channel_id: str) -> tuple[str, Limit]:
+        limit = {"post": self.rates.post, "edit": self.rates.edit, "delete": self.rates.delete}
+        return f"{channel_id}:{route}", limit[route]
 
-    def _bucket_headers(self, route: Literal["post", "edit"], channel_id: str) -> dict[str, str]:
+    def _bucket_headers(self, route: Route, channel_id: str) -> dict[str, str]:
         """The bucket's state after a request, as Discord reports it."""
         key, limit = self._route(route, channel_id)
         state = self.book.state(key, limit)
@@ -665,7 +673,7 @@ class DiscordStandIn:
         }
         return _json(body, status=429, headers=headers)
 
-    def _over_bucket(self, route: Literal["post", "edit"], channel_id: str) -> web.Response | None:
+    def _over_bucket(self, route: Route, channel_id: str) -> web.Response | None:
         key, limit = self._route(route, channel_id)
         refusal = self.book.admit(channel_id, [(key, limit)], scope=route)
         if refusal is None:
@@ -927,6 +935,31 @@ class DiscordStandIn:
         self.sent_changed.set()
         self._changed()
         return _json(message, headers=self._bucket_headers("edit", channel_id))
+
+    async def _delete_message(self, request: web.Request) -> web.Response:
+        """As Discord: a message that exists (10008 once deleted); the bot's own, as a bot
+        without Manage Messages deletes no one else's (50013); 204 with no body."""
+        self.requests.append(("DELETE", request.path, None))
+        if not self._authorized(request):
+            return self._error(401, "401: Unauthorized")
+        channel_id = request.match_info["channel_id"]
+        message = self.messages.get(request.match_info["message_id"])
+        if (
+            message is None
+            or message["id"] in self.deleted
+            or str(message["channel_id"]) != channel_id
+        ):
+            return self._error(404, "Unknown Message", 10008)
+        if message["author"]["id"] != self.bot_user["id"]:
+            return self._error(403, "Missing Permissions", 50013)
+        over = self._over_bucket("delete", channel_id)
+        if over is not None:
+            return over
+        self.deleted.add(message["id"])
+        self.book.record(channel_id, "delete")
+        self.sent_changed.set()
+        self._changed()
+        return web.Response(status=204, headers=self._bucket_headers("delete", channel_id))
 
     async def _interaction_callback(self, request: web.Request) -> web.Response:
         body = await request.json()

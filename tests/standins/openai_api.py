@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
 import struct
@@ -56,6 +57,10 @@ class OpenAIStandin:
         # When set, a request whose ``Authorization`` is not ``Bearer <api_key>`` is answered
         # as OpenAI answers a wrong key: 401, with the start of the key in the message.
         self.api_key: str | None = None
+        # A streamed answer's pace and an echo's length: ``chunk_seconds`` between two of
+        # its text chunks (a model writing as it goes), ``echo_tail`` after each echo.
+        self.chunk_seconds = 0.0
+        self.echo_tail = ""
 
     def _vector(self, text: str) -> list[float]:
         words = set(text.lower().replace(":", " ").split())
@@ -124,7 +129,7 @@ class OpenAIStandin:
             last = next(
                 (m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), ""
             )
-            reply = f"echo: {last}"
+            reply = f"echo: {last}{self.echo_tail}"
         if isinstance(reply, dict) and reply.get("hang"):
             self.hung.set()
             assert self._release is not None
@@ -188,6 +193,17 @@ class OpenAIStandin:
         it, and ``[DONE]``."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
+        with contextlib.suppress(ConnectionResetError):  # the client is gone (killed mid-stream)
+            await self._events(response, body, message, hold_after)
+        return response
+
+    async def _events(
+        self,
+        response: web.StreamResponse,
+        body: dict[str, Any],
+        message: dict[str, Any],
+        hold_after: str | None,
+    ) -> None:
         ident, created = f"chatcmpl-{next(self._ids)}", int(time.time())
 
         async def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> None:
@@ -211,6 +227,8 @@ class OpenAIStandin:
                 await self._go_on.wait()
             for start in range(0, len(piece), 8):
                 await event({"content": piece[start : start + 8]})
+                if self.chunk_seconds:
+                    await asyncio.sleep(self.chunk_seconds)
         for index, call in enumerate(message.get("tool_calls") or ()):
             arguments = call["function"]["arguments"]
             half = len(arguments) // 2
@@ -237,7 +255,6 @@ class OpenAIStandin:
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
-        return response
 
     def _serve(self) -> None:
         loop = asyncio.new_event_loop()

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 Clock = Callable[[], float]
-Kind = Literal["message", "edit", "draft"]
+Kind = Literal["message", "edit", "draft", "delete"]
 
 HONOUR_TOLERANCE = 0.01
 """Seconds a call may come before a retry-after ends and still count as honouring it: the
@@ -159,6 +159,7 @@ class ChatActivity:
     messages: int = 0
     edits: int = 0
     drafts: int = 0
+    deletes: int = 0
     refused: int = 0
     """Calls answered 429 because of a rate rule."""
     unhonoured: int = 0
@@ -230,6 +231,8 @@ class RateBook:
             activity.messages += 1
         elif kind == "edit":
             activity.edits += 1
+        elif kind == "delete":
+            activity.deletes += 1
         else:
             activity.drafts += 1
 

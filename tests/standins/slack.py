@@ -20,7 +20,8 @@ Acknowledgement is modelled as strictly as Slack applies it (:class:`EventSender
   ``interactive`` envelope in Socket Mode or a form-encoded ``payload`` POST to the Request URL in
   HTTP mode; unanswered in 3 s, the presser sees an error and nothing is retried.
   ``chat.postMessage`` checks ``blocks`` as Slack does (``invalid_blocks``); ``chat.update``
-  replaces a message's text and blocks (``message_not_found`` once it is deleted).
+  replaces a message's text and blocks (``message_not_found`` once it is deleted);
+  ``chat.delete`` deletes a message of the bot's.
 * Both carry a ``response_url`` served here: what the app posts to it (an ephemeral answer to
   that one person, by default) is kept in ``responses``.
 * ``chat.postEphemeral`` shows a message to one ``user`` in a channel, and keeps nothing: it is
@@ -98,6 +99,8 @@ class SlackRates:
 
     post: Limit = POSTS_PER_CHANNEL
     update: Limit = UPDATES_PER_WORKSPACE
+    delete: Limit = UPDATES_PER_WORKSPACE
+    """``chat.delete`` is Tier 3 too, a budget of its own (limits are per method)."""
 
 
 SLACK_RATES = SlackRates()
@@ -391,6 +394,7 @@ class SlackStandIn:
             "chat.postMessage": self._post_message,
             "chat.postEphemeral": self._post_ephemeral,
             "chat.update": self._update_message,
+            "chat.delete": self._delete_message,
             "files.info": self._files_info,
             "files.getUploadURLExternal": self.uploads.get_upload_url,
             "files.completeUploadExternal": self.uploads.complete,
@@ -516,6 +520,21 @@ class SlackStandIn:
         return web.json_response(
             {"ok": True, "channel": channel, "ts": ts, "text": text, "message": message}
         )
+
+    def _delete_message(self, args: dict[str, Any]) -> web.Response:
+        """As Slack: the bot's own message that still exists (``message_not_found`` once it
+        is gone, or for any message the bot did not post)."""
+        channel, ts = str(args.get("channel") or ""), str(args.get("ts") or "")
+        key = (channel, ts)
+        if not any((r.chat_id, r.message_id) == key for r in self.posted) or key in self.deleted:
+            return _ok_false("message_not_found")
+        over = self._over_limit("chat.delete", channel, TEAM_ID, self.rates.delete)
+        if over is not None:
+            return over
+        self.deleted.add(key)
+        self.book.record(channel, "delete")
+        self._posted_changed.set()
+        return web.json_response({"ok": True, "channel": channel, "ts": ts})
 
     def _users_info(self, args: dict[str, Any]) -> web.Response:
         if self.users_info_error is not None:

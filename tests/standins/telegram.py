@@ -18,16 +18,18 @@ second answer, or an unknown id, is refused as Telegram refuses it); an answer's
 most 200 characters) is shown to the presser alone, as an alert with ``show_alert``.
 ``editMessageText`` rewrites a message the bot sent (dropping its keyboard unless given one)
 and refuses, as Telegram does, a message that is gone, an edit that changes nothing ("message
-is not modified") and a text over 4096 UTF-16 units ("MESSAGE_TOO_LONG").
+is not modified") and a text over 4096 UTF-16 units ("MESSAGE_TOO_LONG"). ``deleteMessage``
+takes a message of the bot's away ("message to delete not found" once it is gone).
 
 Drafts (Bot API 9.3's ``sendMessageDraft``): a private chat shows the draft's text as it grows,
 for 30 seconds after its last change or until the bot sends the chat a message; any other
 chat refuses it ("TEXTDRAFT_PEER_INVALID").
 
-Flood control (:data:`TELEGRAM_RATES`, on by default): messages, edits and drafts to one chat
-draw from one per-chat budget, and in a group messages and edits also from the group's
-per-minute one; a call over budget is answered 429 with ``parameters.retry_after`` in whole
-seconds. ``book`` counts each chat's messages, edits, drafts and refusals, and the calls that
+Flood control (:data:`TELEGRAM_RATES`, on by default): messages, edits, deletions and drafts
+to one chat draw from one per-chat budget, and in a group messages, edits and deletions also
+from the group's per-minute one; a call over budget is answered 429 with
+``parameters.retry_after`` in whole seconds. ``book`` counts each chat's messages, edits,
+deletions, drafts and refusals, and the calls that
 did not wait as long as asked; ``chat_shows`` is what a chat shows in the end.
 """
 
@@ -323,6 +325,8 @@ class TelegramStandIn:
         """(query id, text, show_alert) of each answer that showed the presser a text."""
         self.edits: list[tuple[int, int]] = []
         """(chat id, message id) of each message the bot edited, in order."""
+        self.deleted: list[tuple[int, int]] = []
+        """(chat id, message id) of each message the bot deleted, in order."""
         self.rates = TELEGRAM_RATES
         self.book = RateBook(resolution=1.0)  # Telegram's retry_after is whole seconds
         self.drafts: dict[int, tuple[int, str, float]] = {}
@@ -767,6 +771,22 @@ class TelegramStandIn:
         self.book.record(str(chat_id), "edit")
         await self._notify()
         return message
+
+    async def _m_deletemessage(self, params: dict[str, Any]) -> Any:
+        """As Telegram: a message that exists, and the bot's own (a bot that is no admin
+        deletes no one else's); the call draws from the chat's flood budget as edits do."""
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        message = self.messages.get((chat_id, message_id))
+        if message is None:
+            raise ApiError(400, "Bad Request: message to delete not found")
+        if message.get("from", {}).get("id") != self.bot_user["id"]:
+            raise ApiError(400, "Bad Request: message can't be deleted")
+        self._flood_check(chat_id)
+        del self.messages[(chat_id, message_id)]
+        self.deleted.append((chat_id, message_id))
+        self.book.record(str(chat_id), "delete")
+        await self._notify()
+        return True
 
     async def _m_sendmessagedraft(self, params: dict[str, Any]) -> Any:
         """As Telegram: a private chat only, a non-zero draft id, 0-4096 characters after
