@@ -135,6 +135,19 @@ class MalformedMetaError(ClawbotError):
     hint = "it was written by another version or damaged; the message itself is kept"
 
 
+class CredentialsRejected(ConfigError):
+    """A platform or a model provider refused a token or key (``clawbot onboard``'s checks);
+    the message never says which part was wrong, nor shows it."""
+
+    hint = "enter it again (copy it anew from where it was issued)"
+
+
+class CheckFailed(ClawbotError):
+    """A check of a token or key could not be made: no answer, or not the API's."""
+
+    hint = "check the network (and the API base URL setting), then try again"
+
+
 class ScheduleError(ClawbotError):
     """A scheduled task cannot be created, found or cancelled as asked."""
 

@@ -6,6 +6,7 @@ import os
 import pty
 import select
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,14 @@ from .standins.openai_api import OpenAIStandin, Reply
 from .test_cli import CLAWBOT, environment, run
 
 DEADLINE = 60.0
+IN_ITS_TERMINAL = [
+    sys.executable,
+    "-c",
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+]
+"""Run the rest of the command line with its stdin's terminal as its controlling terminal,
+as a shell does (in a session of its own): Ctrl-C typed there is its SIGINT."""
 
 
 Step = tuple[bytes | Callable[[], None], bytes | Callable[[], bool]]
@@ -27,15 +36,25 @@ def typed_in_a_terminal(env: dict[str, str], cwd: Path, line: bytes, until: byte
     return typed_steps(env, cwd, [(line, until)])
 
 
-def typed_steps(env: dict[str, str], cwd: Path, steps: list[Step]) -> bytes:
+def typed_steps(
+    env: dict[str, str], cwd: Path, steps: list[Step], command: tuple[str, ...] = ("chat",)
+) -> bytes:
     """As :func:`typed_in_a_terminal`, for several lines: each is typed once what the step
-    before it waits for happened."""
+    before it waits for happened (a text is looked for after the one the step before found).
+    ``command`` is what runs (``clawbot chat`` unless told)."""
     main, secondary = pty.openpty()
     process = subprocess.Popen(
-        [*CLAWBOT, "chat"], stdin=secondary, stdout=secondary, stderr=secondary, env=env, cwd=cwd
+        [*IN_ITS_TERMINAL, *CLAWBOT, *command],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
     )
     os.close(secondary)
     shown = b""
+    seen = 0  # where the last step's text ended: the next one is looked for after it
     try:
         for line, until in steps:
             if callable(line):
@@ -43,12 +62,14 @@ def typed_steps(env: dict[str, str], cwd: Path, steps: list[Step]) -> bytes:
             else:
                 os.write(main, line)
             deadline = time.monotonic() + DEADLINE
-            while not (until() if callable(until) else until in shown):
+            while not (until() if callable(until) else until in shown[seen:]):
                 wait = min(0.1, max(0.0, deadline - time.monotonic()))
                 ready, _, _ = select.select([main], [], [], wait)
                 assert time.monotonic() < deadline, f"no {until!r}; the terminal showed {shown!r}"
                 if ready:
                     shown += os.read(main, 65536)
+            if not callable(until):
+                seen = shown.index(until, seen) + len(until)
     finally:
         if process.poll() is None:
             process.kill()

@@ -390,6 +390,7 @@ STAGES = (
     "schedules",
     "commands",
     "routing",
+    "setup",
 )
 """The stages of clawbot/, each a package, lowest first: a stage imports the ones before it."""
 TOP = (

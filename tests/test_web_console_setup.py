@@ -94,6 +94,6 @@ async def test_a_token_the_platform_refuses_writes_nothing_and_is_not_shown(
         refused = await client.post("/setup", data=answers(harness, wrong, csrf))
 
     assert refused.status_code == 400
-    assert "Telegram refused the token" in refused.text and "nothing was written" in refused.text
+    assert "Telegram rejected the token" in refused.text and "nothing was written" in refused.text
     assert wrong not in refused.text and KEY not in refused.text
     assert not (site.bot.settings.home / ".env").exists()

@@ -1,145 +1,375 @@
-"""``clawbot onboard``: a first run that sets itself up. It asks for the model and its key
-(checked with one cheap call), one platform and its token (checked against the platform:
-the Telegram bot's name fetched, the Slack manifest shown), and who may talk to the bot;
-then writes the secrets to the home's ``.env`` (readable by its owner alone) and the rest to
-its ``clawbot.toml``. Nothing is written until every check passed; no secret is echoed;
-running it again edits both files, never duplicates a line."""
+"""``clawbot onboard``: the first run in a terminal. The steps, checks and files are
+``clawbot.setup``'s (the console's first page uses them too); this is the asking.
+
+Secrets are read with the terminal's echo off and never printed; nothing is written until
+every answer is in, so Ctrl-C or the end of input leaves the files as they were.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import getpass
-import os
 import sys
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from clawbot.cli.common import HomeOption, fail, load
+import typer
+
+from clawbot.cli.common import HomeOption, ModelOption, fail, load
+from clawbot.errors import ClawbotError
 
 if TYPE_CHECKING:
-    from clawbot.settings import Settings
+    import asyncio
+    from collections.abc import Coroutine
+
+    from pydantic import SecretStr
+
+    from clawbot.settings import DmPolicy, Settings
+    from clawbot.setup.answers import OnboardAnswers
+    from clawbot.setup.home_files import HomeSettings
+    from clawbot.setup.platforms import PlatformName
+
 
 T = TypeVar("T")
-PLATFORMS = ("telegram", "discord", "slack", "none")
-POLICIES = ("pairing", "allowlist", "open")
+Checked = Literal["ok", "rejected", "failed"]
 
 
-def _line(prompt: str) -> str:
-    print(prompt, end="", flush=True)
-    line = sys.stdin.readline()
-    if not line:
-        fail("onboard stopped: no more answers (nothing was written)")
-    return line.strip()
+class Terminal:
+    """Questions on stdout, answers from stdin, one line each (the terminal edits the line).
+    The end of input is EOFError, as ``input()`` has it."""
+
+    def say(self, text: str = "") -> None:
+        print(text, flush=True)
+
+    def ask(self, question: str, default: str = "") -> str:
+        shown = f"{question} [{default}]: " if default else f"{question}: "
+        return self._line(shown).strip() or default
+
+    def ask_secret(self, question: str) -> str:
+        """A line read with the terminal's echo off (restored however the read ends)."""
+        if not sys.stdin.isatty():
+            return self._line(f"{question}: ").strip()
+        import termios
+
+        descriptor = sys.stdin.fileno()
+        before = termios.tcgetattr(descriptor)
+        quiet = list(before)
+        quiet[3] &= ~termios.ECHO
+        termios.tcsetattr(descriptor, termios.TCSADRAIN, quiet)
+        try:
+            return self._line(f"{question} (hidden): ").strip()
+        finally:
+            termios.tcsetattr(descriptor, termios.TCSADRAIN, before)
+            print(flush=True)  # the Enter typed was not echoed either
+
+    @staticmethod
+    def _line(prompt: str) -> str:
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\n")
 
 
-def ask(question: str, default: str = "", choices: tuple[str, ...] = ()) -> str:
-    """One answer (``default`` on Enter), asked again until it is one of ``choices``."""
-    shown = f" [{default}]" if default else ""
-    while True:
-        answer = _line(f"{question}{shown}: ") or default
-        if answer and (not choices or answer.lower() in choices):
-            return answer.lower() if choices else answer
-        print(f"  one of: {', '.join(choices)}" if choices else "  an answer is needed")
+class Wizard:
+    """The questions in order, each asked again until its answer checks out."""
+
+    def __init__(self, settings: Settings, runner: asyncio.Runner, ui: Terminal) -> None:
+        self.settings = settings
+        self.runner = runner
+        self.ui = ui
+
+    def check(self, what: str, work: Coroutine[Any, Any, T]) -> tuple[Checked, T | None]:
+        """Run a check: ("ok", its result), ("rejected", None) or ("failed", None), having
+        said which (a refusal says no more than that: never which part, never the secret)."""
+        from clawbot.errors import CheckFailed, CredentialsRejected
+
+        self.ui.say(f"Checking {what}…")
+        try:
+            return "ok", self.runner.run(work)
+        except CredentialsRejected as exc:
+            self.ui.say(f"Rejected: {exc.message}. Enter it again.")
+            return "rejected", None
+        except CheckFailed as exc:
+            self.ui.say(f"Not checked: {exc}")
+            return "failed", None
+
+    def secret(self, question: str, kept: SecretStr | None) -> SecretStr | None:
+        """A secret typed, or ``kept`` on Enter when there is one; None when nothing was
+        typed and nothing is kept."""
+        from pydantic import SecretStr
+
+        hint = " — Enter keeps the one set" if kept is not None else ""
+        value = self.ui.ask_secret(f"{question}{hint}")
+        return SecretStr(value) if value else kept
+
+    def model(self, default: str) -> tuple[str, tuple[str, SecretStr] | None]:
+        import os
+
+        from pydantic import SecretStr
+
+        from clawbot.setup.model_check import check_model, current_key, key_names
+
+        self.ui.say(
+            "\n1. The model (any litellm model string: openai/gpt-4o-mini, "
+            "anthropic/claude-sonnet-4-5, ollama/llama3.2 …)"
+        )
+        while True:
+            model = self.ui.ask("Model", default)
+            names = key_names(model)
+            held = current_key(names)
+            while True:
+                key: tuple[str, SecretStr] | None = None
+                if names:
+                    kept = SecretStr(os.environ[held]) if held else None
+                    value = self.secret(f"{names[0]} (the provider's API key)", kept)
+                    if value is None:
+                        self.ui.say(f"{model} needs a key in {' or '.join(names)}.")
+                        continue
+                    key = (held if value is kept and held else names[0], value)
+                status, _ = self.check(f"{model} with one short call", check_model(model, key))
+                if status == "ok":
+                    self.ui.say(f"ok: {model} answered.")
+                    return model, key
+                if status == "failed" and self._keep_unchecked():
+                    return model, key
+                if status == "failed" or not names:
+                    break  # ask for the model again
+                held = None  # rejected: Enter no longer keeps it
+            default = model
+
+    def _keep_unchecked(self) -> bool:
+        answer = self.ui.ask("Type keep to use it unchecked, or Enter to change it")
+        return answer.lower() == "keep"
+
+    def platform(self, chosen: PlatformName | None) -> tuple[PlatformName, dict[str, SecretStr]]:
+        from clawbot.setup.platforms import (
+            PLATFORM_NAMES,
+            PLATFORMS,
+            check_platform,
+            slack_manifest,
+            token_problem,
+        )
+
+        self.ui.say("\n2. The platform (one now; run clawbot onboard again for another)")
+        while chosen is None:
+            answer = self.ui.ask(f"Platform ({', '.join(PLATFORM_NAMES)})", "telegram").lower()
+            if answer in PLATFORM_NAMES:
+                chosen = answer
+            else:
+                self.ui.say(f"{answer!r} is not one of {', '.join(PLATFORM_NAMES)}.")
+        setup = PLATFORMS[chosen]
+        self.ui.say(setup.how)
+        if chosen == "slack":
+            self.ui.say("\n" + slack_manifest(self.settings.slack_command))
+        offer_kept = True
+        while True:
+            tokens: dict[str, SecretStr] = {}
+            for field in setup.tokens:
+                while field.setting not in tokens:
+                    kept = getattr(self.settings, field.setting) if offer_kept else None
+                    value = self.secret(field.label, kept)
+                    problem = token_problem(field, value.get_secret_value() if value else "")
+                    if problem or value is None:
+                        self.ui.say(f"That will not do: {problem}.")
+                    else:
+                        tokens[field.setting] = value
+            status, identity = self.check(
+                f"with {setup.title}", check_platform(chosen, tokens, self.settings)
+            )
+            if status == "ok" and identity is not None:
+                self.ui.say(f"ok: {setup.title} knows this bot as {identity.name}.")
+                return chosen, tokens
+            if status == "failed" and self._keep_unchecked():
+                return chosen, tokens
+            offer_kept = False  # what was set is what failed
+
+    def access(
+        self, platform: PlatformName, current: HomeSettings
+    ) -> tuple[DmPolicy, tuple[str, ...]]:
+        from clawbot.setup.answers import DM_POLICIES, access_problem, parse_senders
+        from clawbot.setup.platforms import PLATFORMS
+
+        self.ui.say("\n3. Who may talk to it in direct messages (groups: docs/access.md)")
+        for number, (name, meaning) in enumerate(DM_POLICIES.items(), 1):
+            self.ui.say(f"  {number}. {name}: {meaning}")
+        names = list(DM_POLICIES)
+        default_policy = str(current.value("dm_policy") or self.settings.dm_policy)
+        listed = current.value("allowed_senders")
+        ids = [
+            str(sender).split(":", 1)[1]
+            for sender in (listed if isinstance(listed, list) else [])
+            if str(sender).startswith(f"{platform}:")
+        ]
+        while True:
+            answer = self.ui.ask("DM policy", default_policy).lower()
+            if answer.isdigit() and 1 <= int(answer) <= len(names):
+                answer = names[int(answer) - 1]
+            if answer not in DM_POLICIES:
+                self.ui.say(f"{answer!r} is not one of {', '.join(names)}.")
+                continue
+            policy: DmPolicy = answer
+            self.ui.say(f"People always allowed: {PLATFORMS[platform].ids}; commas between.")
+            text = self.ui.ask("Allowed (- for nobody)", ", ".join(ids))
+            try:
+                senders = () if text == "-" else parse_senders(platform, text)
+            except ClawbotError as exc:
+                self.ui.say(str(exc))
+                continue
+            problem = access_problem(policy, senders)
+            if problem is None:
+                return policy, senders
+            self.ui.say(f"Hold on: {problem}.")
 
 
-def ask_secret(question: str, *, keep: bool = False) -> str:
-    """A secret, not echoed on a terminal; empty keeps the one set (when ``keep``)."""
-    prompt = f"{question}{' (Enter keeps the one set)' if keep else ''}: "
-    while True:
-        answer = getpass.getpass(prompt).strip() if sys.stdin.isatty() else _line(prompt)
-        if answer or keep:
-            return answer
-        print("  an answer is needed")
+PlatformOption = Annotated[
+    str | None,
+    typer.Option("--platform", "-p", help="telegram, discord or slack (asked when not given)"),
+]
+PolicyOption = Annotated[
+    str | None,
+    typer.Option("--dm-policy", help="pairing, allowlist, open or disabled"),
+]
+AllowOption = Annotated[
+    list[str] | None,
+    typer.Option("--allow", help="a person always allowed, by id on the platform (repeatable)"),
+]
+BatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--non-interactive",
+        help="ask nothing: options above, keys and tokens from the environment or .env",
+    ),
+]
 
 
-def _run(check: Coroutine[Any, Any, T]) -> T:
-    from clawbot.cli.onboard_checks import OnboardError
+def onboard(
+    model: ModelOption = None,
+    home: HomeOption = None,
+    platform: PlatformOption = None,
+    dm_policy: PolicyOption = None,
+    allow: AllowOption = None,
+    non_interactive: BatchOption = False,
+) -> None:
+    """Set clawbot up: the model and its key, a platform, who may talk to it."""
+    import asyncio
+    import os
+    from pathlib import Path
 
+    from dotenv import dotenv_values
+
+    from clawbot.logs import setup_logging
+    from clawbot.setup.home_files import overridden, read_home, write_answers
+    from clawbot.setup.platforms import PLATFORM_NAMES
+
+    shell = dict(os.environ)  # before load() adds the home's .env to it
+    settings = load(None, home)
+    folder = Path(".env")  # the current folder's, unless it is the home's own
+    same = folder.resolve() == (settings.home / ".env").resolve()
+    here = {} if same or not folder.is_file() else dotenv_values(folder)
+    environment = {name: value for name, value in {**here, **shell}.items() if value}
+    setup_logging("WARNING", settings.secret_values())  # the questions, not INFO lines
+    if platform is not None and platform.lower() not in PLATFORM_NAMES:
+        fail(f"--platform is one of {', '.join(PLATFORM_NAMES)}, not {platform!r}")
     try:
-        return asyncio.run(check)
-    except OnboardError as exc:
-        fail(f"{exc} (nothing was written)", code=1)
-
-
-def onboard(home: HomeOption = None) -> None:
-    """Set up the model, one platform and who may talk to the bot; writes the home's
-    .env and clawbot.toml. Run it again to change them."""
-    settings = load(home=home, log_level="ERROR")
-    folder = settings.home.expanduser()
-    print(f"Setting up clawbot in {folder} (run it again to change anything).")
-    secrets: dict[str, str] = {}
-    toml: dict[str, str | list[str]] = {}
-
-    model = ask("Model (a litellm model string)", settings.model)
-    key_name, key = _model_key(model)
-    print(f"Checking {model} with one short call…")
-    _run(_check_model(model, key_name, key))
-    print("  the model answered.")
-    toml["model"] = model
-    if key_name and key != os.environ.get(key_name):
-        secrets[key_name] = key
-
-    platform = ask("Platform: telegram, discord, slack or none", "telegram", PLATFORMS)
-    secrets.update(_platform(platform, settings))
-
-    policy = ask(
-        "Who may DM the bot: pairing (you approve each new person with `clawbot pairing`), "
-        "allowlist (only the ids you list) or open",
-        settings.dm_policy if settings.dm_policy in POLICIES else "pairing",
-        POLICIES,
+        current = read_home(settings.home)
+        with asyncio.Runner() as runner:
+            if non_interactive:
+                answers = _from_options(settings, runner, model, platform, dm_policy, allow or [])
+            else:
+                answers = _asked(settings, runner, current, model, platform)
+        written = write_answers(settings.home, answers)
+        shadowed = overridden(answers, current, environment)
+    except (KeyboardInterrupt, EOFError) as stop:
+        print("\nStopped: nothing was written.", file=sys.stderr, flush=True)
+        raise typer.Exit(130 if isinstance(stop, KeyboardInterrupt) else 1) from None
+    except ClawbotError as exc:
+        fail(str(exc))
+    if shadowed:
+        print(
+            f"Note: {', '.join(shadowed)} set in the environment or ./.env will override "
+            "what was written here; unset or change it there.",
+            flush=True,
+        )
+    where = "" if home is None else f" --home {home}"
+    print(
+        f"\nWrote {written.env_file} (keys and tokens, readable by you alone) and "
+        f"{written.toml_file}.\nStart the bot with: clawbot run{where}",
+        flush=True,
     )
-    toml["dm_policy"] = policy
-    if policy == "allowlist":
-        listed = ask("Allowed senders, comma-separated (e.g. telegram:12345)")
-        toml["allowed_senders"] = [s.strip() for s in listed.split(",") if s.strip()]
-
-    from clawbot.cli.home_files import set_env_values, set_toml_values
-
-    set_toml_values(folder / "clawbot.toml", toml)
-    if secrets:
-        set_env_values(folder / ".env", secrets)
-    names = ", ".join(sorted(secrets)) or "none"
-    print(f"Wrote {folder / 'clawbot.toml'} and {folder / '.env'} (secrets set: {names}).")
-    print("Next: `clawbot doctor` checks it all, `clawbot run` serves the bot.")
 
 
-def _model_key(model: str) -> tuple[str | None, str]:
-    from clawbot.providers import KNOWN_PROVIDER_KEYS, missing_credentials, provider_of
+def _asked(
+    settings: Settings,
+    runner: asyncio.Runner,
+    current: HomeSettings,
+    model: str | None,
+    platform: str | None,
+) -> OnboardAnswers:
+    from clawbot.setup.answers import OnboardAnswers
 
-    names = KNOWN_PROVIDER_KEYS.get(provider_of(model)) or tuple(missing_credentials(model))
-    if not names:
-        return None, ""
-    name = names[0]
-    current = next((os.environ[n] for n in names if os.environ.get(n)), "")
-    typed = ask_secret(f"{name}", keep=bool(current))
-    return name, typed or current
+    ui = Terminal()
+    ui.say(f"Setting clawbot up in {settings.home}. Nothing is written until the end.")
+    wizard = Wizard(settings, runner, ui)
+    chosen_model, key = wizard.model(model or settings.model)
+    chosen, tokens = wizard.platform(platform.lower() if platform else None)  # type: ignore[arg-type]
+    policy, senders = wizard.access(chosen, current)
+    return OnboardAnswers(
+        model=chosen_model,
+        provider_key=key,
+        platform=chosen,
+        tokens=tokens,
+        dm_policy=policy,
+        allowed_senders=senders,
+    )
 
 
-async def _check_model(model: str, key_name: str | None, key: str) -> None:
-    from clawbot.cli.onboard_checks import check_model
+def _from_options(
+    settings: Settings,
+    runner: asyncio.Runner,
+    model: str | None,
+    platform: str | None,
+    dm_policy: str | None,
+    allow: list[str],
+) -> OnboardAnswers:
+    """The answers from options, the environment and the settings files, each checked as
+    the questions would be; the first problem stops the run."""
+    import os
 
-    await check_model(model, key_name, key)
+    from pydantic import SecretStr
 
+    from clawbot.setup.answers import DM_POLICIES, OnboardAnswers, access_problem, parse_senders
+    from clawbot.setup.model_check import check_model, current_key, key_names
+    from clawbot.setup.platforms import PLATFORMS, check_platform, token_problem
 
-def _platform(platform: str, settings: Settings) -> dict[str, str]:
-    from clawbot.cli import onboard_checks as checks
-
-    if platform == "telegram":
-        token = ask_secret("CLAWBOT_TELEGRAM_TOKEN (from @BotFather)")
-        name = _run(checks.telegram_bot_name(token, settings.telegram_api_base))
-        print(f"  Telegram knows the bot as {name}: message it there once `clawbot run` runs.")
-        return {"CLAWBOT_TELEGRAM_TOKEN": token}
-    if platform == "discord":
-        token = ask_secret("CLAWBOT_DISCORD_TOKEN (Developer Portal → Bot)")
-        name = _run(checks.discord_bot_name(token, settings.discord_api_base))
-        print(f"  Discord knows the bot as {name}; turn on its Message Content intent.")
-        return {"CLAWBOT_DISCORD_TOKEN": token}
-    if platform == "slack":
-        print("Create the Slack app from this manifest (api.slack.com/apps → From a manifest):")
-        print(checks.SLACK_MANIFEST)
-        bot = ask_secret("CLAWBOT_SLACK_BOT_TOKEN (xoxb-…)")
-        app = ask_secret("CLAWBOT_SLACK_APP_TOKEN (xapp-…, connections:write)")
-        name = _run(checks.slack_bot_name(bot, app, settings.slack_api_base))
-        print(f"  Slack knows the bot as {name}.")
-        return {"CLAWBOT_SLACK_BOT_TOKEN": bot, "CLAWBOT_SLACK_APP_TOKEN": app}
-    return {}
+    if platform is None:
+        fail("--non-interactive needs --platform (telegram, discord or slack)")
+    chosen: PlatformName = platform.lower()  # type: ignore[assignment]
+    chosen_model = model or settings.model
+    names = key_names(chosen_model)
+    held = current_key(names)
+    if names and held is None:
+        fail(f"{chosen_model} needs a key: set {' or '.join(names)} in the environment or .env")
+    key = (held, SecretStr(os.environ[held])) if held else None
+    runner.run(check_model(chosen_model, key))
+    tokens: dict[str, SecretStr] = {}
+    for field in PLATFORMS[chosen].tokens:
+        value: SecretStr | None = getattr(settings, field.setting)
+        problem = token_problem(field, value.get_secret_value() if value else "")
+        if problem or value is None:
+            fail(f"{problem}: set {field.env} in the environment or .env")
+        tokens[field.setting] = value
+    runner.run(check_platform(chosen, tokens, settings))
+    policy = (dm_policy or settings.dm_policy).lower()
+    if policy not in DM_POLICIES:
+        fail(f"--dm-policy is one of {', '.join(DM_POLICIES)}, not {policy!r}")
+    senders = parse_senders(chosen, " ".join(allow))
+    problem = access_problem(policy, senders)
+    if problem:
+        fail(problem)
+    return OnboardAnswers(
+        model=chosen_model,
+        provider_key=key,
+        platform=chosen,
+        tokens=tokens,
+        dm_policy=policy,
+        allowed_senders=senders,
+    )

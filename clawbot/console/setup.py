@@ -6,16 +6,21 @@ is shown back. The serving process reads the files at its next start."""
 
 from __future__ import annotations
 
+from pydantic import SecretStr
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from clawbot.cli import home_files, onboard_checks
 from clawbot.console.context import ConsoleContext
 from clawbot.console.operator import audit_change
 from clawbot.console.rendering import render
-from clawbot.providers import KNOWN_PROVIDER_KEYS, provider_of
+from clawbot.errors import ClawbotError
 from clawbot.settings import Settings
+from clawbot.setup.answers import OnboardAnswers, parse_senders
+from clawbot.setup.home_files import env_values, write_answers
+from clawbot.setup.model_check import check_model, key_names
+from clawbot.setup.platforms import PLATFORMS as SETUPS
+from clawbot.setup.platforms import check_platform, slack_manifest
 
 PLATFORMS = ("telegram", "discord", "slack", "none")
 POLICIES = ("pairing", "allowlist", "open")
@@ -37,29 +42,37 @@ async def setup_page(request: Request) -> Response:
         values={"model": context.settings.model, "platform": "telegram", "policy": "pairing"},
         problem="",
         done="",
-        manifest=onboard_checks.SLACK_MANIFEST,
+        manifest=slack_manifest(context.settings.slack_command),
     )
 
 
-async def _checked(settings: Settings, values: dict[str, str]) -> tuple[dict[str, str], str]:
-    """The secrets to write, and what the platform calls the bot (OnboardError if not)."""
-    model, key = values["model"], values["key"]
-    names = KNOWN_PROVIDER_KEYS.get(provider_of(model), ())
-    await onboard_checks.check_model(model, names[0] if names else None, key)
-    secrets = {names[0]: key} if names and key else {}
-    platform, token = values["platform"], values["token"]
-    if platform == "telegram":
-        name = await onboard_checks.telegram_bot_name(token, settings.telegram_api_base)
-        return {**secrets, "CLAWBOT_TELEGRAM_TOKEN": token}, f"Telegram's {name}"
-    if platform == "discord":
-        name = await onboard_checks.discord_bot_name(token, settings.discord_api_base)
-        return {**secrets, "CLAWBOT_DISCORD_TOKEN": token}, f"Discord's {name}"
-    if platform == "slack":
-        app = values["app_token"]
-        name = await onboard_checks.slack_bot_name(token, app, settings.slack_api_base)
-        tokens = {"CLAWBOT_SLACK_BOT_TOKEN": token, "CLAWBOT_SLACK_APP_TOKEN": app}
-        return {**secrets, **tokens}, f"Slack's {name}"
-    return secrets, ""
+async def _checked(settings: Settings, values: dict[str, str]) -> tuple[OnboardAnswers, str]:
+    """The answers, once the model and the platform took the key and token(s), and what
+    the platform calls the bot; a ClawbotError (CredentialsRejected, CheckFailed, a bad
+    sender) if not. The checks and the answers are ``clawbot onboard``'s own."""
+    model = values["model"]
+    names = key_names(model)
+    key = (names[0], SecretStr(values["key"])) if names and values["key"] else None
+    await check_model(model, key)
+    platform = values["platform"]
+    if platform == "none":
+        policy = values["policy"]
+        answers = OnboardAnswers(model=model, provider_key=key, platform=None, dm_policy=policy)  # type: ignore[arg-type]
+        return answers, ""
+    setup = SETUPS[platform]  # type: ignore[index]
+    given = [values["token"], values["app_token"]]
+    tokens = {f.setting: SecretStr(v) for f, v in zip(setup.tokens, given, strict=False)}
+    identity = await check_platform(setup.name, tokens, settings)
+    listed = values["allowed"] if values["policy"] == "allowlist" else ""
+    answers = OnboardAnswers(
+        model=model,
+        provider_key=key,
+        platform=setup.name,
+        tokens=tokens,
+        dm_policy=values["policy"],  # type: ignore[arg-type]
+        allowed_senders=parse_senders(setup.name, listed),
+    )
+    return answers, f"{setup.title}'s {identity.name}"
 
 
 async def save_setup(request: Request) -> Response:
@@ -76,9 +89,9 @@ async def save_setup(request: Request) -> Response:
         problem = ""
     if not problem:
         try:
-            secrets, bot = await _checked(context.settings, values)
-        except onboard_checks.OnboardError as exc:
-            problem = f"{exc} — nothing was written."
+            answers, bot = await _checked(context.settings, values)
+        except ClawbotError as exc:
+            problem = f"{exc.message} — nothing was written."
     if problem:
         return render(
             request,
@@ -87,18 +100,11 @@ async def save_setup(request: Request) -> Response:
             values=shown,
             problem=problem,
             done="",
-            manifest=onboard_checks.SLACK_MANIFEST,
+            manifest=slack_manifest(context.settings.slack_command),
         )
     home = context.settings.home.expanduser()
-    toml: dict[str, home_files.TomlValue] = {
-        "model": values["model"],
-        "dm_policy": values["policy"],
-    }
-    if values["policy"] == "allowlist":
-        toml["allowed_senders"] = [s.strip() for s in values["allowed"].split(",") if s.strip()]
-    home_files.set_toml_values(home / "clawbot.toml", toml)
-    if secrets:
-        home_files.set_env_values(home / ".env", secrets)
+    write_answers(home, answers)
+    secrets = list(env_values(answers))  # names only: no secret is shown back
     await audit_change(context, "setup", model=values["model"], platform=values["platform"])
     done = (
         f"Checked {values['model']}{f' and {bot}' if bot else ''}; wrote {home / 'clawbot.toml'}"
@@ -111,7 +117,7 @@ async def save_setup(request: Request) -> Response:
         values=shown,
         problem="",
         done=done,
-        manifest=onboard_checks.SLACK_MANIFEST,
+        manifest=slack_manifest(context.settings.slack_command),
     )
 
 

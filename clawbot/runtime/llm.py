@@ -279,6 +279,7 @@ class ModelClient:
         *,
         temperature: float | None = None,
         fallbacks: Sequence[str] = (),
+        max_tokens: int | None = None,
     ) -> ModelReply:
         """One answer from ``model``, or from the first of ``fallbacks`` that answers when
         ``model`` is down (an outage, a timeout, a 429 after the retries, a rejected key, a
@@ -295,6 +296,8 @@ class ModelClient:
             kwargs["tools"] = list(tools)
         if temperature is not None:
             kwargs["temperature"] = temperature
+        if max_tokens is not None:  # a check's call (clawbot onboard): the least it can cost
+            kwargs["max_tokens"] = max_tokens
         sink = current_sink()
         if sink is not None:
             kwargs["stream"] = True

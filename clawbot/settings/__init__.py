@@ -11,7 +11,13 @@ settings model and where its files are. Never imports: anything in clawbot/ abov
 foundation.
 """
 
-from clawbot.settings.files import CONFIG_NAME, DEFAULT_HOME, config_file, config_files
+from clawbot.settings.files import (
+    CONFIG_NAME,
+    DEFAULT_HOME,
+    config_file,
+    config_files,
+    home_env_file,
+)
 from clawbot.settings.model import (
     DmPolicy,
     PeerGroup,
@@ -29,5 +35,6 @@ __all__ = [
     "config_file",
     "config_files",
     "config_files_read",
+    "home_env_file",
     "load_settings",
 ]

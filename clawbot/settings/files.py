@@ -31,6 +31,15 @@ def config_files(home: Path) -> list[Path]:
     return files
 
 
+def home_env_file(home: Path) -> Path | None:
+    """The home's ``.env`` (where ``clawbot onboard`` keeps keys and tokens), read below the
+    current folder's own; None when it is the current folder's (read once) or absent."""
+    path = home.expanduser() / ".env"
+    if not path.is_file() or path.resolve() == Path(".env").resolve():
+        return None
+    return path
+
+
 def home_before_files(*sources: PydanticBaseSettingsSource) -> Path:
     """The home folder as the sources above the files, then the current folder's file, set
     it: the home's own ``clawbot.toml`` is read from there, so it cannot move it."""

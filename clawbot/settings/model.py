@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_settings import (
     BaseSettings,
+    DotEnvSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
@@ -42,6 +43,7 @@ from clawbot.settings.files import (
     config_file,
     config_files,
     home_before_files,
+    home_env_file,
 )
 from clawbot.settings.mcp import McpSettings
 from clawbot.settings.media import MediaSettings
@@ -279,10 +281,16 @@ class Settings(
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         home = home_before_files(init_settings, env_settings, dotenv_settings)
         files = config_files(home)
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, dotenv_settings]
+        home_env = home_env_file(home)
+        reads_dotenv = (
+            isinstance(dotenv_settings, DotEnvSettingsSource) and dotenv_settings.env_file
+        )
+        if reads_dotenv and home_env is not None:
+            # the home's .env (``clawbot onboard`` writes it) under the current folder's
+            sources.append(DotEnvSettingsSource(settings_cls, env_file=home_env))
         return (
-            init_settings,
-            env_settings,
-            dotenv_settings,
+            *sources,
             TomlConfigSettingsSource(settings_cls, toml_file=files, deep_merge=True),
         )
 

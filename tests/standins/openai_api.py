@@ -54,6 +54,9 @@ class OpenAIStandin:
         self.vectors: dict[str, list[float]] = {}
         self.embedded: list[str] = []
         self.embedding_status: int | None = None
+        # When set, a request whose ``Authorization`` is not ``Bearer <api_key>`` is answered
+        # as OpenAI answers a wrong key: 401, with the start of the key in the message.
+        self.api_key: str | None = None
         # A streamed answer's pace and an echo's length: ``chunk_seconds`` between two of
         # its text chunks (a model writing as it goes), ``echo_tail`` after each echo.
         self.chunk_seconds = 0.0
@@ -94,9 +97,28 @@ class OpenAIStandin:
             }
         )
 
+    def _refused_key(self, request: web.Request) -> web.Response | None:
+        if self.api_key is None or request.headers.get("Authorization") == f"Bearer {self.api_key}":
+            return None
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        return web.json_response(
+            {
+                "error": {
+                    "message": f"Incorrect API key provided: {given[:8]}***{given[-4:]}.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_api_key",
+                }
+            },
+            status=401,
+        )
+
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
+        refused = self._refused_key(request)
+        if refused is not None:
+            return refused
         reply: Reply
         first = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
         if self.routes.get(str(first)):
