@@ -105,6 +105,7 @@ async def test_a_task_cancelled_in_the_console_is_cancelled_and_audited_as_the_o
     assert [(r.tool, r.arguments, r.agent_id) for r in records] == [
         ("schedule_cancel", {"task": task.id, "session": "memory:alice"}, "operator")
     ]
+    assert '<td class="status">cancelled</td>' in response.text
     assert f'action="/schedules/{task.id}/cancel"' not in response.text
 
 
