@@ -19,7 +19,7 @@ from clawbot.console.rendering import render
 from clawbot.runtime.usage import UsageFilter, UsageGrouping, UsageTotals, format_usd
 
 PERIODS = {"today": "Today", "7d": "Last 7 days", "all": "All time"}
-GROUPINGS: tuple[str, ...] = get_args(UsageGrouping)
+GROUPINGS: tuple[UsageGrouping, ...] = get_args(UsageGrouping)
 
 
 def cost_text(totals: UsageTotals) -> str:
@@ -57,14 +57,14 @@ def _filters(context: ConsoleContext) -> dict[str, UsageFilter]:
 
 async def usage_page(request: Request) -> Response:
     context: ConsoleContext = request.app.state.console
-    by = request.query_params.get("by", "day")
-    by = by if by in GROUPINGS else "day"
+    asked = request.query_params.get("by", "day")
+    by: UsageGrouping = next((name for name in GROUPINGS if name == asked), "day")
     period = request.query_params.get("period", "all")
     period = period if period in PERIODS else "all"
     filters = _filters(context)
     usage = context.store.usage
     periods = [_line(PERIODS[name], await usage.totals(where)) for name, where in filters.items()]
-    groups = await usage.grouped(by, filters[period])  # type: ignore[arg-type]
+    groups = await usage.grouped(by, filters[period])
     return render(
         request,
         "usage.html",
