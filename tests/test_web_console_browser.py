@@ -16,6 +16,8 @@ import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from clawbot.routing.sessions import child_key
+from clawbot.runtime.usage import UsageRecord
+from clawbot.schedules.book import ScheduleBook
 from clawbot.testing import MemoryChannel, ScriptedModel, call
 
 from .console_site import Site, conversation, running_turn, site
@@ -143,6 +145,32 @@ async def test_an_agent_edited_in_the_browser_is_saved(site: Site, page: Page) -
     assert site.bot.agents.get("main").description == "Edited."
 
 
+async def planted_task_and_calls(site: Site) -> None:
+    """A scheduled task whose prompt is a script, and two calls (one without a price)."""
+    bot = site.bot
+    eve = await bot.store.sessions.get("memory:eve")
+    assert eve is not None
+    book = ScheduleBook(settings=bot.settings, store=bot.store, clock=site.server.context.clock)
+    await book.create(eve, "every 2 hours", PLANTED)
+    now = site.server.context.clock.now()
+    for model, cost in (("openai/gpt-x", 1_500_000), (PLANTED[:40], None)):
+        bot.store.usage.record(
+            UsageRecord(
+                at=now,
+                purpose="turn",
+                model=model,
+                provider="openai",
+                latency_ms=100.0,
+                session_key="memory:eve",
+                agent_id="main",
+                root_key="memory:eve",
+                input_tokens=100,
+                output_tokens=20,
+                cost_nanousd=cost,
+            )
+        )
+
+
 async def test_a_planted_script_never_runs_on_any_page(site: Site, page: Page) -> None:
     bot = site.bot
     await conversation(bot, "memory:eve", [PLANTED, "ok"])
@@ -152,6 +180,7 @@ async def test_a_planted_script_never_runs_on_any_page(site: Site, page: Page) -
     await bot.store.memories.put(
         namespace="main", key="x", text=PLANTED, tags=(), session_key="memory:eve", agent_id="main"
     )
+    await planted_task_and_calls(site)
     pages = {
         "conversation-planted": "/conversation?key=memory:eve",
         "agents": "/agents",
@@ -160,6 +189,8 @@ async def test_a_planted_script_never_runs_on_any_page(site: Site, page: Page) -
         "logs": "/logs",
         "subagents": "/trees",
         "setup": "/setup",
+        "schedules": "/schedules",
+        "usage": "/usage?by=model",
     }
     for name, path in pages.items():
         await page.goto(f"{site.base}{path}")

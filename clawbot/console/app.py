@@ -17,9 +17,11 @@ from clawbot.console import (
     conversation,
     logs,
     memory,
+    schedules,
     sessions,
     setup,
     tree,
+    usage,
 )
 from clawbot.console.auth import RequireLogin, login, logout
 from clawbot.console.context import ConsoleContext
@@ -59,6 +61,8 @@ def console_app(context: ConsoleContext) -> Starlette:
         *approvals.routes,
         *agents.routes,
         *memory.routes,
+        *schedules.routes,
+        *usage.routes,
         *logs.routes,
         *setup.routes,
     ]

@@ -30,9 +30,11 @@ PAGES: tuple[Page, ...] = (
     Page("/approvals", "Approvals"),
     Page("/agents", "Agents"),
     Page("/memory", "Memory"),
+    Page("/schedules", "Schedules"),
+    Page("/usage", "Usage"),
     Page("/logs", "Logs"),
 )
-"""The schedules and usage pages join here when those features exist."""
+"""A new page joins the navigation here."""
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "

@@ -127,6 +127,17 @@ class SqlSchedules:
         )
         return [_task(row) for row in rows]
 
+    async def every(self, limit: int = 500) -> builtins.list[ScheduledTask]:
+        """Every task, ended ones too (the console lists them): the live soonest first,
+        then the rest latest created first."""
+        rows = await self._database.fetchall(
+            f"SELECT {_COLUMNS} FROM scheduled_tasks"
+            f" ORDER BY CASE WHEN {_LIVE} THEN 0 ELSE 1 END, next_run IS NULL, next_run,"
+            " created_at DESC LIMIT ?",
+            (limit,),
+        )
+        return [_task(row) for row in rows]
+
     async def cancel(self, task_id: str, session_key: str | None = None) -> ScheduledTask | None:
         """Cancel a live task (of ``session_key`` only, when given); the task as it was, or
         None when there is no such live task."""

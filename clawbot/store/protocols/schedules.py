@@ -22,6 +22,10 @@ class Schedules(Protocol):
         """Active and paused tasks, of one session or all, soonest first."""
         ...
 
+    async def every(self, limit: int = 500) -> builtins.list[ScheduledTask]:
+        """Every task, ended ones too: the live soonest first, then the latest created."""
+        ...
+
     async def cancel(self, task_id: str, session_key: str | None = None) -> ScheduledTask | None:
         """Cancel a live task (only of ``session_key`` when given); None if there is none."""
         ...
