@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from clawbot.app import Clawbot
+from clawbot.clock import Clock
 from clawbot.console.auth import COOKIE
 from clawbot.console.context import ConsoleContext
 from clawbot.console.logtail import LogTail
@@ -50,8 +51,9 @@ def console_settings(tmp_path: Path, model: ScriptedModel, **fields: Any) -> Set
 
 
 @contextlib.asynccontextmanager
-async def console_for(settings: Settings) -> AsyncIterator[Site]:
-    """A bot on ``settings`` with its console served on a free port of 127.0.0.1."""
+async def console_for(settings: Settings, *, clock: Clock | None = None) -> AsyncIterator[Site]:
+    """A bot on ``settings`` with its console served on a free port of 127.0.0.1 (telling
+    the time by ``clock`` when given)."""
     async with await Clawbot.open(settings) as bot:
         bot.connect(MemoryChannel())
         context = ConsoleContext(
@@ -61,6 +63,7 @@ async def console_for(settings: Settings) -> AsyncIterator[Site]:
             approvals=bot.approvals,
             logs=LogTail(),
             poll_seconds=0.05,
+            **({"clock": clock} if clock is not None else {}),
         )
         server = ConsoleServer(context, host="127.0.0.1", port=0)
         url = await server.start()

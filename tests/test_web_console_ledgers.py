@@ -8,12 +8,23 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from clawbot.clock import ManualClock
 from clawbot.runtime.usage import UsageRecord
 from clawbot.schedules.book import ScheduleBook
 from clawbot.schedules.records import ScheduledTask
+from clawbot.testing import ScriptedModel
 
-from .console_site import Site, conversation, csrf_of, logged_in, site
+from .console_site import (
+    Site,
+    console_for,
+    console_settings,
+    conversation,
+    csrf_of,
+    logged_in,
+    site,
+)
 
 __all__ = ["site"]
 
@@ -148,14 +159,18 @@ async def test_the_usage_page_groups_recorded_calls_and_the_groups_add_up_to_the
     )
 
 
-async def test_the_usage_totals_count_today_and_the_last_7_days_apart(site: Site) -> None:
-    now = site.server.context.clock.now()
-    usage = site.bot.store.usage
-    usage.record(call(now))
-    usage.record(call(now - timedelta(days=3)))
-    usage.record(call(now - timedelta(days=30)))
-    async with logged_in(site) as client:
-        page = (await client.get("/usage")).text
+async def test_the_usage_totals_count_today_and_the_last_7_days_apart(
+    tmp_path: Path, scripted: ScriptedModel
+) -> None:
+    now = datetime(2030, 1, 15, 12, tzinfo=UTC)
+    settings = console_settings(tmp_path, scripted)
+    async with console_for(settings, clock=ManualClock(now)) as site:
+        usage = site.bot.store.usage
+        usage.record(call(now))
+        usage.record(call(now - timedelta(days=3)))
+        usage.record(call(now - timedelta(days=30)))
+        async with logged_in(site) as client:
+            page = (await client.get("/usage")).text
 
     assert row_of(page, "usage-totals", "Today").startswith("Today | 1 |")
     assert row_of(page, "usage-totals", "Last 7 days").startswith("Last 7 days | 2 |")
