@@ -31,7 +31,6 @@ from clawbot.errors import ConfigError
 from clawbot.media.plugin import MediaIn
 from clawbot.memory.embeddings import LitellmEmbedder, configured_embedder
 from clawbot.memory.recall import MemoryRecall
-from clawbot.messages import OutboundMessage
 from clawbot.providers import load_litellm
 from clawbot.redaction import redactor
 from clawbot.routing.router import AccessCheck, Router, allow_everyone
@@ -357,17 +356,7 @@ class SpendingActions:
         root = await self.store.sessions.get(root_key)
         if root is None:
             return
-        await self.outbox.deliver(
-            OutboundMessage(
-                channel=root.channel,
-                chat_id=root.chat_id,
-                thread_id=root.thread_id,
-                session_key=root.key,
-                deliver=root.deliver,
-                kind="notice",
-                text=text,
-            )
-        )
+        await self.outbox.deliver(root.notice(text))
 
     async def stop_family(self, root_key: str) -> None:
         """Stop the conversation's running subagents, in a task of its own: the call that

@@ -27,7 +27,7 @@ from clawbot.media.fetching import Fetcher
 from clawbot.media.images import Shown, show_images
 from clawbot.media.kinds import sort
 from clawbot.media.received import Receiver
-from clawbot.messages import OutboundMessage, Provenance, TextBlock, TranscriptEntry
+from clawbot.messages import Provenance, TextBlock, TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.runtime.metering import UsageMeter
 from clawbot.runtime.plugins import TurnPlugin, TurnStart
@@ -132,16 +132,6 @@ class MediaIn(TurnPlugin):
             if len(notices) == 1
             else "About what you sent:\n" + "\n".join(f"- {n}" for n in notices)
         )
-        delivery = await self.outbox.deliver(
-            OutboundMessage(
-                channel=session.channel,
-                chat_id=session.chat_id,
-                thread_id=session.thread_id,
-                text=text,
-                session_key=session.key,
-                deliver=session.deliver,
-                kind="notice",
-            )
-        )
+        delivery = await self.outbox.deliver(session.notice(text))
         if delivery.status == "failed":
             log.warning("could not tell %s about its files: %s", session.key, delivery.error)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from clawbot.messages import INTERNAL_CHANNEL, ChatType, InboundMessage
+from clawbot.messages import INTERNAL_CHANNEL, ChatType, InboundMessage, OutboundMessage
 
 
 def session_key(channel: str, chat_id: str, thread_id: str | None = None) -> str:
@@ -45,6 +45,20 @@ class Session:
 
     def with_changes(self, **changes: Any) -> Session:
         return replace(self, **changes)
+
+    def notice(self, text: str, *, idempotency_key: str | None = None) -> OutboundMessage:
+        """A notice to this conversation's chat (a fallback, a spent budget, a paused task),
+        addressed as its replies are; the outbox's gate still decides whether it goes."""
+        return OutboundMessage(
+            channel=self.channel,
+            chat_id=self.chat_id,
+            thread_id=self.thread_id,
+            text=text,
+            session_key=self.key,
+            deliver=self.deliver,
+            kind="notice",
+            idempotency_key=idempotency_key,
+        )
 
     @classmethod
     def for_message(cls, message: InboundMessage, agent_id: str) -> Session:

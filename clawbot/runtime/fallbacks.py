@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 from clawbot.channels.outbox import Outbox
 from clawbot.lru import LRUCache
-from clawbot.messages import OutboundMessage
 from clawbot.routing.sessions import Session
 from clawbot.runtime.model_health import ModelHealth, Outage
 from clawbot.runtime.plugins import ModelCallNext, TurnPlugin, TurnStart
@@ -72,16 +71,6 @@ class FallbackNotices(TurnPlugin):
         return lines
 
     async def _tell(self, session: Session, text: str) -> None:
-        delivery = await self.outbox.deliver(
-            OutboundMessage(
-                channel=session.channel,
-                chat_id=session.chat_id,
-                thread_id=session.thread_id,
-                text=text,
-                session_key=session.key,
-                deliver=session.deliver,
-                kind="notice",
-            )
-        )
+        delivery = await self.outbox.deliver(session.notice(text))
         if delivery.status == "failed":
             log.warning("could not tell %s about a fallback: %s", session.key, delivery.error)

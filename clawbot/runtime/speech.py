@@ -17,7 +17,7 @@ from clawbot.channels.outbox import Outbox
 from clawbot.channels.rendering import render
 from clawbot.errors import ProviderError
 from clawbot.lru import LRUCache
-from clawbot.messages import INTERNAL_CHANNEL, OutboundFile, OutboundMessage
+from clawbot.messages import INTERNAL_CHANNEL, OutboundFile
 from clawbot.providers import litellm_module
 from clawbot.routing.sessions import Session
 from clawbot.runtime.metering import UsageMeter, response_cost
@@ -143,14 +143,8 @@ class VoiceReplies(TurnPlugin):
             return
         self._told.put(session.key, True)
         await self.outbox.deliver(
-            OutboundMessage(
-                channel=session.channel,
-                chat_id=session.chat_id,
-                thread_id=session.thread_id,
-                session_key=session.key,
-                deliver=session.deliver,
-                kind="notice",
-                text=f"The voice note of this reply failed ({reason}). The text above is the "
-                "whole reply; I will not say this again until voice notes work.",
+            session.notice(
+                f"The voice note of this reply failed ({reason}). The text above is the "
+                "whole reply; I will not say this again until voice notes work."
             )
         )

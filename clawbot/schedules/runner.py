@@ -268,17 +268,9 @@ class ScheduleRunner(TurnPlugin):
 def paused_notice(session: Session, task: ScheduledTask) -> OutboundMessage:
     """The chat's word that its task stopped running: which, why, what to do."""
     prompt = " ".join(task.prompt.split())[:80]
-    return OutboundMessage(
-        channel=session.channel,
-        chat_id=session.chat_id,
-        thread_id=session.thread_id,
-        text=(
-            f"Scheduled task {task.id} ({prompt!r}) is paused: its last {task.failures} runs "
-            f"failed. Cancel it with /schedule cancel {task.id} and add it again once the "
-            "cause is fixed."
-        ),
-        session_key=session.key,
-        deliver=session.deliver,
-        kind="notice",
+    return session.notice(
+        f"Scheduled task {task.id} ({prompt!r}) is paused: its last {task.failures} runs "
+        f"failed. Cancel it with /schedule cancel {task.id} and add it again once the cause "
+        "is fixed.",
         idempotency_key=f"schedule-paused:{task.id}:{task.failures}",
     )
