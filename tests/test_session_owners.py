@@ -11,12 +11,14 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from pydantic import SecretStr
 
 from clawbot.app import Clawbot
-from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.messages import InboundMessage, TextBlock, TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import TurnJob
@@ -72,7 +74,7 @@ def bot_settings(tmp_path: Path, name: str, url: str, scripted: ScriptedModel) -
     return Settings(
         home=tmp_path / name,
         model=scripted.model_string,
-        database_url=url,
+        database_url=SecretStr(url),
         retry_backoff=0,
         _env_file=None,  # type: ignore[call-arg]
     )
@@ -102,8 +104,8 @@ async def pair(
         await first.close()
 
 
-def message(text: str, chat_id: str = "chat1", **fields: object) -> object:
-    return MemoryChannel().message(text, chat_id=chat_id, **fields)  # type: ignore[arg-type]
+def message(text: str, chat_id: str = "chat1", **fields: Any) -> InboundMessage:
+    return MemoryChannel().message(text, chat_id=chat_id, **fields)
 
 
 async def test_a_message_another_process_takes_in_is_answered_once_by_the_sessions_owner(
@@ -252,7 +254,7 @@ async def test_a_platform_message_delivered_to_both_processes_is_answered_once(
 
 async def _dead_owner_with_a_waiting_message(pair: Pair, text: str) -> Session:
     """A session whose owner died after storing a message it had not answered yet."""
-    session = await pair.second.router.session_for(message("hello"))  # type: ignore[arg-type]
+    session = await pair.second.router.session_for(message("hello"))
     pair.sql(
         "INSERT INTO clawbot_processes (owner, alive_until) VALUES (%s, now() - interval '1 s')",
         DEAD,
