@@ -114,7 +114,10 @@ class Placement:
         """Say this process lives, take over the sessions of dead ones and pick up the work
         stored for owned sessions that this process does not hold yet (a notice lost, a
         session taken over, the work of an earlier process at start-up)."""
-        adoption = await self.store.owners.adopt(lease=self.settings.job_lease, startup=startup)
+        # Renewed every round (a third of the lease at most): valid for two thirds of it, a
+        # dead process's sessions are taken over within one lease of its last round.
+        lease = self.settings.job_lease * 2 / 3
+        adoption = await self.store.owners.adopt(lease=lease, startup=startup)
         if adoption.lapsed:
             log.error(
                 "this process did not renew its claim in time (was it paused?): other"
