@@ -70,6 +70,8 @@ def render_queue(state: QueueState) -> str:
 def render_stop(report: StopReport, subagents: int = 0) -> str:
     """What ``/stop`` did; ``subagents`` is how many subagent turns it stopped with it."""
     also = f" {subagents} subagent turn(s)" if subagents else ""
+    if report.elsewhere:
+        return "Asked the clawbot process running this conversation to stop its turn."
     if report.stopped:
         text = f"Stopped the running turn and{also}." if also else "Stopped the running turn."
     else:

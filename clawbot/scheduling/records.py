@@ -68,3 +68,5 @@ class StopReport:
     stopped: str | None
     dropped: int
     waiting: int
+    elsewhere: bool = False
+    """The session's turns run in another process (several on one database): asked to stop."""

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from clawbot.clock import Clock
+from clawbot.routing.sessions import Session
 from clawbot.runtime.control import EMPTY_REPLY
 from clawbot.scheduling.delivery import Replies, ReplyKind, ReplyMarks
 from clawbot.scheduling.jobs import TurnJob
@@ -69,7 +70,7 @@ class Recovery:
                 if job.owner == self.store.owner or not orphaned(job, now):
                     continue
                 if job.attempts >= self.settings.job_max_attempts:
-                    await self._give_up(job)
+                    await self.give_up(job)
                     continue
             elif not startup or job.id in in_backlog:
                 continue
@@ -103,13 +104,17 @@ class Recovery:
             if job.status == "done":
                 text = await self.store.jobs.reply_text(job.id) or EMPTY_REPLY
             else:
-                text = await self._failure_notice(job)
+                text = await self.failure_text(job)
             log.info("session %s: sending the reply of job %s again", session.key, job.id)
-            kind: ReplyKind = "reply" if job.status == "done" else "error"
-            await self.replies.send(session, text, job, kind=kind)
-            self.marks.mark(job.id)
+            await self.resend(session, text, job)
 
-    async def _failure_notice(self, job: TurnJob) -> str:
+    async def resend(self, session: Session, text: str, job: TurnJob) -> None:
+        """Send a stored reply (or failure notice) again and mark it sent."""
+        kind: ReplyKind = "reply" if job.status == "done" else "error"
+        await self.replies.send(session, text, job, kind=kind)
+        self.marks.mark(job.id)
+
+    async def failure_text(self, job: TurnJob) -> str:
         """The notice of a failed job a crash may have kept from going out, quoting what
         it answers as the notice it stands for did."""
         asked = await asked_of(self.store, job.session_key, job.id)
@@ -124,7 +129,7 @@ class Recovery:
         session = await self.store.sessions.get(key)
         return self.queues.queue(session) if session is not None else None
 
-    async def _give_up(self, job: TurnJob) -> None:
+    async def give_up(self, job: TurnJob) -> None:
         """Fail a job out of attempts, telling the person which messages to send again. The
         job stays unreplied until the notice is sent: a crash in between sends it at the
         next start."""

@@ -37,6 +37,7 @@ from clawbot.errors import ShuttingDownError
 from clawbot.messages import INTERNAL_CHANNEL, TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.runtime.turn import Runtime
+from clawbot.scheduling.adoption import Adopter
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.context import ContextMessages
 from clawbot.scheduling.delivery import Replies, ReplyMarks
@@ -44,6 +45,7 @@ from clawbot.scheduling.hooks import TurnEnds
 from clawbot.scheduling.housekeeping import Housekeeping
 from clawbot.scheduling.jobs import Lane, TurnJob
 from clawbot.scheduling.outcomes import Outcomes
+from clawbot.scheduling.placement import Placement
 from clawbot.scheduling.queues import SessionQueues
 from clawbot.scheduling.records import (
     QueueState,
@@ -115,6 +117,10 @@ class Scheduler:
             marks=self._marks,
             record_context=self._context.record,
         )
+        self._adopter = Adopter(store=store, queues=self._queues, recovery=self._recovery)
+        self._placement = Placement(
+            settings=settings, store=store, adopter=self._adopter, stop=self._stop_here
+        )
         self._housekeeping = Housekeeping(
             settings=settings,
             store=store,
@@ -122,7 +128,7 @@ class Scheduler:
             runs=self._queues.runs,
             flush_replied=self._marks.flush,
             close_unclosed=self._turns.close_unclosed,
-            recover=functools.partial(self._recovery.recover, startup=False),
+            recover=self._look_around,
         )
 
     # life cycle ------------------------------------------------------------------------
@@ -134,8 +140,12 @@ class Scheduler:
         async with self._start_lock:
             if self._started:
                 return
-            await self._recovery.recover(startup=True)
-            await self._recovery.redeliver()
+            if self._placement.enabled:
+                await self._placement.round(startup=True)
+                self._placement.start()
+            else:
+                await self._recovery.recover(startup=True)
+                await self._recovery.redeliver()
             self._housekeeping.start()
             self._started = True
             if self._turns.ends is not None:
@@ -173,6 +183,7 @@ class Scheduler:
             if pending:
                 await asyncio.wait(pending)
         await self._marks.close()
+        await self._placement.stop()
         self._outcomes.defer_all()
         self._queues.wake_idle()
 
@@ -203,12 +214,18 @@ class Scheduler:
             raise ShuttingDownError("clawbot is shutting down and did not take this message")
         if not self._started:
             await self.start()
-        queue = self._queues.queue(session)
         job_id = entry.turn_id
         if job_id is None:
             job_id = new_id("turn")
             entry = entry.model_copy(update={"turn_id": job_id})
         keys = (dedup_id, injection)
+        if self._placement.enabled:
+            owner = await self._placement.owner_elsewhere(session.key)
+            if owner is not None:
+                job = TurnJob(id=job_id, session_key=session.key, lane=lane, reply_to=reply_to)
+                write = functools.partial(self._write_item, session, keys)
+                return await self._placement.hand_over(owner, session, job, entry, write)
+        queue = self._queues.queue(session)
         if queue.idle():
             return await self._submit_direct(queue, entry, job_id, lane, reply_to, keys)
         return await self._submit_backlog(queue, entry, job_id, lane, reply_to, keys)
@@ -270,6 +287,8 @@ class Scheduler:
             self._marks.give_back(replied)
             return None
         transcript.append([entry])
+        if self._placement.enabled:
+            self._adopter.placed(job.id)
         handle = self._outcomes.handle_for(job)
         if run is None:
             queues.settle(queue)
@@ -308,6 +327,8 @@ class Scheduler:
             self._marks.give_back(replied)
         else:
             queue.backlog.append(item)
+            if self._placement.enabled:
+                self._adopter.placed(job_id)
             if steers and queue.run is not None:
                 log.info("session %s: a new message steers the running turn", queue.key)
         self._queues.settle(queue)
@@ -333,6 +354,11 @@ class Scheduler:
         return await self.store.jobs.submit(
             session, job, entry=entry, item=item, dedup_id=dedup_id, replied=replied
         )
+
+    async def _write_item(
+        self, session: Session, keys: _Keys, job: TurnJob, item: BacklogItem
+    ) -> bool:
+        return await self._write(session, job, keys, item=item, replied=[])
 
     async def add_context(
         self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
@@ -361,7 +387,17 @@ class Scheduler:
         """Cancel the session's active turn at once and drop the interrupted work waiting in
         its backlog; messages still waiting are answered as usual. ``with_parent``: a
         subagent whose parent was stopped, so everything it has waiting goes too, and its
-        turns end as stopped with the parent (which reports nothing back to it)."""
+        turns end as stopped with the parent (which reports nothing back to it). A
+        session another process runs is asked to stop there."""
+        if (
+            self._placement.enabled
+            and self._queues.get(session_key) is None
+            and await self._placement.stop_elsewhere(session_key)
+        ):
+            return StopReport(stopped=None, dropped=0, waiting=0, elsewhere=True)
+        return await self._stop_here(session_key, with_parent=with_parent)
+
+    async def _stop_here(self, session_key: str, *, with_parent: bool = False) -> StopReport:
         queue = self._queues.get(session_key)
         if queue is None:
             return StopReport(stopped=None, dropped=0, waiting=0)
@@ -405,6 +441,14 @@ class Scheduler:
 
     def _is_closing(self) -> bool:
         return self.closing
+
+    async def _look_around(self) -> None:
+        """Housekeeping's take-over: of sessions whose owner died, when several processes
+        share the database; else of jobs whose owner died."""
+        if self._placement.enabled:
+            await self._placement.round(startup=False)
+        else:
+            await self._recovery.recover(startup=False)
 
     def _launch(self, run: Run) -> None:
         self._turns.launch(run)

@@ -40,6 +40,15 @@ class SessionQueue:
     def key(self) -> str:
         return self.session.key
 
+    def holds(self) -> set[str]:
+        """The job ids this session holds in memory: its turn (and the jobs it carries), its
+        queued jobs and its backlog."""
+        ids = {job.id for job in self.direct} | {item.job_id for item in self.backlog}
+        if self.run is not None:
+            ids.add(self.run.job.id)
+            ids.update(self.run.carried)
+        return ids
+
     @property
     def steering(self) -> bool:
         return any(item.steers for item in self.backlog)

@@ -12,6 +12,7 @@ from clawbot.store.protocols.agents import Agents, Injections
 from clawbot.store.protocols.console import Console
 from clawbot.store.protocols.conversations import Sessions, Transcripts
 from clawbot.store.protocols.memories import Memories
+from clawbot.store.protocols.owners import SessionOwners
 from clawbot.store.protocols.schedules import Schedules
 from clawbot.store.protocols.security import Approvals, AuditLog
 from clawbot.store.protocols.senders import Access, Pairing
@@ -52,6 +53,11 @@ class Store(Protocol):
     def console(self) -> Console: ...
     @property
     def schedules(self) -> Schedules: ...
+
+    @property
+    def owners(self) -> SessionOwners:
+        """Which process runs which session's turns (several only on PostgreSQL)."""
+        ...
 
     @property
     def owner(self) -> str:

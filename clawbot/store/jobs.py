@@ -356,10 +356,14 @@ class SqlJobs:
 
     # reads ----------------------------------------------------------------------------
 
-    async def open(self) -> list[TurnJob]:
-        """Every queued or running job, oldest first: the work to recover at start-up.
-        (Such a job is never replied yet; saying so lets SQLite use the pending index.)"""
-        return await self._jobs("status IN ('queued', 'running') AND replied = 0")
+    async def open(self, session_key: str | None = None) -> list[TurnJob]:
+        """Every queued or running job (of one session if given), oldest first: the work to
+        recover at start-up. (Such a job is never replied yet; saying so lets SQLite use the
+        pending index.)"""
+        where = "status IN ('queued', 'running') AND replied = 0"
+        if session_key is None:
+            return await self._jobs(where)
+        return await self._jobs(where + " AND session_key = ?", (session_key,))
 
     async def unreplied(self) -> list[TurnJob]:
         """Finished turns whose reply may not have gone out before a crash."""
@@ -368,9 +372,9 @@ class SqlJobs:
             " AND merged_into IS NULL"
         )
 
-    async def _jobs(self, where: str) -> list[TurnJob]:
+    async def _jobs(self, where: str, params: tuple[str, ...] = ()) -> list[TurnJob]:
         rows = await self._database.fetchall(
-            f"SELECT {_JOB_COLUMNS} FROM turn_jobs WHERE {where} ORDER BY created_at, id"
+            f"SELECT {_JOB_COLUMNS} FROM turn_jobs WHERE {where} ORDER BY created_at, id", params
         )
         return [_job(*row) for row in rows]
 

@@ -111,3 +111,33 @@ class SessionOverview:
     epoch: int
     messages: int
     last_activity: datetime | None
+
+
+@dataclass(frozen=True)
+class OwnerClaim:
+    """Who runs a session's turns after a claim: this process (``mine``), or ``owner``, a
+    live one. ``taken_from``: the dead process this one just took the session over from,
+    whose work in it must be picked up."""
+
+    owner: str
+    mine: bool
+    taken_from: str | None = None
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """One round of keeping this process's sessions: the sessions it took over from dead
+    processes, and whether its own row had expired (another may have taken its sessions:
+    it must claim them again before running their turns)."""
+
+    taken: frozenset[str]
+    lapsed: bool
+
+
+@dataclass(frozen=True)
+class OwnerNotice:
+    """What one process tells another that owns a session: ``work`` (a message was stored
+    for it: pick it up) or ``stop`` (``/stop`` was asked for it)."""
+
+    kind: str
+    session_key: str

@@ -19,6 +19,8 @@ from clawbot.store.injections import SqlInjections
 from clawbot.store.jobs import SqlJobs
 from clawbot.store.ledger import SqlLedger
 from clawbot.store.memories import SqlMemories, TextSearch
+from clawbot.store.owners import SingleOwner
+from clawbot.store.protocols.owners import SessionOwners
 from clawbot.store.schedules import SqlSchedules
 from clawbot.store.sessions import SqlSessions, SqlTranscripts
 from clawbot.store.sql import SqlDatabase
@@ -55,3 +57,4 @@ class Repositories:
         self.console = SqlConsole(database)
         self.schedules = SqlSchedules(database)
         self.usage = SqlUsage(database)
+        self.owners: SessionOwners = SingleOwner(self.owner)

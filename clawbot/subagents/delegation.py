@@ -134,6 +134,11 @@ class Delegation:
                 continue
             if job.status == "running" and not orphaned(job, now):
                 continue  # another live process runs it
+            if (
+                self.store.owners.shared
+                and not (await self.store.owners.claim(job.session_key)).mine
+            ):
+                continue  # several processes share the database: a live one owns it
             session = await self.store.sessions.get(job.session_key)
             if session is not None and ChildInfo.is_delegate(session):
                 stale.append(job.id)

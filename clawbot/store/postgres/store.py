@@ -7,6 +7,7 @@ from __future__ import annotations
 from clawbot.errors import StoreError
 from clawbot.store.postgres.database import PostgresDatabase
 from clawbot.store.postgres.migrate import migrate, schema_version
+from clawbot.store.postgres.owners import PostgresOwners
 from clawbot.store.postgres.search import tsvector_search
 from clawbot.store.repositories import Repositories
 
@@ -18,6 +19,7 @@ class PostgresStore(Repositories):
     def __init__(self, database: PostgresDatabase) -> None:
         self.database = database
         super().__init__(database, intakes=None, search=tsvector_search)
+        self.owners = PostgresOwners(database, self.owner)
 
     @classmethod
     async def open(cls, url: str, *, migrating: bool = True) -> PostgresStore:

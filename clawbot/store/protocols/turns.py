@@ -96,8 +96,9 @@ class Jobs(Protocol):
         atomically and durably."""
         ...
 
-    async def open(self) -> list[TurnJob]:
-        """Every queued or running job, oldest first: the work to recover at start-up."""
+    async def open(self, session_key: str | None = None) -> list[TurnJob]:
+        """Every queued or running job (of one session if given), oldest first: the work to
+        recover at start-up."""
         ...
 
     async def unreplied(self) -> list[TurnJob]:

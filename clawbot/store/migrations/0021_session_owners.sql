@@ -1,0 +1,3 @@
+-- Which process runs a session's turns, and which processes are alive: PostgreSQL only
+-- (see migrations_pg/0021). A SQLite home is served by one process (its serving lock), so
+-- every session is that process's and nothing needs recording here.
