@@ -178,8 +178,8 @@ async def stream_parts_ms(calls: int) -> tuple[float, dict[str, float]]:
         restore.append((owner, name, original))
         setattr(owner, name, wrapper)
 
-    timed(litellm, "stream_chunk_builder", "stream_chunk_builder, the response built again")
-    timed(ModelResponse, "model_copy", "its deep copy (with the request's tool schemas)")
+    timed(litellm, "stream_chunk_builder", "stream_chunk_builder, the response built once")
+    timed(ModelResponse, "model_copy", "copies of it (for litellm's cache, with none set)")
     timed(streaming_handler.CustomStreamWrapper, "chunk_creator", "each chunk made a response")
     try:
         await model_call_ms(True, 20)

@@ -124,6 +124,27 @@ async def test_litellm_prices_a_known_model_from_its_offline_cost_map(
     assert row.cost_nanousd == round((prompt + completion) * 1_000_000_000) > 0
 
 
+async def test_litellm_prices_a_known_models_streamed_call_from_its_offline_cost_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Settings
+) -> None:
+    standin = OpenAIStandin(["Hi there."])
+    with standin.running():
+        monkeypatch.setenv("OPENAI_API_BASE", standin.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        priced = settings.model_copy(update={"model": "openai/gpt-4o-mini", "streaming": True})
+        async with await Clawbot.open(priced) as bot:
+            bot.connect(MemoryChannel(live=True))
+            await Chat(bot, bot.outbox.adapter("memory")).say("hello")  # type: ignore[arg-type]
+            (row,) = await rows(bot)
+
+    prompt, completion = litellm_module().cost_per_token(
+        model="gpt-4o-mini", prompt_tokens=1, completion_tokens=1
+    )
+    assert standin.requests[0]["stream"] is True
+    assert (row.input_tokens, row.output_tokens) == (1, 1)
+    assert row.cost_nanousd == round((prompt + completion) * 1_000_000_000) > 0
+
+
 async def test_a_failed_call_writes_a_row_naming_its_failure_with_nothing_made_up(
     bot: Clawbot, chat: Chat, scripted: ScriptedModel
 ) -> None:

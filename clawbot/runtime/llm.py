@@ -29,6 +29,7 @@ from clawbot.messages import (
 )
 from clawbot.providers import litellm_module, litellm_ready, load_litellm
 from clawbot.runtime.api_keys import ApiKeys
+from clawbot.runtime.litellm_stream import lean_stream_ends
 from clawbot.runtime.metering import UsageMeter, count
 from clawbot.runtime.model_health import ModelHealth
 from clawbot.runtime.provider_errors import (
@@ -300,6 +301,7 @@ class ModelClient:
             kwargs["max_tokens"] = max_tokens
         sink = current_sink()
         if sink is not None:
+            lean_stream_ends(litellm)  # once: litellm's end of a stream, less its idle work
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}  # usage in the last chunk
         chain = self.health.order((model, *fallbacks)) if fallbacks else (model,)
