@@ -3,7 +3,8 @@ Dockerfile's image the way the image expects, Caddy reaches every clawbot proces
 it listens on, and the systemd unit is one systemd accepts.
 
 The image itself is built and run by ``deploy/build-image`` in CI (``.ci/run``): not root,
-bubblewrap inside, the healthcheck healthy, the sandbox working with compose's options.
+bubblewrap inside, the healthcheck healthy, the sandbox working with compose's options, and
+``tests/image_smoke.py``'s message answered by ``clawbot run`` in it on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import yaml
 
 from clawbot.cli.service import CLOSE_TIMEOUT
 from clawbot.settings import Settings
+from tests import image_smoke
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "compose.yaml"
@@ -158,9 +160,11 @@ def test_caddy_spreads_each_webhook_over_every_clawbot_process() -> None:
 
 
 def test_compose_gives_clawbot_the_sandbox_options_the_image_check_proves() -> None:
-    """deploy/check-image shows bubblewrap working inside with exactly these options."""
+    """deploy/check-image and tests/image_smoke.py show bubblewrap working inside with
+    exactly these options."""
     proven = re.findall(r"--security-opt (\S+?)[ )]", CHECK_IMAGE.read_text())
     assert proven
+    assert [word for opt in proven for word in ("--security-opt", opt)] == image_smoke.SANDBOX_OPTS
     for name, service in _clawbot_services().items():
         assert service["security_opt"] == proven, name
 
