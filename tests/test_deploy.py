@@ -9,16 +9,22 @@ bubblewrap inside, the healthcheck healthy, the sandbox working with compose's o
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import yaml
+from aiohttp import web
 
 from clawbot.cli.service import CLOSE_TIMEOUT
 from clawbot.settings import Settings
@@ -95,6 +101,20 @@ def _unit() -> dict[str, list[str]]:
     return keys
 
 
+def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
+    """Compose's own check of compose.yaml (every key known, the merges resolved), with a
+    .env as docs/deploy.md has people write it."""
+    compose = shutil.which("docker-compose")
+    assert compose, "docker-compose is missing: apt-get install docker-compose"
+    (tmp_path / "compose.yaml").write_text(COMPOSE.read_text())
+    (tmp_path / ".env").write_text("CLAWBOT_DOMAIN=bot.example.com\nPOSTGRES_PASSWORD=secret\n")
+    done = subprocess.run(
+        [compose, "--file", str(tmp_path / "compose.yaml"), "config", "--quiet"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
 def test_every_variable_compose_needs_has_a_line_in_env_example() -> None:
     """compose fills them from .env, which people make from .env.example."""
     needed = set(VARIABLE.findall(COMPOSE.read_text()))
@@ -143,20 +163,144 @@ def test_compose_webhooks_listen_on_ports_the_image_exposes_beyond_the_container
         assert ports <= exposed, name
 
 
-def test_caddy_spreads_each_webhook_over_every_clawbot_process() -> None:
+class Upstream:
+    """One clawbot process as Caddy sees it: a web server that notes what reached it, and
+    can stop answering (a process that died)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.paths: list[str] = []
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    async def _answer(self, request: web.Request) -> web.Response:
+        self.paths.append(request.path)
+        return web.Response(text=self.name)
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._answer)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+@contextlib.asynccontextmanager
+async def _caddy(tmp_path: Path, upstreams: dict[str, Upstream]) -> AsyncIterator[str]:
+    """deploy/Caddyfile run by Caddy on 127.0.0.1 over plain HTTP, each clawbot service's
+    ``name:port`` dialled at the stand-in for it; yields the base URL."""
+    caddy = shutil.which("caddy")
+    assert caddy, "caddy is missing: apt-get install caddy"
+    text = CADDYFILE.read_text()
+    if _caddy_version(caddy) < (2, 6, 4):
+        # Debian 12's Caddy (2.6.2) knows request_buffers by its former name.
+        text = re.sub(r"request_buffers \S+", "buffer_requests", text)
+    for target, upstream in upstreams.items():
+        assert target in text, f"deploy/Caddyfile never sends anything to {target}"
+        text = text.replace(target, f"127.0.0.1:{upstream.port}")
+    port = _free_port()
+    config = tmp_path / "Caddyfile"
+    config.write_text("{\n\tadmin off\n}\n" + text)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "CLAWBOT_DOMAIN": f"http://127.0.0.1:{port}",
+    }
+    process = await asyncio.create_subprocess_exec(
+        caddy, "run", "--adapter", "caddyfile", "--config", str(config),
+        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    stderr = process.stderr
+    drained: asyncio.Task[bytes] | None = None
+    try:
+        async with asyncio.timeout(30):
+            line = b""
+            while b"serving initial configuration" not in line:
+                line = await stderr.readline()
+                assert line, "caddy stopped before serving"
+        drained = asyncio.create_task(stderr.read())  # its log must not fill the pipe
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        await process.wait()
+        if drained is not None:
+            await drained
+
+
+def _caddy_version(caddy: str) -> tuple[int, ...]:
+    done = subprocess.run([caddy, "version"], capture_output=True, text=True, check=True)
+    found = re.match(r"v?(\d+)\.(\d+)\.(\d+)", done.stdout)
+    assert found, done.stdout
+    return tuple(int(part) for part in found.groups())
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_caddy_spreads_each_webhook_over_both_clawbot_processes(tmp_path: Path) -> None:
     services = _clawbot_services()
-    routes = dict(
-        re.findall(r"^\s*reverse_proxy (\S+) ([^{\n]+?)\s*\{", CADDYFILE.read_text(), re.M)
-    )
+    routes: dict[str, list[Upstream]] = {}
+    upstreams: dict[str, Upstream] = {}
     for name, service in services.items():
         env = service["environment"]
-        telegram = f"{name}:{env['CLAWBOT_TELEGRAM_WEBHOOK_PORT']}"
-        slack = f"{name}:{env['CLAWBOT_SLACK_HTTP_PORT']}"
-        assert telegram in routes[env["CLAWBOT_TELEGRAM_WEBHOOK_PATH"]].split(), name
-        assert slack in routes[env["CLAWBOT_SLACK_HTTP_PATH"]].split(), name
-        assert env["CLAWBOT_TELEGRAM_WEBHOOK_URL"].endswith(env["CLAWBOT_TELEGRAM_WEBHOOK_PATH"])
-    upstreams = {upstream for targets in routes.values() for upstream in targets.split()}
-    assert {u.split(":")[0] for u in upstreams} == set(services)
+        for path, port in (
+            (env["CLAWBOT_TELEGRAM_WEBHOOK_PATH"], env["CLAWBOT_TELEGRAM_WEBHOOK_PORT"]),
+            (env["CLAWBOT_SLACK_HTTP_PATH"], env["CLAWBOT_SLACK_HTTP_PORT"]),
+        ):
+            upstream = upstreams[f"{name}:{port}"] = Upstream(f"{name}:{port}")
+            routes.setdefault(path, []).append(upstream)
+    for upstream in upstreams.values():
+        await upstream.start()
+    try:
+        async with _caddy(tmp_path, upstreams) as base, aiohttp.ClientSession() as http:
+            for path, behind in routes.items():
+                answered = set()
+                for _ in range(4):
+                    async with http.post(base + path, data=b"{}") as response:
+                        assert response.status == 200
+                        answered.add(await response.text())
+                assert answered == {u.name for u in behind}, path
+                assert all(u.paths == [path] * 2 for u in behind), path
+            async with http.post(base + "/elsewhere", data=b"{}") as response:
+                assert response.status == 404
+    finally:
+        for upstream in upstreams.values():
+            await upstream.stop()
+
+
+async def test_caddy_sends_a_webhook_to_the_other_process_when_one_is_down(
+    tmp_path: Path,
+) -> None:
+    env = next(iter(_clawbot_services().values()))["environment"]
+    path, port = env["CLAWBOT_TELEGRAM_WEBHOOK_PATH"], env["CLAWBOT_TELEGRAM_WEBHOOK_PORT"]
+    upstreams = {f"{name}:{port}": Upstream(name) for name in _clawbot_services()}
+    down, up = upstreams.values()
+    for upstream in upstreams.values():
+        await upstream.start()
+    try:
+        async with _caddy(tmp_path, upstreams) as base, aiohttp.ClientSession() as http:
+            await down.stop()
+            for _ in range(4):
+                async with http.post(base + path, data=b"{}") as response:
+                    assert response.status == 200
+                    assert await response.text() == up.name
+    finally:
+        for upstream in upstreams.values():
+            await upstream.stop()
 
 
 def test_compose_gives_clawbot_the_sandbox_options_the_image_check_proves() -> None:
