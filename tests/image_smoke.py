@@ -1,14 +1,15 @@
-"""``clawbot run`` in the built image, end to end: a Telegram message through the webhook, a
-turn on PostgreSQL, a shell command in bubblewrap's sandbox, the reply back in the chat, and
-the container healthy. Not a pytest test (it needs Docker and a built image): CI runs it
-through ``deploy/build-image`` while its daemon is up::
+"""``clawbot run`` in the built image, end to end, twice: as compose.yaml runs it (the image's
+own entrypoint and healthcheck) and as deploy/clawbot.service runs it (systemd in a container
+made from the image, the unit's hardening in force). Each time a Telegram message comes
+through the webhook, a turn runs on PostgreSQL, the model's shell command runs in bubblewrap's
+sandbox and the reply reaches the chat. Not a pytest test (it needs Docker and a built image):
+CI runs it through ``deploy/build-image`` while its daemon is up::
 
     .venv/bin/python -m tests.image_smoke IMAGE
 
-Everything is on this machine: the container shares its network (``--network host``) and
-reaches the Telegram Bot API stand-in, the OpenAI-compatible stand-in and a PostgreSQL server
-started here, each on 127.0.0.1 and a free port. The container gets the sandbox options of
-compose.yaml (``deploy/check-image``'s ``SANDBOX_OPTS``).
+Everything is on this machine: the containers share its network (``--network host``) and
+reach the Telegram Bot API stand-in, the OpenAI-compatible stand-in and a PostgreSQL server
+started here, each on 127.0.0.1 and a free port.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import psycopg
 
@@ -26,7 +29,23 @@ from tests.postgres_server import PostgresServer, _free_port
 from tests.standins.openai_api import OpenAIStandin
 from tests.standins.telegram import TelegramHarness
 
+UNIT = Path(__file__).resolve().parent.parent / "deploy" / "clawbot.service"
 SANDBOX_OPTS = ["--security-opt", "seccomp=unconfined", "--security-opt", "systempaths=unconfined"]
+"""compose.yaml's options for the clawbot services (``deploy/check-image``'s too)."""
+SYSTEMD_OPTS = [*SANDBOX_OPTS, "--cap-add", "SYS_ADMIN", "--cgroupns", "host"]
+SYSTEMD_OPTS += ["-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/tmp"]
+"""What systemd needs to run as a container's first process; none of it reaches the service,
+which runs as the unit says (user clawbot, no capabilities, the unit's hardening)."""
+WITH_SYSTEMD = """ARG IMAGE
+FROM ${IMAGE}
+USER root
+RUN apt-get update \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends systemd \\
+    && rm -rf /var/lib/apt/lists/*
+COPY clawbot.service /etc/systemd/system/clawbot.service
+ENTRYPOINT ["/lib/systemd/systemd"]
+CMD []
+"""
 PROBE = "pwd; ls"
 """In the sandbox the workspace is mounted at /workspace (its real place is
 /data/workspace): the shipped AGENTS.md is there, and nothing of the home beside it."""
@@ -44,19 +63,103 @@ def _docker(*args: str) -> str:
     return done.stdout.strip()
 
 
-def _logs(name: str) -> str:
-    """The container's output: clawbot logs to stderr."""
-    done = subprocess.run(
-        ["docker", "logs", "--tail", "80", name], capture_output=True, text=True, check=False
-    )
+class Container:
+    """clawbot as compose.yaml runs it: the image's entrypoint, compose's sandbox options."""
+
+    def __init__(self, image: str, name: str) -> None:
+        self.image = image
+        self.name = name
+
+    def start(self, env: dict[str, str]) -> None:
+        run = ["run", "-d", "--name", self.name, "--network", "host", *SANDBOX_OPTS]
+        run += ["--health-interval", "1s", "--health-start-period", "0s", "--health-retries", "1"]
+        for key, value in env.items():
+            run += ["-e", f"{key}={value}"]
+        _docker(*run, self.image)
+
+    async def check(self) -> None:
+        """The image's healthcheck turns the container healthy."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        health = "starting"
+        while health == "starting" and time.monotonic() < deadline:
+            health = _docker("inspect", "-f", "{{.State.Health.Status}}", self.name)
+            await asyncio.sleep(1)
+        if health != "healthy":
+            raise SmokeFailed(f"the container is {health}")
+        print("image-smoke: the container is healthy")
+
+    def logs(self) -> str:
+        """clawbot logs to stderr."""
+        return _output(["docker", "logs", "--tail", "80", self.name])
+
+
+class Systemd:
+    """clawbot as deploy/clawbot.service runs it: systemd in a container made from the
+    image, the home in /var/lib/clawbot with its .env, set up as docs/deploy.md says."""
+
+    def __init__(self, image: str, name: str) -> None:
+        self.image = image
+        self.name = name
+
+    def start(self, env: dict[str, str]) -> None:
+        tag = f"{self.image}-systemd"
+        with tempfile.TemporaryDirectory() as context:
+            (Path(context) / "Dockerfile").write_text(WITH_SYSTEMD)
+            (Path(context) / UNIT.name).write_text(UNIT.read_text())
+            build = ["build", "-q", "--network", "host", "--build-arg", f"IMAGE={self.image}"]
+            _docker(*build, "-t", tag, context)
+        _docker("run", "-d", "--name", self.name, "--network", "host", *SYSTEMD_OPTS, tag)
+        print(f"image-smoke: systemd is {self._booted()}")
+        dotenv = "".join(f"{key}={value}\n" for key, value in env.items())
+        setup = (
+            "install -d -o clawbot -g clawbot -m 700 /var/lib/clawbot"
+            " && install -o clawbot -g clawbot -m 600 /dev/stdin /var/lib/clawbot/.env"
+            " && systemctl start clawbot"
+        )
+        done = subprocess.run(
+            ["docker", "exec", "-i", self.name, "sh", "-c", setup],
+            input=dotenv, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise SmokeFailed(f"the service did not start: {done.stderr.strip()}")
+
+    def _booted(self) -> str:
+        """systemd's state once it has booted; its bus appears a moment after it starts."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        wait = ["docker", "exec", self.name, "systemctl", "is-system-running", "--wait"]
+        while True:
+            state = _output(wait)
+            if "bus" not in state or time.monotonic() > deadline:
+                return state.strip()
+            time.sleep(0.2)
+
+    async def check(self) -> None:
+        """The service is active, as the user clawbot, with the unit's hardening in force
+        (no new privileges, /usr read-only): bubblewrap worked under it."""
+        show = ["systemctl", "show", "clawbot", "--property", "ActiveState,MainPID"]
+        state = dict(line.split("=", 1) for line in _docker("exec", self.name, *show).split())
+        proc = f"/proc/{state['MainPID']}"
+        user = _docker("exec", self.name, "stat", "-c", "%U", proc)
+        status = _docker("exec", self.name, "cat", f"{proc}/status")
+        mounts = _docker("exec", self.name, "cat", f"{proc}/mountinfo").splitlines()
+        usr = [line.split() for line in mounts if line.split()[4] == "/usr"]
+        hardened = "NoNewPrivs:\t1" in status and bool(usr) and "ro" in usr[-1][5].split(",")
+        if state["ActiveState"] != "active" or user != "clawbot" or not hardened:
+            raise SmokeFailed(
+                f"the service is {state['ActiveState']}, run by {user}, hardened: {hardened}"
+            )
+        print("image-smoke: the service is active, run by clawbot, hardened as the unit says")
+
+    def logs(self) -> str:
+        return _output(["docker", "exec", self.name, "journalctl", "-u", "clawbot", "-n", "80"])
+
+
+def _output(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
     return done.stdout + done.stderr
 
 
-def _health(name: str) -> str:
-    return _docker("inspect", "-f", "{{.State.Health.Status}}", name)
-
-
-async def _smoke(image: str, database_url: str, model: OpenAIStandin) -> None:
+async def _smoke(image: str, database_url: str, model: OpenAIStandin, *, systemd: bool) -> None:
     telegram = TelegramHarness()
     await telegram.start()
     name = f"clawbot-smoke-{os.getpid()}"
@@ -78,13 +181,11 @@ async def _smoke(image: str, database_url: str, model: OpenAIStandin) -> None:
         "CLAWBOT_AUTONOMY": "full",
         "CLAWBOT_STREAMING": "off",
     }
-    run = ["run", "-d", "--name", name, "--network", "host", *SANDBOX_OPTS]
-    run += ["--health-interval", "1s", "--health-start-period", "0s", "--health-retries", "1"]
-    for key, value in env.items():
-        run += ["-e", f"{key}={value}"]
-    _docker(*run, image)
-    step = "waiting for clawbot to set its webhook"
+    launcher = Systemd(image, name) if systemd else Container(image, name)
+    step = "starting clawbot"
     try:
+        launcher.start(env)
+        step = "waiting for clawbot to set its webhook"
         await telegram.server.wait_for(lambda: bool(telegram.server.webhook_url), WAIT_SECONDS)
         await telegram.inject_message("Run the probe, please.", sender_id="4242")
         step = "waiting for the reply"
@@ -108,15 +209,10 @@ async def _smoke(image: str, database_url: str, model: OpenAIStandin) -> None:
         print(f"image-smoke: PostgreSQL keeps the transcript {roles}")
         if roles[0] != "user" or roles[-1] != "assistant" or "tool" not in roles:
             raise SmokeFailed(f"the transcript in PostgreSQL is {roles}")
-        step = "waiting for the healthcheck"
-        deadline = time.monotonic() + WAIT_SECONDS
-        while (status := _health(name)) == "starting" and time.monotonic() < deadline:
-            await asyncio.sleep(1)
-        if status != "healthy":
-            raise SmokeFailed(f"the container is {status}")
-        print("image-smoke: healthy on PostgreSQL")
+        step = "checking the process"
+        await launcher.check()
     except (SmokeFailed, TimeoutError) as exc:
-        print(_logs(name), file=sys.stderr)
+        print(launcher.logs(), file=sys.stderr)
         calls = [method for method, _ in telegram.server.calls]
         print(
             f"Telegram API calls: {calls}; model requests: {len(model.requests)}", file=sys.stderr
@@ -128,15 +224,17 @@ async def _smoke(image: str, database_url: str, model: OpenAIStandin) -> None:
 
 
 def main(image: str) -> int:
-    script: list[str | dict[str, object]] = [
-        {"tool_calls": [("shell_exec", {"command": PROBE})]},
-        "Probe done.",
-    ]
     server = PostgresServer()
     server.start()
     try:
-        with OpenAIStandin(script).running() as model:
-            asyncio.run(_smoke(image, server.new_database(), model))
+        for systemd in (False, True):
+            print(f"image-smoke: {'deploy/clawbot.service' if systemd else 'the image'}")
+            script: list[str | dict[str, object]] = [
+                {"tool_calls": [("shell_exec", {"command": PROBE})]},
+                "Probe done.",
+            ]
+            with OpenAIStandin(script).running() as model:
+                asyncio.run(_smoke(image, server.new_database(), model, systemd=systemd))
     except SmokeFailed as exc:
         print(f"image-smoke: {exc}", file=sys.stderr)
         return 1
