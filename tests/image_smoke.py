@@ -142,8 +142,7 @@ class Systemd:
         user = _docker("exec", self.name, "stat", "-c", "%U", proc)
         status = _docker("exec", self.name, "cat", f"{proc}/status")
         mounts = _docker("exec", self.name, "cat", f"{proc}/mountinfo").splitlines()
-        usr = [line.split() for line in mounts if line.split()[4] == "/usr"]
-        hardened = "NoNewPrivs:\t1" in status and bool(usr) and "ro" in usr[-1][5].split(",")
+        hardened = "NoNewPrivs:\t1" in status and "ro" in _mount_options(mounts, "/usr")
         if state["ActiveState"] != "active" or user != "clawbot" or not hardened:
             raise SmokeFailed(
                 f"the service is {state['ActiveState']}, run by {user}, hardened: {hardened}"
@@ -152,6 +151,20 @@ class Systemd:
 
     def logs(self) -> str:
         return _output(["docker", "exec", self.name, "journalctl", "-u", "clawbot", "-n", "80"])
+
+
+def _mount_options(mountinfo: list[str], path: str) -> list[str]:
+    """The options of the mount ``path`` is on: the last of the longest mount points above
+    it (a later mount on the same point covers the earlier)."""
+    best: list[str] = []
+    best_point = ""
+    for line in mountinfo:
+        fields = line.split()
+        point = fields[4]
+        above = point == "/" or path == point or path.startswith(point.rstrip("/") + "/")
+        if above and len(point) >= len(best_point):
+            best, best_point = fields[5].split(","), point
+    return best
 
 
 def _output(argv: list[str]) -> str:
