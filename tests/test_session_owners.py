@@ -24,9 +24,11 @@ from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import TurnJob
 from clawbot.settings import Settings
 from clawbot.store import new_id
+from clawbot.subagents.records import ANNOUNCE_META
 from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, call
 from clawbot.tools.registry import ToolRegistry, make_tool
 
+from .conftest import add_agent
 from .postgres_server import PostgresServer
 
 DEAD = "a-machine-gone:4242:deadbeef"
@@ -294,3 +296,60 @@ async def test_a_message_for_a_dead_owners_session_takes_it_over_with_its_waitin
     assert "first question" in asked[0]
     assert any("second question" in text for text in asked)
     assert pair.channel(pair.first).texts == []
+
+
+class Crashed:
+    """A turn-end hook that does nothing: the process died right after a child's turn was
+    stored, before its announce was written."""
+
+    async def turn_ended(self, session: Session, job_id: str) -> None:
+        return None
+
+    async def recover(self) -> None:
+        return None
+
+
+async def test_a_childs_unreported_end_is_announced_once_when_two_processes_start_at_once(
+    tmp_path: Path, postgres_server: PostgresServer, scripted: ScriptedModel
+) -> None:
+    url = postgres_server.new_database(migrated=True)
+    worker = ScriptedModel(name="worker", default_text="The answer is 42.")
+    with worker.installed():
+        scripted.add(call("sessions_spawn", task="find it", agent="worker"), "Started.")
+        async with await Clawbot.open(bot_settings(tmp_path, "a", url, scripted)) as crashed:
+            crashed.connect(MemoryChannel())
+            await add_agent(crashed, "worker", model=worker.model_string)
+            crashed.scheduler.bind_turn_ends(Crashed())
+            await crashed.router.handle(message("go"))
+            await crashed.scheduler.wait_idle()
+        scripted.add("The worker found 42.")
+
+        bots = [await Clawbot.open(bot_settings(tmp_path, name, url, scripted)) for name in "bc"]
+        channels = [MemoryChannel(), MemoryChannel()]
+        try:
+            for bot, channel in zip(bots, channels, strict=True):
+                bot.connect(channel)
+            await asyncio.gather(*(bot.start() for bot in bots))
+            await asyncio.wait_for(_one_reply(channels), timeout=30)
+            for bot in bots:
+                await bot.scheduler.wait_idle()
+            stored = await bots[0].store.transcripts.load("memory:chat1", 0)
+        finally:
+            for bot in bots:
+                await bot.close()
+
+    assert [entry.text for entry in stored if ANNOUNCE_META in entry.meta] == [
+        "[@agent:worker#worker] finish"
+    ]
+    assert sorted(channels[0].texts + channels[1].texts) == ["The worker found 42."]
+    assert len(worker.requests) == 1
+
+
+async def _one_reply(channels: list[MemoryChannel]) -> None:
+    while not (channels[0].texts or channels[1].texts):
+        waits = [
+            asyncio.ensure_future(channel.shows(lambda c: bool(c.texts))) for channel in channels
+        ]
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for wait in pending:
+            wait.cancel()

@@ -106,10 +106,10 @@ class Adopter:
                 continue
             queue.backlog.append(_as_taken_in(stored.item, queue))
         for queue, was_idle in touched.values():
-            if was_idle and queue.steering:
+            if was_idle and queue.backlog and not queue.direct:
                 # Messages handed over to an idle session run as themselves, as they would
                 # have in the process that took them in, not as a [Backlog] summary.
-                queue.steered = True
+                queue.handed_over = all(item.kind == "message" for item in queue.backlog)
             if queue.has_work() or queue.context:
                 log.debug("session %s: picked up stored work", queue.key)
             self.queues.settle(queue)

@@ -215,25 +215,29 @@ class SessionQueues:
                 return self.new_run(queue, job, "recovered", slot=slot, mode="claim")
             return self.new_run(queue, job, "message", slot=slot)
         steered = queue.steered and queue.steering
-        queue.steered = False
+        handed = queue.handed_over and not steered
+        queue.steered = queue.handed_over = False
         if steered:
             items = [i for i in queue.backlog if i.kind == "message" and i.steers]
+        elif handed:
+            items = [i for i in queue.backlog if i.kind == "message"]
         else:
             items = list(queue.backlog)
         taken = {id(item) for item in items}
         queue.backlog = [item for item in queue.backlog if id(item) not in taken]
-        runner = items[0] if steered else runner_item(items)
+        runner = items[0] if steered or handed else runner_item(items)
         carried = [item.job_id for item in items if item is not runner]
         self._carry(runner.job_id, carried)
         reply_to = next((i.reply_to for i in reversed(items) if i.reply_to), runner.reply_to)
         job = TurnJob(id=runner.job_id, session_key=queue.key, lane=runner.lane, reply_to=reply_to)
-        if steered:
+        if steered or handed:
             entries = [
                 item.entry.model_copy(update={"turn_id": runner.job_id})
                 for item in items
                 if item.entry is not None
             ]
-            return self.new_run(queue, job, "steered", slot=slot, entries=entries, carried=carried)
+            kind: RunKind = "steered" if steered else "message"
+            return self.new_run(queue, job, kind, slot=slot, entries=entries, carried=carried)
         task, steps = task_of(items)
         return self.new_run(
             queue,

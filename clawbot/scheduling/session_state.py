@@ -33,6 +33,9 @@ class SessionQueue:
     ready_lane: Lane | None = None
     submitting: int = 0
     steered: bool = False
+    handed_over: bool = False
+    """Messages another process took in reached this session while it was idle: they run as
+    themselves (as they would have there), not as a [Backlog] summary."""
     context: list[tuple[int, TranscriptEntry]] = field(default_factory=list)
     recording: bool = False
 
