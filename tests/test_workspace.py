@@ -6,6 +6,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
+from clawbot.agents import home
+from clawbot.errors import ConfigError
+from clawbot.settings import Settings
+
 from .standins.openai_api import OpenAIStandin
 from .test_cli import environment, run
 
@@ -54,3 +60,17 @@ def test_a_missing_configured_workspace_is_an_error_naming_the_setting(
         "CLAWBOT_WORKSPACE to use the default one in CLAWBOT_HOME"
     ]
     assert not missing.exists()
+
+
+def test_an_install_without_the_shipped_workspace_refuses_to_seed_an_empty_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(home, "SHIPPED_WORKSPACE", tmp_path / "site-packages" / "workspace")
+    settings = Settings(home=tmp_path / "home", _env_file=None)  # type: ignore[call-arg]
+
+    with pytest.raises(ConfigError) as refused:
+        home.prepare_home(settings)
+
+    assert "no shipped workspace and agents" in refused.value.message
+    assert "pip install -e ." in (refused.value.hint or "")
+    assert not (tmp_path / "home" / "agents").exists()

@@ -55,6 +55,14 @@ def prepare_home(settings: Settings) -> list[Path]:
     default_missing = settings.workspace is None and not settings.workspace_dir.is_dir()
     if not first_run and not default_missing:
         return []
+    if not (SHIPPED_WORKSPACE.is_dir() and SHIPPED_AGENTS.is_dir()):
+        # A copy installed without its source tree (a plain `pip install` of a wheel) would
+        # seed an empty home: agents without a prompt, no skills. Say so instead.
+        raise ConfigError(
+            f"this clawbot has no shipped workspace and agents to seed {home} with"
+            f" (looked in {SHIPPED_ROOT})",
+            hint="install clawbot from a clone with `pip install -e .`, as the README says",
+        )
     copied: list[Path] = []
     try:
         if settings.workspace is None:
