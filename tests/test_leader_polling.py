@@ -15,10 +15,17 @@ import signal
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
+import psycopg
 import pytest
+from pydantic import SecretStr
 
+from clawbot.app import Clawbot
+from clawbot.cli.service import Service
+from clawbot.settings import Settings
+from clawbot.store.postgres.leader import PostgresLeaderLock, lock_key
 from tests.postgres_server import PostgresServer
 from tests.spawned import spawn
 from tests.standins.openai_api import OpenAIStandin
@@ -244,3 +251,76 @@ async def test_two_processes_on_one_database_both_serve_telegram_webhooks(
     assert statuses == [200, 200]
     assert replies == [["echo: to one"], ["echo: to two"]]
     assert codes == [0, 0]
+
+
+# ---------------------------------------------------------------- the lock's connection lost
+
+
+async def until_waiting_for_a_lock(admin: psycopg.AsyncConnection[Any], pid: int) -> None:
+    """Return once the backend ``pid`` waits for a lock (asked again at each answer)."""
+    async with asyncio.timeout(TIMEOUT):
+        while True:
+            cursor = await admin.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+            )
+            row = await cursor.fetchone()
+            if row is not None and row[0] == "Lock":
+                return
+
+
+async def test_a_leader_whose_lock_connection_is_lost_stops_polling_until_it_leads_again(
+    tmp_path: Path, harness: TelegramHarness, settings: Settings, database: str
+) -> None:
+    """The database ends the lock's connection (a restart, a network cut) and another process
+    takes the lock at once: this one must stop polling, or two would poll."""
+    from adapters.telegram.adapter import TelegramAdapter
+
+    settings = settings.model_copy(
+        update={**harness.settings_kwargs(telegram_token=SecretStr(harness.token)),
+                "leader_retry_seconds": 0.05}
+    )  # fmt: skip
+    adapter = TelegramAdapter.from_settings(settings)
+    key = lock_key(adapter.exclusive_intake or "")
+    server = harness.server
+    async with await Clawbot.open(settings) as bot:
+        service = Service(
+            bot, [adapter], shutdown_timeout=5,
+            leader_locks=lambda name: PostgresLeaderLock(database, name, "the leader"),
+        )  # fmt: skip
+        await service.start()
+        leadership = service.leaderships[0]
+        await server.wait_for(lambda: server.polls_waiting == 1, TIMEOUT)
+        async with (
+            await psycopg.AsyncConnection.connect(database, autocommit=True) as other,
+            await psycopg.AsyncConnection.connect(database, autocommit=True) as admin,
+        ):
+            # Another process queues for the lock, so it gets it the instant it is freed.
+            queued = asyncio.create_task(other.execute("SELECT pg_advisory_lock(%s)", (key,)))
+            await until_waiting_for_a_lock(admin, other.info.backend_pid)
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+                " WHERE application_name LIKE 'the leader pid %'"
+            )
+            await asyncio.wait_for(queued, TIMEOUT)
+            await asyncio.wait_for(leadership.waiting.wait(), TIMEOUT)
+            # The other process polls now: alone, or one of the two polls hears a 409.
+            calls = len(server.calls)
+            polled = asyncio.create_task(long_poll(server.url, harness.token))
+            await server.wait_for(lambda: len(server.calls) > calls, TIMEOUT)
+            await harness.inject_message("for the new leader", sender_id="1004")
+            status, body = await polled
+        await asyncio.wait_for(leadership.leading.wait(), TIMEOUT)  # the lock is free again
+        await server.wait_for(lambda: server.polls_waiting == 1, TIMEOUT)
+        await service.stop()
+
+    assert status == 200
+    assert [update["message"]["text"] for update in body["result"]] == ["for the new leader"]
+    assert server.conflicts == []
+
+
+async def long_poll(url: str, token: str) -> tuple[int, dict[str, Any]]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}/bot{token}/getUpdates", json={"timeout": 5}) as response,
+    ):
+        return response.status, await response.json()

@@ -45,7 +45,10 @@ class Leadership:
         self._waiting_logged = False
         self._led_before = False
         self.leading = asyncio.Event()
-        """Set while this process receives the intake (tests and the console read it)."""
+        """Set while this process receives the intake."""
+        self.waiting = asyncio.Event()
+        """Set while it does not: it never started receiving, or it stopped."""
+        self.waiting.set()
 
     async def begin(self) -> None:
         """Try once now (so a lone process receives as soon as it started), then follow the
@@ -67,6 +70,7 @@ class Leadership:
         the next leader never receives beside this one."""
         await self.stop_following()
         self.leading.clear()
+        self.waiting.set()
         await self.lock.release()
 
     async def _follow(self) -> None:
@@ -105,14 +109,15 @@ class Leadership:
         )
         self._waiting_logged = False
         self._led_before = True
+        self.waiting.clear()
         self.leading.set()
         self._on_lead(self.adapter)
 
     async def _lost(self) -> None:
         self.leading.clear()
         log.warning(
-            "%s: lost the lock of %s (its database connection ended); stopped receiving so"
-            " another process can take over; trying again every %.1fs",
+            "%s: lost the lock of %s (its database connection ended): stopping receiving,"
+            " as another process may take it over; trying again every %.1fs",
             self.adapter.name,
             self.lock.name,
             self._retry,
@@ -121,3 +126,4 @@ class Leadership:
             await self.adapter.stop_intake()
         except Exception:
             log.exception("%s: stopping intake failed", self.adapter.name)
+        self.waiting.set()
