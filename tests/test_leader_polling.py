@@ -23,9 +23,10 @@ import pytest
 from pydantic import SecretStr
 
 from clawbot.app import Clawbot
+from clawbot.cli.checks import leader_checks
 from clawbot.cli.service import Service
 from clawbot.settings import Settings
-from clawbot.store.postgres.leader import PostgresLeaderLock, lock_key
+from clawbot.store.postgres.leader import PostgresLeaderLock, lock_key, process_label
 from tests.postgres_server import PostgresServer
 from tests.spawned import spawn
 from tests.standins.openai_api import OpenAIStandin
@@ -324,3 +325,30 @@ async def long_poll(url: str, token: str) -> tuple[int, dict[str, Any]]:
         session.post(f"{url}/bot{token}/getUpdates", json={"timeout": 5}) as response,
     ):
         return response.status, await response.json()
+
+
+async def test_doctor_names_the_process_that_leads_the_polling(
+    harness: TelegramHarness, settings: Settings, database: str
+) -> None:
+    from adapters.telegram.adapter import TelegramAdapter
+
+    settings = settings.model_copy(
+        update={**harness.settings_kwargs(telegram_token=SecretStr(harness.token)),
+                "database_url": SecretStr(database)}
+    )  # fmt: skip
+    channels = {"telegram": TelegramAdapter}
+    lock = PostgresLeaderLock(database, "telegram polling bot 123456789", "clawbot run")
+    before = await leader_checks(settings, channels)
+    assert await lock.try_take()
+    try:
+        during = await leader_checks(settings, channels)
+    finally:
+        await lock.release()
+
+    assert [check.line for check in before] == [
+        "ok       telegram polling bot 123456789: no process holds it now (none is serving)"
+    ]
+    assert [check.line for check in during] == [
+        f"ok       telegram polling bot 123456789: led by `{process_label('clawbot run')}`"
+    ]
+    assert f"pid {os.getpid()}" in process_label("clawbot run")
