@@ -56,9 +56,9 @@ class Process:
     _reader: asyncio.Task[None] | None = None
 
     @classmethod
-    async def start(cls, env: dict[str, str], cwd: Path) -> Process:
+    async def start(cls, env: dict[str, str], cwd: Path, channel: str = "telegram") -> Process:
         process = await spawn(
-            *CLAWBOT, "run", "--channel", "telegram",
+            *CLAWBOT, "run", "--channel", channel,
             env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
