@@ -198,7 +198,11 @@ async def leader_checks(settings: Settings, channels: Mapping[str, type[Adapter]
         exclusive = adapter.from_settings(settings).exclusive_intake
         if exclusive is None:
             continue
-        holder = await locks(exclusive).holder()
+        lock = locks(exclusive)
+        try:
+            holder = await lock.holder()
+        finally:
+            await lock.release()
         led = f"led by `{holder}`" if holder else "no process holds it now (none is serving)"
         checks.append(Check("ok", exclusive, led))
     return checks

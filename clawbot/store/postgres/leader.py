@@ -57,50 +57,49 @@ class PostgresLeaderLock:
         self._key = lock_key(name)
         self._label = process_label(command)
         self._conn: psycopg.AsyncConnection[Any] | None = None
+        """Kept between tries too, so a waiting process does not connect anew each time."""
+        self._held = False
 
     def __repr__(self) -> str:  # the URL may hold a password
         return f"PostgresLeaderLock({self.name!r}, held={self.held})"
 
     @property
     def held(self) -> bool:
-        return self._conn is not None
+        return self._held
 
-    async def try_take(self) -> bool:
-        """Take the lock if no process holds it; False when another does or the database
-        cannot be reached (the next try may succeed)."""
-        if self._conn is not None:
-            return True
-        try:
-            conn = await psycopg.AsyncConnection.connect(
+    async def _connection(self) -> psycopg.AsyncConnection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = await psycopg.AsyncConnection.connect(
                 self._url,
                 autocommit=True,
                 connect_timeout=CONNECT_TIMEOUT,
                 application_name=self._label,
             )
-        except psycopg.Error:
-            return False
+        return self._conn
+
+    async def try_take(self) -> bool:
+        """Take the lock if no process holds it; False when another does or the database
+        cannot be reached (the next try may succeed)."""
+        if self._held:
+            return True
         try:
-            row = await (
-                await conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key,))
-            ).fetchone()
+            conn = await self._connection()
+            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key,))
+            row = await cursor.fetchone()
         except psycopg.Error:
-            await conn.close()
+            await self.release()
             return False
-        if row is None or not row[0]:
-            await conn.close()
-            return False
-        self._conn = conn
-        return True
+        self._held = bool(row and row[0])
+        return self._held
 
     async def still_held(self, timeout: float) -> bool:
         """Whether the lock's connection is alive (then the server keeps the lock); False,
         and the lock let go of, when it ended or did not answer within ``timeout``."""
-        conn = self._conn
-        if conn is None:
+        if not self._held or self._conn is None:
             return False
         try:
             async with asyncio.timeout(timeout):
-                await conn.execute("SELECT 1")
+                await self._conn.execute("SELECT 1")
         except (psycopg.Error, TimeoutError):
             await self.release()
             return False
@@ -110,17 +109,16 @@ class PostgresLeaderLock:
         """The ``application_name`` of the process that holds the lock (None: nobody, or
         the database could not say)."""
         try:
-            async with await psycopg.AsyncConnection.connect(
-                self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
-            ) as conn:
-                row = await (await conn.execute(HOLDER_QUERY, (self._key,))).fetchone()
+            conn = await self._connection()
+            row = await (await conn.execute(HOLDER_QUERY, (self._key,))).fetchone()
         except psycopg.Error:
+            await self.release()
             return None
         return str(row[0]) if row and row[0] else None
 
     async def release(self) -> None:
         """Let go of the lock (closing its connection frees it); safe to call twice."""
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._held = self._conn, None, False
         if conn is not None:
             with contextlib.suppress(psycopg.Error):  # broken: the server freed it already
                 await conn.close()
