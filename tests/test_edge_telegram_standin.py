@@ -103,6 +103,7 @@ async def test_a_getupdates_ends_the_one_still_waiting_with_409(harness: Telegra
 
     assert status == 409
     assert body["description"].startswith("Conflict: terminated by other getUpdates request")
+    assert server.conflicts == [body["description"]]
 
 
 async def test_getupdates_is_refused_while_a_webhook_is_set(harness: TelegramHarness) -> None:

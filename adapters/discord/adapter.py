@@ -25,8 +25,9 @@ Rate limits: discord.py paces each bucket from Discord's headers and waits out a
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -200,30 +201,63 @@ class DiscordAdapter(Adapter):
             Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = self._saved_endpoints
             self._saved_endpoints = None
 
+    @property
+    def exclusive_intake(self) -> str | None:
+        """One gateway session per bot (this adapter runs shard 0 of 1): processes sharing a
+        database open it one at a time. Named by the bot's user id, the first part of the
+        token (its base64), never the token."""
+        head = self._token.get_secret_value().strip().split(".")[0]
+        try:
+            user_id = base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)).decode()
+        except (ValueError, UnicodeDecodeError):
+            user_id = ""
+        return f"discord gateway bot {user_id if user_id.isdigit() else 'unknown'} shard 0"
+
+    async def start_sending(self) -> None:
+        """Log in over REST without opening the gateway: another process receives."""
+        if self._client is None:
+            await self._connecting(self._login())
+            log.info("discord: logged in, sending only")
+
     async def start(self, on_message: InboundHandler) -> None:
-        """Log in, open the gateway and return once Discord said READY.
+        """Log in (unless ``start_sending`` did), open the gateway and return once Discord
+        said READY; after ``stop_intake`` with the gateway still up, receive again.
 
         Reconnection afterwards is discord.py's own: on network loss it resumes the session
         (replaying missed events) with exponential backoff, until ``stop``."""
-        if self._client is not None:
-            raise RuntimeError("the discord adapter is already running")
+        gateway_up = self._connect_task is not None and not self._connect_task.done()
         self._on_message = on_message
         self._accepting = True
+        if gateway_up:
+            return
         self._history.restart()
-        self._connected.clear()
+        await self._connecting(self._open_gateway())
+
+    async def _login(self) -> None:
         self._point_library_at_api()
         client = _Client(self, intents=intents(), chunk_guilds_at_startup=False)
         self._client = client
+        await client.login(self._token.get_secret_value())
+
+    async def _open_gateway(self) -> None:
+        if self._client is None:
+            await self._login()
+        client = self._client
+        assert client is not None
+        self._connected.clear()
+        _shards, gateway, _limits = await client.http.get_bot_gateway()
+        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway)
+        guard_parsers(client)
+        self._connect_task = asyncio.create_task(
+            client.connect(reconnect=True), name="discord-gateway"
+        )
+        self._connect_task.add_done_callback(self._gateway_ended)
+        await self._wait_ready(self._connect_task)
+
+    async def _connecting(self, step: Awaitable[None]) -> None:
+        """Run a connecting step; on failure close everything and say what to do."""
         try:
-            await client.login(self._token.get_secret_value())
-            _shards, gateway, _limits = await client.http.get_bot_gateway()
-            DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway)
-            guard_parsers(client)
-            self._connect_task = asyncio.create_task(
-                client.connect(reconnect=True), name="discord-gateway"
-            )
-            self._connect_task.add_done_callback(self._gateway_ended)
-            await self._wait_ready(self._connect_task)
+            await step
         except discord.LoginFailure:
             await self.stop()
             raise ConfigError(

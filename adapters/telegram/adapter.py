@@ -118,34 +118,71 @@ class TelegramAdapter(Adapter):
 
     # lifecycle
 
-    async def start(self, on_message: InboundHandler) -> None:
+    @property
+    def exclusive_intake(self) -> str | None:
+        """Long polling is allowed once per bot (Telegram ends one of two concurrent
+        ``getUpdates`` with 409 Conflict); a webhook may be served by every process. Named
+        by the bot's id, the public part of its token before the colon."""
+        if self._settings.telegram_mode == "webhook" or self._settings.telegram_token is None:
+            return None
+        bot_id = self._settings.telegram_token.get_secret_value().strip().partition(":")[0]
+        return f"telegram polling bot {bot_id if bot_id.isdigit() else 'unknown'}"
+
+    async def start_sending(self) -> None:
+        """Connect (``getMe``) without receiving: another process holds the long polling."""
         async with self._lock:
-            if self._api is not None:
+            await self._connect()
+            assert self._identity is not None
+            log.info("telegram: connected as @%s, sending only", self._identity.username)
+
+    async def start(self, on_message: InboundHandler) -> None:
+        """Connect if not yet connected, and begin receiving (again, after ``stop_intake``)."""
+        async with self._lock:
+            connected_here = self._api is None
+            await self._connect()
+            if self._intake is not None:
                 return
-            problems = self.check_settings(self._settings)
-            if problems:
-                raise ConfigError("telegram: " + "; ".join(problems))
-            self._install_redaction()
-            api = self._build_bot()
+            api = self._api
+            assert api is not None and self._identity is not None
+            self._on_message = on_message
+            intake = self._build_intake(api)
             try:
-                await api.initialize()  # getMe
-                self._identity = BotIdentity(id=api.id, username=api.username)
-                self._on_message = on_message
-                intake = self._build_intake(api)
                 await intake.start()
             except BaseException as exc:
                 self._on_message = None
-                await self._shutdown_quietly(api)
-                self._remove_redaction()
+                if connected_here:
+                    self._api = None
+                    await self._shutdown_quietly(api)
+                    self._remove_redaction()
                 if isinstance(exc, Exception):
                     raise start_error(exc, self._settings, self._scrub) from None
                 raise
-            self._api, self._intake = api, intake
+            self._intake = intake
             log.info(
                 "telegram: connected as @%s (%s)",
                 self._identity.username,
                 self._settings.telegram_mode,
             )
+
+    async def _connect(self) -> None:
+        """The Bot, initialized (``getMe``), unless it is already; under ``_lock``."""
+        if self._api is not None:
+            return
+        problems = self.check_settings(self._settings)
+        if problems:
+            raise ConfigError("telegram: " + "; ".join(problems))
+        self._install_redaction()
+        api = self._build_bot()
+        try:
+            await api.initialize()  # getMe
+        except BaseException as exc:
+            await self._shutdown_quietly(api)
+            self._remove_redaction()
+            if isinstance(exc, Exception):
+                raise start_error(exc, self._settings, self._scrub) from None
+            raise
+        self._identity = BotIdentity(id=api.id, username=api.username)
+        self._api = api
 
     def _build_bot(self) -> Bot:
         assert self._settings.telegram_token is not None

@@ -128,6 +128,25 @@ class Adapter(abc.ABC):
         """Stop receiving new messages but keep sending, so turns still running at shutdown
         can deliver their replies; ``stop`` follows. By default intake ends with ``stop``."""
 
+    @property
+    def exclusive_intake(self) -> str | None:
+        """The name of this adapter's intake when its platform allows it once per bot at a
+        time (Telegram's long polling; a second poller gets 409 Conflict), else None: every
+        process may receive (webhooks, Slack). Processes sharing a PostgreSQL database hold
+        an exclusive intake through a lock of this name, one at a time; the others
+        ``start_sending`` only, and ``start`` when they take the lock over. Never a secret:
+        it names the lock and appears in logs."""
+        return None
+
+    async def start_sending(self) -> None:
+        """Connect for sending only, while another process holds ``exclusive_intake``: this
+        process still runs turns and delivers their replies. ``start`` follows if this
+        process takes the intake over, and ``stop_intake`` if it loses it again. Adapters
+        with an ``exclusive_intake`` implement it."""
+        raise NotImplementedError(
+            f"the {self.name or 'this'} channel cannot send without receiving"
+        )
+
     @abc.abstractmethod
     async def send(self, message: OutboundMessage) -> list[SentMessage]:
         """Deliver one outbound message (already gated by the outbox)."""

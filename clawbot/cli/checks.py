@@ -52,6 +52,8 @@ async def diagnose(settings: Settings, channels: Mapping[str, type[Adapter]]) ->
     checks.append(home)
     if home.status == "ok":
         checks.append(database := await _database_check(settings))
+        if database.status == "ok":
+            checks += await leader_checks(settings, channels)
         if database.status == "ok" and settings.peer_groups:
             checks.append(await _peer_groups_check(settings))
         if database.status == "ok" and (settings.daily_budget_usd or settings.budget_per_day):
@@ -181,6 +183,29 @@ async def _database_check(settings: Settings) -> Check:
     finally:
         await store.close()
     return Check("ok", subject, f"opens, schema version {version}")
+
+
+async def leader_checks(settings: Settings, channels: Mapping[str, type[Adapter]]) -> list[Check]:
+    """On PostgreSQL, which process holds each configured connection a platform allows once
+    per bot (Telegram's long polling), if any: processes sharing the database take turns."""
+    from clawbot.store import leader_locks
+
+    locks = leader_locks(settings, "clawbot doctor")
+    checks: list[Check] = []
+    for _name, adapter in sorted(channels.items()):
+        if locks is None or not adapter.is_configured(settings) or adapter.check_settings(settings):
+            continue
+        exclusive = adapter.from_settings(settings).exclusive_intake
+        if exclusive is None:
+            continue
+        lock = locks(exclusive)
+        try:
+            holder = await lock.holder()
+        finally:
+            await lock.release()
+        led = f"led by `{holder}`" if holder else "no process holds it now (none is serving)"
+        checks.append(Check("ok", exclusive, led))
+    return checks
 
 
 async def budget_check(settings: Settings, now: datetime | None = None) -> Check:

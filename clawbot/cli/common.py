@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
@@ -13,7 +14,6 @@ import typer
 
 if TYPE_CHECKING:
     from clawbot.channels.interface import Adapter
-    from clawbot.cli.serving import ServingLock
     from clawbot.settings import Settings
     from clawbot.store import Store
 
@@ -86,19 +86,19 @@ def adapter_class(name: str) -> type[Adapter]:
     fail(f"no channel adapter named {name!r} is installed (known: {', '.join(adapter_names())})")
 
 
-def serving_lock(settings: Settings, command: str) -> ServingLock:
-    """The lock that makes this the one process serving the home's database (and, on
-    PostgreSQL, the database itself, which other homes may name too)."""
-    from clawbot.cli.serving import ServingLock
-    from clawbot.store import serving_database_lock
+def serving_lock(settings: Settings, command: str) -> AbstractContextManager[object]:
+    """On SQLite, the lock that makes this the one process serving the home's database. On
+    PostgreSQL none: several processes may serve one database (docs/postgres.md), and the
+    platform connections allowed once per bot are held by a leader lock each
+    (``clawbot.cli.leadership``)."""
+    from contextlib import nullcontext
 
-    lock = ServingLock.acquire(settings.db_path, command)
-    try:
-        lock.also = serving_database_lock(settings, command)
-    except BaseException:
-        lock.release()
-        raise
-    return lock
+    from clawbot.cli.serving import ServingLock
+    from clawbot.store import serves_alone
+
+    if not serves_alone(settings):
+        return nullcontext()
+    return ServingLock.acquire(settings.db_path, command)
 
 
 def with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:

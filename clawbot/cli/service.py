@@ -25,10 +25,12 @@ from datetime import timedelta
 
 from clawbot.app import Clawbot
 from clawbot.channels.interface import Adapter
+from clawbot.cli.leadership import Leadership
 from clawbot.errors import ShuttingDownError
 from clawbot.messages import InboundMessage
 from clawbot.routing.access import AccessGateway
 from clawbot.routing.sessions import session_key_for
+from clawbot.store import LeaderLocks, leader_locks
 
 log = logging.getLogger("clawbot.service")
 
@@ -49,11 +51,19 @@ class Service:
     """Connects adapters to a bot's router and runs their messages as tracked tasks."""
 
     def __init__(
-        self, bot: Clawbot, adapters: Sequence[Adapter], *, shutdown_timeout: float
+        self,
+        bot: Clawbot,
+        adapters: Sequence[Adapter],
+        *,
+        shutdown_timeout: float,
+        leader_locks: LeaderLocks | None = None,
     ) -> None:
         self.bot = bot
         self.adapters = list(adapters)
         self.shutdown_timeout = shutdown_timeout
+        self._leader_locks = leader_locks
+        self.leaderships: list[Leadership] = []
+        """One per adapter whose intake only one process may hold (on PostgreSQL)."""
         self._tasks: dict[asyncio.Task[object], InboundMessage] = {}
         self._idle = asyncio.Event()
         self._idle.set()
@@ -67,24 +77,50 @@ class Service:
         return len(self._tasks)
 
     async def start(self) -> None:
-        """Connect and start every adapter; if one fails, the started ones are stopped."""
+        """Connect and start every adapter; if one fails, the started ones are stopped. An
+        adapter whose intake only one process may hold (``Adapter.exclusive_intake``, on a
+        shared database) starts sending here and receives while it leads (``Leadership``)."""
         self._accepting = True
+        receiving: list[Adapter] = []
         for adapter in self.adapters:
             self.bot.connect(adapter)
+            exclusive = adapter.exclusive_intake if self._leader_locks is not None else None
             try:
-                await adapter.start(self.receive)
+                if exclusive is None:
+                    await adapter.start(self.receive)
+                else:
+                    await adapter.start_sending()
             except BaseException:
                 self._accepting = False
                 await self._close_connections()
                 raise
             self._started.append(adapter)
-            log.info("%s: receiving messages", adapter.name)
-        await self.bot.start()
-        for adapter in self._started:
-            if adapter.catch_up_window > timedelta(0):
-                self._catching_up.append(
-                    asyncio.create_task(self._catch_up(adapter), name=f"{adapter.name} catch-up")
+            if exclusive is None:
+                receiving.append(adapter)
+                log.info("%s: receiving messages", adapter.name)
+            else:
+                assert self._leader_locks is not None
+                self.leaderships.append(
+                    Leadership(
+                        adapter,
+                        self._leader_locks(exclusive),
+                        self.receive,
+                        retry_seconds=self.bot.settings.leader_retry_seconds,
+                        on_lead=self._caught_up_later,
+                    )
                 )
+        await self.bot.start()
+        for adapter in receiving:
+            self._caught_up_later(adapter)
+        for leadership in self.leaderships:
+            await leadership.begin()
+
+    def _caught_up_later(self, adapter: Adapter) -> None:
+        """Read what ``adapter`` missed in the background, once it receives."""
+        if adapter.catch_up_window > timedelta(0):
+            self._catching_up.append(
+                asyncio.create_task(self._catch_up(adapter), name=f"{adapter.name} catch-up")
+            )
 
     async def _catch_up(self, adapter: Adapter) -> int:
         """Hand the adapter its active chats so it fetches what it missed; a failure is
@@ -145,6 +181,7 @@ class Service:
     async def stop(self) -> ShutdownReport:
         """Stop intake, let running turns finish within the timeout, cancel the rest, close."""
         started = time.monotonic()
+        await asyncio.gather(*(leadership.stop_following() for leadership in self.leaderships))
         for catching_up in self._catching_up:  # the next start reads from where it got
             catching_up.cancel()
         await asyncio.gather(*self._catching_up, return_exceptions=True)
@@ -155,6 +192,8 @@ class Service:
                 )
         except TimeoutError:
             log.warning("stopping intake took over %.0fs; going on", self.shutdown_timeout)
+        # Intake stopped: the next leader may take over now, while turns finish here.
+        await asyncio.gather(*(leadership.release() for leadership in self.leaderships))
         self._accepting = False
         tasks = dict(self._tasks)
         if tasks:
@@ -222,7 +261,12 @@ async def serve(
     SIGINT/SIGTERM arrives; then shut down gracefully."""
     stop = stop or asyncio.Event()
     bot.router.access = AccessGateway(bot.store, bot.settings)
-    service = Service(bot, adapters, shutdown_timeout=bot.settings.shutdown_timeout)
+    service = Service(
+        bot,
+        adapters,
+        shutdown_timeout=bot.settings.shutdown_timeout,
+        leader_locks=leader_locks(bot.settings, "clawbot run"),
+    )
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
 

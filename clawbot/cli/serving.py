@@ -1,5 +1,6 @@
-"""One serving process per database: ``clawbot chat`` and ``clawbot run`` hold a lock on a
-file beside the database for as long as they serve.
+"""One serving process per SQLite database: ``clawbot chat`` and ``clawbot run`` hold a lock
+on a file beside the database for as long as they serve. (On PostgreSQL several processes may
+serve one database: see docs/postgres.md and ``clawbot.cli.leadership``.)
 
 "One active turn per session" is kept by the scheduler in memory; two serving processes on
 one home would each run turns of the same session and mix its messages. Refusing the second
@@ -20,12 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from clawbot.errors import ClawbotError
-
-if TYPE_CHECKING:
-    from clawbot.store import Releasable
 
 try:
     import fcntl
@@ -67,7 +64,6 @@ class ServingLock:
     def __init__(self, path: Path, fd: int | None) -> None:
         self.path = path
         self._fd = fd
-        self.also: Releasable | None = None  # on PostgreSQL, the database's own lock
 
     @classmethod
     def acquire(cls, database: Path, command: str) -> ServingLock:
@@ -106,9 +102,6 @@ class ServingLock:
     def release(self) -> None:
         """Free the lock. The file stays: deleting it could race a process that is
         taking it."""
-        also, self.also = self.also, None
-        if also is not None:
-            also.release()
         fd, self._fd = self._fd, None
         if fd is not None:
             with contextlib.suppress(OSError):

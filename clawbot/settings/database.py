@@ -19,6 +19,15 @@ class DatabaseSettings(BaseModel):
         "postgres extra), or sqlite:///path/to/clawbot.db; unset: HOME/clawbot.db. A secret: "
         "it may hold a password, so it is never shown",
     )
+    leader_retry_seconds: float = Field(
+        default=1.5,
+        gt=0,
+        le=60,
+        description="on PostgreSQL, how often a process that does not hold a platform "
+        "connection allowed once per bot (Telegram long polling) tries to take it over, and "
+        "how often the one that holds it checks its lock: a dead leader is replaced within "
+        "about this long",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -12,11 +12,13 @@ model is given to :func:`open_store` from above, as the ``Embedder`` protocol of
 ``clawbot.store.protocols.memories``."""
 
 from clawbot.store.backend import (
-    Releasable,
+    LeaderLock,
+    LeaderLocks,
     database_name,
     database_url,
+    leader_locks,
     open_store,
-    serving_database_lock,
+    serves_alone,
 )
 from clawbot.store.copy import CopyReport, copy_database
 from clawbot.store.ids import new_id
@@ -34,7 +36,8 @@ __all__ = [
     "CopyReport",
     "DeferredContext",
     "JobSummary",
-    "Releasable",
+    "LeaderLock",
+    "LeaderLocks",
     "SchemaStatus",
     "SessionActivity",
     "SqliteStore",
@@ -43,9 +46,10 @@ __all__ = [
     "copy_database",
     "database_name",
     "database_url",
+    "leader_locks",
     "migrate_url",
     "new_id",
     "open_store",
     "schema_status",
-    "serving_database_lock",
+    "serves_alone",
 ]

@@ -4,6 +4,7 @@ store's own modules that names a backend: callers hold a :class:`Store`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
@@ -50,22 +51,45 @@ def sqlite_path(url: str) -> Path | None:
     return Path(path[1:] if path.startswith("//") else path)
 
 
-class Releasable(Protocol):
-    """A lock held until released."""
+class LeaderLock(Protocol):
+    """The lock of one platform connection allowed once per bot at a time (Telegram's long
+    polling): among the processes sharing a database, the one holding it opens the
+    connection. The server frees it when its holder dies (``clawbot.store.postgres.leader``)."""
 
-    def release(self) -> None: ...
+    name: str
+
+    @property
+    def held(self) -> bool: ...
+
+    async def try_take(self) -> bool: ...
+
+    async def still_held(self, timeout: float) -> bool: ...
+
+    async def holder(self) -> str | None: ...
+
+    async def release(self) -> None: ...
 
 
-def serving_database_lock(settings: Settings, command: str) -> Releasable | None:
-    """On PostgreSQL, the lock that makes this the one process serving the database (the
-    home's file lock cannot see another home on the same database); None on SQLite, whose
-    file lock beside the database does it."""
+LeaderLocks = Callable[[str], LeaderLock]
+"""Makes the leader lock of a connection's name."""
+
+
+def leader_locks(settings: Settings, command: str) -> LeaderLocks | None:
+    """On PostgreSQL, where several processes may serve one database, the leader locks of
+    exclusive platform connections; None on SQLite, whose one serving process per home
+    (``clawbot.cli.serving``) holds every connection itself."""
     url = database_url(settings)
     if urlsplit(url).scheme not in POSTGRES_SCHEMES:
         return None
-    from clawbot.store.postgres.serving import PostgresServingLock
+    from clawbot.store.postgres.leader import PostgresLeaderLock
 
-    return PostgresServingLock.acquire(url, command)
+    return lambda name: PostgresLeaderLock(url, name, command)
+
+
+def serves_alone(settings: Settings) -> bool:
+    """Whether the settings' database is served by one process (SQLite: the home's serving
+    lock refuses a second one) rather than shared (PostgreSQL)."""
+    return urlsplit(database_url(settings)).scheme not in POSTGRES_SCHEMES
 
 
 async def open_url(url: str, *, synchronous: str = "NORMAL", migrating: bool = True) -> Store:

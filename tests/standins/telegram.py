@@ -7,7 +7,8 @@ python-telegram-bot runs unmodified against it once its base URLs point here.
 Updates follow Telegram's acknowledgement rule strictly: an update stays pending, and every
 ``getUpdates`` returns it again, until a call arrives whose ``offset`` is greater than its id
 (which confirms it and every earlier one). A second ``getUpdates`` ends the one still waiting
-with 409 Conflict, as Telegram does when two processes poll one token. With a webhook set, the
+with 409 Conflict, as Telegram does when two processes poll one token (``conflicts`` lists
+those a connected bot heard). With a webhook set, the
 pending updates are POSTed to it one at a time, in order, and an update leaves the queue only
 when the bot answers 2xx; a non-2xx answer or a failed connection is retried.
 
@@ -301,6 +302,9 @@ class TelegramStandIn:
         self.webhook_attempts: list[WebhookAttempt] = []
         self.polls_waiting = 0
         """getUpdates calls held open right now (long polls waiting for an update)."""
+        self.conflicts: list[str] = []
+        """The description of each 409 Conflict a getUpdates was answered with, while its
+        caller was still connected (one killed while it waited hears nothing)."""
         self.on_call: CallObserver | None = None
         self.on_result: ResultObserver | None = None
         self.on_webhook_answer: Callable[[WebhookAttempt], None] | None = None
@@ -501,6 +505,9 @@ class TelegramStandIn:
         try:
             result = await handler(params)
         except ApiError as exc:
+            connected = request.transport is not None and not request.transport.is_closing()
+            if exc.status == 409 and method.lower() == "getupdates" and connected:
+                self.conflicts.append(exc.description)
             return self._error(exc)
         if self.on_result is not None:
             self.on_result(method, params, result)
