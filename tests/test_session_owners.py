@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +355,60 @@ async def _one_reply(channels: list[MemoryChannel]) -> None:
         _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for wait in pending:
             wait.cancel()
+
+
+async def test_a_process_whose_store_is_busy_still_renews_its_claim_on_its_own_connection(
+    tmp_path: Path, postgres_server: PostgresServer, scripted: ScriptedModel
+) -> None:
+    url = postgres_server.new_database(migrated=True)
+    settings = bot_settings(tmp_path, "a", url, scripted).model_copy(update={"job_lease": 0.6})
+    async with await Clawbot.open(settings) as bot:
+        bot.connect(MemoryChannel())
+        await bot.scheduler.start()
+        owner = bot.store.owner
+        release = threading.Event()
+        # The store's one connection is held (as by a long queue of turns' writes).
+        busy = asyncio.ensure_future(
+            bot.store.database.run(lambda _conn: release.wait(30))  # type: ignore[attr-defined]
+        )
+        try:
+            before = _alive_until(url, owner)
+            renewed = await asyncio.wait_for(_until_renewed(url, owner, before), timeout=10)
+        finally:
+            release.set()
+            await busy
+
+    assert renewed > before
+
+
+def _alive_until(url: str, owner: str) -> datetime:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT alive_until FROM clawbot_processes WHERE owner = %s", (owner,)
+        ).fetchone()
+    assert row is not None
+    return row[0]  # type: ignore[no-any-return]
+
+
+async def _until_renewed(url: str, owner: str, before: datetime) -> datetime:
+    while (after := await asyncio.to_thread(_alive_until, url, owner)) <= before:
+        await asyncio.sleep(0.05)  # polls the database from outside: no other signal
+    return after
+
+
+async def test_a_process_whose_claim_lapsed_says_so_and_claims_its_sessions_again(
+    pair: Pair, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    await (await pair.first.router.receive(message("hi"))).wait()
+    pair.sql(
+        "UPDATE clawbot_processes SET alive_until = now() - interval '1 s' WHERE owner = %s",
+        pair.first.store.owner,
+    )
+
+    await pair.second.scheduler.tick()  # takes the first one's session over
+    await pair.first.scheduler.tick()
+    await pair.first.router.receive(message("again"))
+    await pair.channel(pair.second).shows(lambda channel: channel.texts == ["ok"])
+
+    assert "did not renew its claim in time" in caplog.text
+    assert pair.channel(pair.first).texts == ["ok"]

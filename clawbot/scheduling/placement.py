@@ -53,6 +53,7 @@ class Placement:
         self._stop = stop
         self._mine: LRUCache[str, bool] = LRUCache(_REMEMBERED)
         self._listener: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
 
     # whose session -----------------------------------------------------------------------
 
@@ -116,27 +117,40 @@ class Placement:
         session taken over, the work of an earlier process at start-up)."""
         # Renewed every round (a third of the lease at most): valid for two thirds of it, a
         # dead process's sessions are taken over within one lease of its last round.
-        lease = self.settings.job_lease * 2 / 3
-        adoption = await self.store.owners.adopt(lease=lease, startup=startup)
+        adoption = await self.store.owners.adopt(lease=self._lease(), startup=startup)
         if adoption.lapsed:
-            log.error(
-                "this process did not renew its claim in time (was it paused?): other"
-                " processes may have taken its sessions over; claiming each again"
-            )
-            self._mine = LRUCache(_REMEMBERED)
+            self._lapsed()
         await self._adopter.adopt(None)
+
+    def _lease(self) -> float:
+        return self.settings.job_lease * 2 / 3
+
+    def _lapsed(self) -> None:
+        log.error(
+            "this process did not renew its claim in time (was it paused?): other"
+            " processes may have taken its sessions over; claiming each again"
+        )
+        self._mine = LRUCache(_REMEMBERED)
 
     def start(self) -> None:
         if self.enabled and self._listener is None:
             self._listener = asyncio.create_task(self.store.owners.listen(self._heard))
+            # Renewed on a connection of its own, every sixth of the lease: a process busy
+            # with turns (its store's connection queued) never looks dead to the others.
+            self._keeper = asyncio.create_task(
+                self.store.owners.keep_alive(
+                    lease=self._lease(), every=self.settings.job_lease / 6, lapsed=self._lapsed
+                )
+            )
 
     async def stop(self) -> None:
         """Stop listening and hand this process's sessions to the others."""
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
-            self._listener = None
+        for task in (self._listener, self._keeper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._listener = self._keeper = None
         if self.enabled:
             await self.store.owners.leave()
 

@@ -28,6 +28,9 @@ class SingleOwner:
     async def adopt(self, *, lease: float, startup: bool = False) -> Adoption:
         return Adoption(taken=frozenset(), lapsed=False)
 
+    async def keep_alive(self, *, lease: float, every: float, lapsed: Callable[[], None]) -> None:
+        await asyncio.Event().wait()  # nobody else could take a session over
+
     async def tell(self, owner: str, notice: OwnerNotice) -> None:
         return None
 

@@ -131,6 +131,43 @@ class PostgresOwners:
             log.info("took over %d session(s) from processes that stopped", len(adoption.taken))
         return adoption
 
+    async def keep_alive(self, *, lease: float, every: float, lapsed: Callable[[], None]) -> None:
+        me = self._owner
+        failures = 0
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self._database.url, autocommit=True, connect_timeout=10
+                )
+            except psycopg.Error as exc:
+                delay = _RECONNECT[min(failures, len(_RECONNECT) - 1)]
+                failures += 1
+                log.warning(
+                    "cannot renew this process's claim (%s); again in %.1f s",
+                    type(exc).__name__,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                continue
+            failures = 0
+            try:
+                while True:
+                    renewed = await conn.execute(
+                        "UPDATE clawbot_processes"
+                        " SET alive_until = now() + make_interval(secs => %s)"
+                        " WHERE owner = %s AND alive_until > now()",
+                        (lease, me),
+                    )
+                    if renewed.rowcount == 0:
+                        lapsed()  # expired or taken over: the next round claims afresh
+                    await asyncio.sleep(every)
+            except psycopg.Error as exc:
+                log.warning(
+                    "lost the connection renewing this process's claim (%s)", type(exc).__name__
+                )
+            finally:
+                await conn.close()
+
     async def tell(self, owner: str, notice: OwnerNotice) -> None:
         payload = f"{owner}\t{notice.kind}\t{notice.session_key}"
         await self._database.run(

@@ -33,6 +33,13 @@ class SessionOwners(Protocol):
         owner, as a copied database has)."""
         ...
 
+    async def keep_alive(self, *, lease: float, every: float, lapsed: Callable[[], None]) -> None:
+        """Renew this process's claim every ``every`` seconds, for ``lease`` seconds, on a
+        connection of its own (never queued behind the turns' writes), until cancelled;
+        ``lapsed`` is called when the claim had expired (another process may have taken
+        this one's sessions)."""
+        ...
+
     async def tell(self, owner: str, notice: OwnerNotice) -> None:
         """Tell the process ``owner`` about one of its sessions."""
         ...
