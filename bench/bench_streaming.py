@@ -6,7 +6,8 @@ costs within a platform's rate, and what streaming costs the pipeline.
 
 1. First token to first visible text: a scripted model writes a token (4 characters) every
    ``--token-ms``; the time from its first token to the first call that shows text in the
-   chat (an in-process channel, real time), median and worst of ``--replies`` replies.
+   chat (an in-process channel, real time), median and worst of ``--replies`` replies. The
+   first preview waits 0.1 s after the first text: 100 ms of the figure is that wait.
 2. Edits per reply under the rate limit: a reply of ``--reply-chars`` written at that pace,
    into a chat whose platform allows a call a second and an edit of one message a second
    (and answers a call sooner with a 429): the preview calls made, and the 429s met.
