@@ -3,10 +3,12 @@ costs within a platform's rate, and what streaming costs the pipeline.
 
     python bench/bench_streaming.py              # the three figures
     python bench/bench_streaming.py --quick      # fewer replies and turns
+    python bench/bench_streaming.py --litellm-ceiling   # only: what litellm's pricing costs
 
 1. First token to first visible text: a scripted model writes a token (4 characters) every
    ``--token-ms``; the time from its first token to the first call that shows text in the
-   chat (an in-process channel, real time), median and worst of ``--replies`` replies.
+   chat (an in-process channel, real time), median and worst of ``--replies`` replies. The
+   first preview waits 0.1 s after the first text: 100 ms of the figure is that wait.
 2. Edits per reply under the rate limit: a reply of ``--reply-chars`` written at that pace,
    into a chat whose platform allows a call a second and an edit of one message a second
    (and answers a call sooner with a 429): the preview calls made, and the 429s met.
@@ -22,12 +24,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -40,6 +47,7 @@ from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.pacer import LoopClock
 from clawbot.messages import OutboundEdit, OutboundMessage
 from clawbot.providers import litellm_module
+from clawbot.runtime.litellm_stream import lean_stream_ends
 from clawbot.runtime.llm import ModelClient
 from clawbot.runtime.text_stream import streaming_to
 from clawbot.settings import Settings
@@ -191,6 +199,59 @@ async def stream_parts_ms(calls: int) -> tuple[float, dict[str, float]]:
     return ms, {part: seconds / (calls + 20) * 1000 for part, seconds in spent.items()}
 
 
+@contextlib.contextmanager
+def litellm_unpriced() -> Iterator[None]:
+    """Inside the block (the benchmark's process only, never clawbot's), a streamed call as
+    if litellm priced nothing and built nothing at a stream's end: the stream wrapper is not
+    priced when made, and the usage chunk is the provider's usage as sent (no cost). What
+    the zero-latency ratio would be without them: a ceiling, not a way to run."""
+    litellm: Any = litellm_module()
+    litellm_utils: Any = importlib.import_module("litellm.utils")
+    from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+
+    metadata, builder = litellm_utils.update_response_metadata, litellm.stream_chunk_builder
+
+    def unpriced_wrapper(result: object, *args: Any, **kwargs: Any) -> None:
+        if not isinstance(result, CustomStreamWrapper):
+            metadata(result, *args, **kwargs)
+
+    def as_sent(chunks: list[Any], **kwargs: Any) -> Any:
+        usage = next((c.usage for c in reversed(chunks) if getattr(c, "usage", None)), None)
+        return SimpleNamespace(usage=usage) if usage is not None else builder(chunks, **kwargs)
+
+    litellm_utils.update_response_metadata = unpriced_wrapper
+    litellm.stream_chunk_builder = as_sent
+    try:
+        yield
+    finally:
+        litellm_utils.update_response_metadata, litellm.stream_chunk_builder = metadata, builder
+
+
+async def ceiling(rounds: int, sessions: int, turns: int) -> tuple[float, float]:
+    """The zero-latency ratio on / off as it is and with :func:`litellm_unpriced`, the
+    medians of ``rounds`` rounds of off, on and on unpriced, interleaved."""
+    model = ScriptedModel(
+        name="bench",
+        default_text="Fine, thanks.",
+        record=False,
+        usage=ScriptedUsage(prompt_tokens=100, completion_tokens=4),
+    )
+    rates: dict[str, list[float]] = {"off": [], "on": [], "unpriced": []}
+    with model.installed():
+        lean_stream_ends(litellm_module())
+        for _ in range(rounds):
+            for kind, kept in rates.items():
+                within = litellm_unpriced() if kind == "unpriced" else contextlib.nullcontext()
+                with within, tempfile.TemporaryDirectory() as home:
+                    run = await pipeline(
+                        Path(home), model, sessions, turns, 60, streaming=kind != "off"
+                    )
+                kept.append(run.rate)
+    on = [a / b for a, b in zip(rates["on"], rates["off"], strict=True)]
+    unpriced = [a / b for a, b in zip(rates["unpriced"], rates["off"], strict=True)]
+    return statistics.median(on), statistics.median(unpriced)
+
+
 class _Sink:
     def on_text(self, text: str) -> None:
         pass
@@ -240,9 +301,17 @@ async def main() -> None:
     parser.add_argument("--model-ms", type=float, default=20.0)
     parser.add_argument("--real-model-ms", type=float, default=250.0)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--litellm-ceiling", action="store_true")
     args = parser.parse_args()
     if args.quick:
         args.replies, args.rounds, args.sessions = 3, 2, 50
+    if args.litellm_ceiling:
+        as_is, unpriced = await ceiling(args.rounds, args.sessions, args.turns)
+        print(
+            f"zero-latency ratio on / off: {as_is:.2f} as it is, {unpriced:.2f} with litellm's"
+            " stream wrapper unpriced and no build at a stream's end (a ceiling)"
+        )
+        return
 
     firsts: list[float] = []
     previews: list[int] = []

@@ -186,6 +186,10 @@ class Live:
         start = self.clock.now if self.clock is not None else 0.0
         for written in range(1, chunks):
             await asyncio.wait_for(pace.held(), 30)
+            if self.clock is None and written == 2 and self.platform == "discord":
+                # in real time, the model writes on once its first words show (the first
+                # preview waits FIRST_PREVIEW_HOLD): a long reply is previewed, as in life
+                await self.standin.server.until(lambda: bool(self.sent()), 30)
             if once_shown is not None and self.sent():
                 once_shown()
                 once_shown = None

@@ -89,6 +89,20 @@ async def test_a_reply_is_shown_as_it_is_written_and_ends_as_written(
     assert scripted.requests[0].streamed
 
 
+async def test_a_reply_written_before_its_first_preview_is_due_is_sent_once_with_no_preview(
+    bot: Clawbot, clock: VirtualClock, scripted: ScriptedModel
+) -> None:
+    live = connect_live(bot, clock, ChannelLimits(max_message_chars=500))  # no rate to wait on
+    scripted.chunk_size = 4  # written in many chunks, each shown to the live reply
+    scripted.add(REPLY)
+    clock.pause()  # the whole reply is written before FIRST_PREVIEW_HOLD has passed
+
+    await bot.router.handle(live.message("hi"))
+
+    assert [m.text for m in live.sent] == [REPLY]
+    assert live.edits == []
+
+
 async def test_texts_written_while_the_chat_is_busy_are_dropped_not_queued(
     bot: Clawbot, clock: VirtualClock, scripted: ScriptedModel
 ) -> None:

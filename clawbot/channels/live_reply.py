@@ -23,6 +23,10 @@ model: the newest text wins, an intermediate one is dropped, never queued.
 
 A word still being written is held back: previews show text up to its last space, so a
 credential is shown (masked) only once it is whole.
+
+The first preview waits :data:`FIRST_PREVIEW_HOLD` after the first text: a reply written by
+then is sent once, whole, as without streaming (no preview to render, send and edit), and a
+longer one shows its first words that much later, still well within what reads as at once.
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ SUPERSEDED = "…"
 """What a preview message the reply needs no more shows where the platform will not delete it."""
 STOP_PATIENCE = 5.0
 """Seconds a stop mark waits when the platform asks to wait; longer, it is left out."""
+FIRST_PREVIEW_HOLD = 0.1
+"""Seconds from the first text to the first preview: about the limit of a response that
+feels instantaneous (0.1 s); a reply done sooner shows as one message, never a preview
+edited to the reply a few milliseconds later."""
 _draft_ids = itertools.count(1)
 
 
@@ -236,6 +244,7 @@ class LiveReply:
     # showing the newest text -----------------------------------------------------------
 
     async def _run(self) -> None:
+        await self.pacer.clock.sleep(FIRST_PREVIEW_HOLD)  # ended by then: no preview at all
         while not self._closed:
             await self._wake.wait()
             self._wake.clear()

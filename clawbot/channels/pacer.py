@@ -263,12 +263,24 @@ class VirtualClock:
         self.now = 0.0
         self.waited = 0.0
         """Seconds of waits asked for so far."""
+        self._moving = asyncio.Event()
+        self._moving.set()
 
     def monotonic(self) -> float:
         return self.now
 
+    def pause(self) -> None:
+        """Time stands still: a wait ends only after :meth:`resume` (what happens "at once",
+        before any wait could end)."""
+        self._moving.clear()
+
+    def resume(self) -> None:
+        self._moving.set()
+
     async def sleep(self, seconds: float) -> None:
         seconds = max(0.0, seconds)
+        if seconds and not self._moving.is_set():
+            await self._moving.wait()
         self.waited += seconds
         self.now += seconds
         await asyncio.sleep(0)
