@@ -21,8 +21,8 @@
    1..``--processes`` on PostgreSQL, and each rate over one process's (goal: 2 processes at
    least 1.6x one).
 
-Several processes on one PostgreSQL database need the serving lock gone (issue 32's work);
-until then the 2- and 3-process lines fail to start and are reported as refused.
+A line whose processes do not all start (a clawbot that refuses a second process on one
+database) is printed as refused, with the reason.
 """
 
 from __future__ import annotations

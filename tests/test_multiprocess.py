@@ -59,7 +59,6 @@ BURST = 0.25
 """How often a person sends the next message without waiting for the answer (it arrives
 while the turn runs, so the backlog merges it)."""
 MAX_ACTIVE_TURNS = 16
-LEASE_SECONDS = 5
 RUN_TIMEOUT = 240.0
 """Seconds the whole conversation may take before the test fails naming what is missing."""
 SENDER_BASE = 2_000_000
@@ -136,7 +135,9 @@ class Observed:
 
     def overlapping_turns(self) -> list[str]:
         """Pairs of turns of one chat active at once: each turn from its model call to the
-        first reply echoing it (or the kill, for the killed process's turns)."""
+        first reply echoing it (or the kill, for the killed process's turns). A turn whose
+        reply never came has no known end: it is left out here (its message is never
+        answered, which is judged on its own)."""
         replies: dict[int, list[Reply]] = defaultdict(list)
         for reply in self.replies:
             replies[reply.chat].append(reply)
@@ -146,10 +147,11 @@ class Observed:
                 (r.seq for r in replies[call.chat] if r.seq > call.seq and r.tags == call.tags),
                 None,
             )
-            end = echo if echo is not None else 1 << 62
+            end = echo
             if call.process == self.killed and self.kill_seq and call.seq < self.kill_seq:
-                end = min(end, self.kill_seq)
-            turns[call.chat].append((call.seq, end, call))
+                end = min(end or self.kill_seq, self.kill_seq)
+            if end is not None:
+                turns[call.chat].append((call.seq, end, call))
         found = []
         for chat_turns in turns.values():
             chat_turns.sort(key=lambda turn: turn[0])
@@ -248,7 +250,6 @@ class Run:
             harness=self.harness,
             model=self.model,
             seed=SEED.value,
-            CLAWBOT_JOB_LEASE=str(LEASE_SECONDS),
             CLAWBOT_MAX_ACTIVE_TURNS=str(MAX_ACTIVE_TURNS),
         )
         talks = (converse(self.harness, self.observed, chat) for chat in range(self.sessions))
