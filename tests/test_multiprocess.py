@@ -102,6 +102,7 @@ class Observed:
     replies: list[Reply] = field(default_factory=list)
     untagged: list[str] = field(default_factory=list)
     answered: set[str] = field(default_factory=set)
+    asked: set[str] = field(default_factory=set)
     news: dict[int, asyncio.Event] = field(default_factory=lambda: defaultdict(asyncio.Event))
     """Per chat, set when a reply arrives (each person waits on their own chat's: 200
     waiters on the stand-in's one condition would each wake at every API call)."""
@@ -135,7 +136,9 @@ class Observed:
 
     def overlapping_turns(self) -> list[str]:
         """Pairs of turns of one chat active at once: each turn from its model call to the
-        first reply echoing it (or the kill, for the killed process's turns). A turn whose
+        first reply echoing it, or for the killed process's turns to the kill (a call of it
+        the model stand-in numbered after the kill was on its way before: it ends where it
+        begins). A turn whose
         reply never came has no known end: it is left out here (its message is never
         answered, which is judged on its own)."""
         replies: dict[int, list[Reply]] = defaultdict(list)
@@ -148,8 +151,9 @@ class Observed:
                 None,
             )
             end = echo
-            if call.process == self.killed and self.kill_seq and call.seq < self.kill_seq:
-                end = min(end or self.kill_seq, self.kill_seq)
+            if call.process == self.killed and self.kill_seq:
+                died = max(self.kill_seq, call.seq)
+                end = died if end is None else min(end, died)
             if end is not None:
                 turns[call.chat].append((call.seq, end, call))
         found = []
@@ -190,6 +194,7 @@ async def converse(harness: TelegramHarness, observed: Observed, chat: int) -> N
     sender = str(SENDER_BASE + chat)
     for number in range(MESSAGES):
         await harness.inject_message(f"question {tag(chat, number)}", sender_id=sender)
+        observed.asked.add(tag(chat, number))
         if number < MESSAGES - 1 and rng.random() < BURST:
             continue
         asked = {tag(chat, n) for n in range(number + 1)}
@@ -200,6 +205,7 @@ async def converse(harness: TelegramHarness, observed: Observed, chat: int) -> N
 
 KEPT: dict[str, Any] = {
     "messages never answered": (0, []),
+    "messages never sent, waiting for an answer": 0,
     "messages answered more than once": (0, []),
     "replies that answer no message": [],
     "two active turns of one conversation": (0, []),
@@ -262,16 +268,18 @@ class Run:
             self.log_file = folder / "processes.log"
             self.log_file.write_text(self.fleet.logs, encoding="utf-8")
 
-    def never_answered(self) -> list[str]:
-        wanted = {tag(c, n) for c in range(self.sessions) for n in range(MESSAGES)}
-        return sorted(wanted - self.observed.answered)
+    def never_sent(self) -> int:
+        """Messages a person never sent, waiting for the answer to an earlier one."""
+        return self.sessions * MESSAGES - len(self.observed.asked)
 
     def verdict(self) -> dict[str, Any]:
         """Each promise and what broke it (the first few), so a failure shows them all."""
-        never, twice = self.never_answered(), self.answered_more_than_once()
+        never = sorted(self.observed.asked - self.observed.answered)
+        twice = self.answered_more_than_once()
         overlaps = self.observed.overlapping_turns()
         return {
             "messages never answered": (len(never), never[:10]),
+            "messages never sent, waiting for an answer": self.never_sent(),
             "messages answered more than once": (len(twice), twice[:10]),
             "replies that answer no message": self.observed.untagged[:10],
             "two active turns of one conversation": (len(overlaps), overlaps[:10]),
