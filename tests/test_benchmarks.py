@@ -118,6 +118,17 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
             ["conversation page, 300 messages", "tree page, 5 children", "sessions page"],
         ),
         (
+            "bench_multiprocess.py",
+            [*["--sessions", "3", "--turns", "1", "--messages", "2", "--processes", "2"]],
+            [
+                "PostgreSQL / SQLite",
+                "1 process, SQLite",
+                "1 process, PostgreSQL",
+                "2 processes, PostgreSQL",
+                "goal: 2 processes >= 1.6x one",
+            ],
+        ),
+        (
             "bench_parts.py",
             ["no-intake-journal", "--rounds", "3", "--sessions", "3"],
             ["shipped", "no-intake-journal", "round by round: median"],

@@ -18,7 +18,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -61,6 +61,11 @@ class OpenAIStandin:
         # its text chunks (a model writing as it goes), ``echo_tail`` after each echo.
         self.chunk_seconds = 0.0
         self.echo_tail = ""
+        # A model that takes its time: ``answer_seconds`` before any answer begins (the wait
+        # a benchmark's model is). ``on_request`` sees each request's body and API key as it
+        # arrives (on the stand-in's thread): who asked what, in the order asked.
+        self.answer_seconds = 0.0
+        self.on_request: Callable[[dict[str, Any], str], None] | None = None
 
     def _vector(self, text: str) -> list[float]:
         words = set(text.lower().replace(":", " ").split())
@@ -116,6 +121,9 @@ class OpenAIStandin:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
+        if self.on_request is not None:
+            key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            self.on_request(body, key)
         refused = self._refused_key(request)
         if refused is not None:
             return refused
@@ -130,6 +138,8 @@ class OpenAIStandin:
                 (m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), ""
             )
             reply = f"echo: {last}{self.echo_tail}"
+        if self.answer_seconds:
+            await asyncio.sleep(self.answer_seconds)
         if isinstance(reply, dict) and reply.get("hang"):
             self.hung.set()
             assert self._release is not None

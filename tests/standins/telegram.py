@@ -10,7 +10,9 @@ Updates follow Telegram's acknowledgement rule strictly: an update stays pending
 with 409 Conflict, as Telegram does when two processes poll one token (``conflicts`` lists
 those a connected bot heard). With a webhook set, the
 pending updates are POSTed to it one at a time, in order, and an update leaves the queue only
-when the bot answers 2xx; a non-2xx answer or a failed connection is retried.
+when the bot answers 2xx; a non-2xx answer or a failed connection is retried. Behind a load
+balancer (:meth:`TelegramStandIn.balance_webhook`, ``tests.standins.telegram_webhooks``) they
+go to several processes at once, one chat's updates at a time, as Telegram sends them.
 
 Inline keyboards: ``reply_markup`` is checked as Telegram checks it (``callback_data`` of 1-64
 bytes) and kept on the message; a press is a ``callback_query`` update, and the pressed button
@@ -54,6 +56,7 @@ from clawbot.channels.interface import Adapter
 from tests.standins.rate_rules import Limit, RateBook, SlidingWindow, TokenBucket
 
 from .telegram_uploads import TelegramUploads, Upload
+from .telegram_webhooks import DEFAULT_MAX_CONNECTIONS, BalancedWebhook
 from .uploads import ReceivedFile
 
 DEFAULT_TOKEN = "123456789:AAHstandinTOKENxxxxxxxxxxxxxxxxxxxx_"
@@ -254,10 +257,12 @@ def _jsonish(value: Any) -> Any:
 @dataclass(frozen=True)
 class WebhookAttempt:
     """One POST of an update to the bot's webhook and how it ended (HTTP status, or None when
-    the connection failed)."""
+    the connection failed); behind a load balancer, the process that answered (None when
+    none did)."""
 
     update_id: int
     status: int | None
+    endpoint: str | None = None
 
 
 @dataclass
@@ -345,6 +350,8 @@ class TelegramStandIn:
         self._online = False
         self._polls = 0
         self._deliverer: asyncio.Task[None] | None = None
+        self.balancer: BalancedWebhook | None = None
+        """Set by :meth:`balance_webhook`: the load balancer the webhook's updates go through."""
 
     # server lifecycle
 
@@ -363,7 +370,8 @@ class TelegramStandIn:
         await site.start()
         self.port = self._runner.addresses[0][1]
         self._online = True
-        self._deliverer = asyncio.create_task(self._deliver_to_webhook())
+        delivery = self.balancer.run() if self.balancer else self._deliver_to_webhook()
+        self._deliverer = asyncio.create_task(delivery)
 
     async def stop(self) -> None:
         """Drop every connection, as a network loss or shutdown would."""
@@ -381,7 +389,7 @@ class TelegramStandIn:
 
     # inspection helpers
 
-    async def wait_for(self, predicate: Any, timeout: float = 5.0) -> None:
+    async def wait_for(self, predicate: Any, timeout: float | None = 5.0) -> None:
         async def waiter() -> None:
             async with self._changed:
                 await self._changed.wait_for(predicate)
@@ -391,6 +399,27 @@ class TelegramStandIn:
     async def _notify(self) -> None:
         async with self._changed:
             self._changed.notify_all()
+
+    async def notify(self) -> None:
+        """Wake whoever waits in :meth:`wait_for` (something changed)."""
+        await self._notify()
+
+    def confirm(self, update: dict[str, Any]) -> None:
+        """A 2xx webhook answer: Telegram forgets the update."""
+        self.updates = [u for u in self.updates if u is not update]
+        self.confirmed_through = max(self.confirmed_through, update["update_id"])
+
+    def balance_webhook(self, backends: list[str], *, seed: int) -> BalancedWebhook:
+        """From now on, the webhook URL is a load balancer in front of ``backends`` (the base
+        URL each process listens on): updates go out as Telegram sends them to one URL, and
+        the balancer hands each to the next live process."""
+        self.balancer = BalancedWebhook(
+            self, backends, seed=seed, retry_seconds=WEBHOOK_RETRY_SECONDS
+        )
+        if self._deliverer is not None:
+            self._deliverer.cancel()
+        self._deliverer = asyncio.create_task(self.balancer.run())
+        return self.balancer
 
     def next_message_id(self) -> int:
         return next(self._message_ids)
@@ -592,6 +621,11 @@ class TelegramStandIn:
             raise ApiError(400, "Bad Request: bad webhook: An HTTPS URL must be provided")
         self.webhook_url = url
         self.webhook_secret = params.get("secret_token") or None
+        connections = int(params.get("max_connections") or DEFAULT_MAX_CONNECTIONS)
+        if not 1 <= connections <= 100:
+            raise ApiError(400, "Bad Request: bad webhook: wrong max_connections specified")
+        if self.balancer is not None:
+            self.balancer.set_max_connections(connections)
         if str(params.get("drop_pending_updates", "")).lower() == "true":
             self.updates.clear()
         await self._notify()
