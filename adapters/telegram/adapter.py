@@ -349,12 +349,18 @@ class TelegramAdapter(Adapter):
         await send_draft_text(self._bot(), chat_id, draft_id, part, scrub=self._scrub)
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        """Best effort: a failed typing indicator must never fail the turn."""
+        """Best effort: a failed typing indicator must never fail the turn. Shielded: the
+        indicator is cancelled with its turn's end, often mid-request, and an httpx request
+        cancelled mid-flight never gives its connection back to the pool (httpx 0.28.1,
+        httpcore 1.0.9): after some 64 of them every call, replies included, timed out
+        waiting for one. The request finishes in the background instead."""
         try:
-            await self._bot().send_chat_action(
-                chat_id=api_chat_id(chat_id),
-                action=ChatAction.TYPING,
-                message_thread_id=int(thread_id) if thread_id else None,
+            await asyncio.shield(
+                self._bot().send_chat_action(
+                    chat_id=api_chat_id(chat_id),
+                    action=ChatAction.TYPING,
+                    message_thread_id=int(thread_id) if thread_id else None,
+                )
             )
         except (TelegramError, DeliveryError) as exc:
             log.warning(
