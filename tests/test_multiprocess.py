@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import re
 import signal
@@ -45,7 +44,7 @@ import pytest
 from tests.fleet import Fleet, process_of
 from tests.postgres_server import PostgresServer
 from tests.spawned import KillSeed
-from tests.standins.openai_api import OpenAIStandin
+from tests.standins.openai_api import OpenAIStandin, asked_last
 from tests.standins.rate_rules import TokenBucket
 from tests.standins.telegram import TelegramHarness, TelegramRates
 
@@ -116,8 +115,7 @@ class Observed:
             return next(self._counter)
 
     def model_call(self, body: dict[str, Any], key: str) -> ModelCall | None:
-        users = [m for m in body["messages"] if m["role"] == "user"]
-        tags = tags_in(json.dumps(users[-1]["content"])) if users else frozenset()
+        tags = tags_in(asked_last(body["messages"]))
         if not tags:
             return None
         call = ModelCall(self.next_seq(), chat_of(tags), tags, process_of(key))

@@ -134,10 +134,7 @@ class OpenAIStandin:
         elif self.script:
             reply = self.script.pop(0)
         else:
-            last = next(
-                (m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), ""
-            )
-            reply = f"echo: {last}{self.echo_tail}"
+            reply = f"echo: {asked_last(body['messages'])}{self.echo_tail}"
         if self.answer_seconds:
             await asyncio.sleep(self.answer_seconds)
         if isinstance(reply, dict) and reply.get("hang"):
@@ -301,3 +298,15 @@ class OpenAIStandin:
                 self._loop.call_soon_threadsafe(self._go_on.set)
             self._loop.call_soon_threadsafe(self._loop.stop)
             thread.join(10)
+
+
+def asked_last(messages: list[dict[str, Any]]) -> str:
+    """What a request asks: its user messages since the last answer, one per line (a turn
+    that takes in several waiting messages has them as consecutive user messages)."""
+    asked: list[str] = []
+    for message in reversed(messages):
+        if message["role"] == "user":
+            asked.append(str(message["content"]))
+        elif asked:
+            break
+    return "\n".join(reversed(asked))
