@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from clawbot.lru import LRUCache
 from clawbot.messages import INTERNAL_CHANNEL
 from clawbot.routing.sessions import Session
-from clawbot.runtime.control import EMPTY_REPLY
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import TurnJob
 from clawbot.scheduling.queues import SessionQueues
@@ -140,15 +139,7 @@ class Adopter:
             if self._resent.get(job.id):
                 continue
             self._resent.put(job.id, True)
-            session = await self.store.sessions.get(job.session_key)
-            if session is None:
-                continue
-            if job.status == "done":
-                text = await self.store.jobs.reply_text(job.id) or EMPTY_REPLY
-            else:
-                text = await self.recovery.failure_text(job)
-            log.info("session %s: sending the reply of job %s again", session.key, job.id)
-            await self.recovery.resend(session, text, job)
+            await self.recovery.resend(job)
 
 
 def _as_taken_in(item: BacklogItem, queue: SessionQueue) -> BacklogItem:

@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from clawbot.clock import Clock
-from clawbot.routing.sessions import Session
 from clawbot.runtime.control import EMPTY_REPLY
 from clawbot.scheduling.delivery import Replies, ReplyKind, ReplyMarks
 from clawbot.scheduling.jobs import TurnJob
@@ -98,23 +97,24 @@ class Recovery:
         for job in await self.store.jobs.unreplied():
             if job.owner == self.store.owner or not orphaned(job, now):
                 continue
-            session = await self.store.sessions.get(job.session_key)
-            if session is None:
-                continue
-            if job.status == "done":
-                text = await self.store.jobs.reply_text(job.id) or EMPTY_REPLY
-            else:
-                text = await self.failure_text(job)
-            log.info("session %s: sending the reply of job %s again", session.key, job.id)
-            await self.resend(session, text, job)
+            await self.resend(job)
 
-    async def resend(self, session: Session, text: str, job: TurnJob) -> None:
-        """Send a stored reply (or failure notice) again and mark it sent."""
+    async def resend(self, job: TurnJob) -> None:
+        """Send a finished job's stored reply (or its failure notice) again and mark it
+        sent."""
+        session = await self.store.sessions.get(job.session_key)
+        if session is None:
+            return
+        if job.status == "done":
+            text = await self.store.jobs.reply_text(job.id) or EMPTY_REPLY
+        else:
+            text = await self._failure_text(job)
+        log.info("session %s: sending the reply of job %s again", session.key, job.id)
         kind: ReplyKind = "reply" if job.status == "done" else "error"
         await self.replies.send(session, text, job, kind=kind)
         self.marks.mark(job.id)
 
-    async def failure_text(self, job: TurnJob) -> str:
+    async def _failure_text(self, job: TurnJob) -> str:
         """The notice of a failed job a crash may have kept from going out, quoting what
         it answers as the notice it stands for did."""
         asked = await asked_of(self.store, job.session_key, job.id)

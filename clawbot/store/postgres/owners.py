@@ -132,41 +132,19 @@ class PostgresOwners:
         return adoption
 
     async def keep_alive(self, *, lease: float, every: float, lapsed: Callable[[], None]) -> None:
-        me = self._owner
-        failures = 0
-        while True:
-            try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self._database.url, autocommit=True, connect_timeout=10
+        async def renew(conn: psycopg.AsyncConnection[Any], _reconnected: bool) -> None:
+            while True:
+                renewed = await conn.execute(
+                    "UPDATE clawbot_processes"
+                    " SET alive_until = now() + make_interval(secs => %s)"
+                    " WHERE owner = %s AND alive_until > now()",
+                    (lease, self._owner),
                 )
-            except psycopg.Error as exc:
-                delay = _RECONNECT[min(failures, len(_RECONNECT) - 1)]
-                failures += 1
-                log.warning(
-                    "cannot renew this process's claim (%s); again in %.1f s",
-                    type(exc).__name__,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                continue
-            failures = 0
-            try:
-                while True:
-                    renewed = await conn.execute(
-                        "UPDATE clawbot_processes"
-                        " SET alive_until = now() + make_interval(secs => %s)"
-                        " WHERE owner = %s AND alive_until > now()",
-                        (lease, me),
-                    )
-                    if renewed.rowcount == 0:
-                        lapsed()  # expired or taken over: the next round claims afresh
-                    await asyncio.sleep(every)
-            except psycopg.Error as exc:
-                log.warning(
-                    "lost the connection renewing this process's claim (%s)", type(exc).__name__
-                )
-            finally:
-                await conn.close()
+                if renewed.rowcount == 0:
+                    lapsed()  # expired or taken over: the next round claims afresh
+                await asyncio.sleep(every)
+
+        await self._on_own_connection("renewing this process's claim", renew)
 
     async def tell(self, owner: str, notice: OwnerNotice) -> None:
         payload = f"{owner}\t{notice.kind}\t{notice.session_key}"
@@ -175,6 +153,26 @@ class PostgresOwners:
         )
 
     async def listen(self, heard: Callable[[OwnerNotice], Awaitable[None]]) -> None:
+        async def hear(conn: psycopg.AsyncConnection[Any], reconnected: bool) -> None:
+            await conn.execute(f"LISTEN {CHANNEL}")
+            if reconnected:
+                await heard(OwnerNotice(kind="work", session_key=""))  # what was missed
+            async for notify in conn.notifies():
+                owner, _, rest = notify.payload.partition("\t")
+                kind, _, key = rest.partition("\t")
+                if owner == self._owner:
+                    await heard(OwnerNotice(kind=kind, session_key=key))
+
+        await self._on_own_connection("listening for other processes' notices", hear)
+
+    async def _on_own_connection(
+        self,
+        purpose: str,
+        work: Callable[[psycopg.AsyncConnection[Any], bool], Awaitable[None]],
+    ) -> None:
+        """Run ``work`` on a connection of its own, never queued behind the store's, until
+        cancelled: connected again (with growing pauses) whenever it is lost. ``work`` is
+        told whether this is a new connection after a lost one."""
         failures = 0
         while True:
             try:
@@ -185,27 +183,20 @@ class PostgresOwners:
                 delay = _RECONNECT[min(failures, len(_RECONNECT) - 1)]
                 failures += 1
                 log.warning(
-                    "cannot listen for other processes' notices (%s); again in %.1f s",
+                    "cannot connect for %s (%s); again in %.1f s",
+                    purpose,
                     type(exc).__name__,
                     delay,
                 )
                 await asyncio.sleep(delay)
                 continue
             try:
-                await conn.execute(f"LISTEN {CHANNEL}")
-                if failures:
-                    await heard(OwnerNotice(kind="work", session_key=""))  # what was missed
-                failures = 0
-                async for notify in conn.notifies():
-                    owner, _, rest = notify.payload.partition("\t")
-                    kind, _, key = rest.partition("\t")
-                    if owner == self._owner:
-                        await heard(OwnerNotice(kind=kind, session_key=key))
+                await work(conn, failures > 0)
             except psycopg.Error as exc:
                 failures += 1
-                log.warning(
-                    "lost the connection for other processes' notices (%s)", type(exc).__name__
-                )
+                log.warning("lost the connection %s (%s)", purpose, type(exc).__name__)
+            else:
+                failures = 0
             finally:
                 await conn.close()
 
