@@ -10,7 +10,8 @@ webhook mode, which delivers through a load balancer to the three processes
   ``[Backlog]`` turn (docs/scheduling). So "one reply" means: each tag is in exactly one of
   the chat's replies. One exception, which Telegram forces: a reply the killed process had
   sent but not yet recorded as sent is sent again by whoever takes its job over (the Bot API
-  has no idempotent send); only a second identical copy of a reply sent before the kill is
+  has no idempotent send); only a second identical copy, sent after the kill, of a reply sent
+  before it (or on its way as it came: then a survivor's log says it sent it again) is
   allowed, at most ``CLAWBOT_MAX_ACTIVE_TURNS`` of them.
 - No conversation ever has two active turns. A turn is active from its model call until
   its reply reaches Telegram (or its process is killed). Both stand-ins number what they
@@ -292,13 +293,18 @@ class Run:
                 answering[answered].append(reply)
         kill = self.observed.kill_seq
         twice = {t: replies for t, replies in answering.items() if len(replies) > 1}
+        # The first copy may reach the stand-in's count just after the kill (its request was
+        # on its way): a copy sent again is one a survivor's log says it sent again.
+        logs = self.fleet.logs if self.fleet is not None else ""
+        said_again = set(re.findall(r"session telegram:(\d+): sending the reply of job", logs))
         resent = {
             replies[0].seq
             for replies in twice.values()
             if kill is not None
             and len(replies) == 2
             and replies[0].text == replies[1].text
-            and replies[0].seq < kill < replies[1].seq
+            and kill < replies[1].seq
+            and (replies[0].seq < kill or str(SENDER_BASE + replies[0].chat) in said_again)
         }
         assert len(resent) <= MAX_ACTIVE_TURNS, "more replies sent again than turns in flight"
         return sorted(t for t, replies in twice.items() if replies[0].seq not in resent)
