@@ -7,6 +7,7 @@ every answer is in, so Ctrl-C or the end of input leaves the files as they were.
 
 from __future__ import annotations
 
+import select
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
@@ -28,6 +29,11 @@ if TYPE_CHECKING:
 
 
 T = TypeVar("T")
+SIGNAL_LOOK = 0.2
+"""Seconds between looks for a pending Ctrl-C while a typed line is awaited. A Ctrl-C that
+lands after the prompt is shown but before the read starts is taken by Python's handler
+without interrupting the read, which then waits for the next key: the person presses Ctrl-C
+and nothing happens. Waiting in short ``select`` rounds lets it raise at the next round."""
 Checked = Literal["ok", "rejected", "failed"]
 
 
@@ -63,6 +69,9 @@ class Terminal:
     def _line(prompt: str) -> str:
         sys.stdout.write(prompt)
         sys.stdout.flush()
+        if sys.stdin.isatty():  # a terminal hands over one line a read: none waits buffered
+            while not select.select([sys.stdin], [], [], SIGNAL_LOOK)[0]:
+                pass
         line = sys.stdin.readline()
         if not line:
             raise EOFError
