@@ -440,7 +440,7 @@ async def test_a_memory_rewritten_many_times_keeps_the_index_compact(
     assert isinstance(semantic.memories, SqlMemories)  # both backends' memories
     index = semantic.memories.semantic
     assert index is not None
-    assert index.matrix.rows_held() <= 2 * WORN_ROWS  # the old takes' rows do not pile up
+    assert index.lookup.rows_held() <= 2 * WORN_ROWS  # the old takes' rows do not pile up
 
 
 async def test_a_local_model_that_fails_to_load_costs_no_turn(
