@@ -39,6 +39,9 @@ _INSERT = (
     "INSERT INTO memory_vectors (memory_id, chunk, model, vector, embedding)"
     " VALUES (?, ?, ?, ?, ?::vector)"
 )
+_DISTANCE = "CASE WHEN vector_dims(v.embedding) = ? THEN v.embedding <#> ?::vector END"
+"""Minus the similarity of a stored piece to the query (NULL for a piece of another size, a
+damaged row, rather than pgvector's error; a condition in WHERE would mislead the planner)."""
 _SUPPORT = (
     "SELECT a.default_version, e.extversion, EXISTS (SELECT 1 FROM pg_attribute c"
     " WHERE c.attrelid = to_regclass('memory_vectors') AND c.attname = 'embedding'"
@@ -163,12 +166,11 @@ class PgVectors:
         where, params = within(namespaces, ())
         join = " JOIN memories m ON m.id = v.memory_id" if where else ""
         rows = db.execute(
-            "SELECT memory_id, min(distance) FROM (SELECT v.memory_id,"
-            f" v.embedding <#> ?::vector AS distance FROM memory_vectors v{join}"
-            f" WHERE v.model = ? AND vector_dims(v.embedding) = ?{where}"
-            " ORDER BY distance LIMIT ?) best"
+            f"SELECT memory_id, min(distance) FROM (SELECT v.memory_id, {_DISTANCE} AS distance"
+            f" FROM memory_vectors v{join} WHERE v.model = ?{where}"
+            " ORDER BY distance LIMIT ?) best WHERE distance IS NOT NULL"
             " GROUP BY memory_id ORDER BY min(distance), memory_id LIMIT ?",
-            (literal(query), self._model, len(query), *params, count * 4, count),
+            (len(query), literal(query), self._model, *params, count * 4, count),
         ).fetchall()
         return [Near(int(memory_id), -float(distance)) for memory_id, distance in rows]
 
@@ -178,12 +180,11 @@ class PgVectors:
         if not memory_ids:
             return {}
         rows = db.execute(
-            "SELECT memory_id, min(embedding <#> ?::vector) FROM memory_vectors"
-            " WHERE model = ? AND vector_dims(embedding) = ?"
-            f" AND memory_id IN ({', '.join('?' * len(memory_ids))}) GROUP BY memory_id",
-            (literal(query), self._model, len(query), *memory_ids),
+            f"SELECT v.memory_id, min({_DISTANCE}) FROM memory_vectors v WHERE v.model = ?"
+            f" AND v.memory_id IN ({', '.join('?' * len(memory_ids))}) GROUP BY v.memory_id",
+            (len(query), literal(query), self._model, *memory_ids),
         ).fetchall()
-        return {int(memory_id): -float(distance) for memory_id, distance in rows}
+        return {int(m): -float(d) for m, d in rows if d is not None}
 
 
 def _fill(db: Connection, after: int) -> int:
