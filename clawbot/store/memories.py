@@ -242,7 +242,7 @@ def _hybrid(
 ) -> list[MemoryHit] | None:
     """The best matches by the blend of bm25 and meaning (``clawbot.memory.ranking``);
     None when ``check`` finds another process changed the vectors."""
-    if check and read_state(db) != lookup.state:
+    if check and lookup.reloads and read_state(db) != lookup.state:
         return None
     wanted = max(query.limit * 2, 10)
     by_words = search(db, replace(query, limit=wanted), words) if words else []

@@ -94,9 +94,11 @@ class VectorLookup(Protocol):
     """Where the nearest vectors are found: this process's matrix, or the database itself
     (pgvector). ``state`` is what the stored vectors were when the lookup was last in step
     with them (None: :meth:`load` before the next search); a write between ``before`` and
-    ``after`` keeps it in step when nobody else wrote between."""
+    ``after`` keeps it in step when nobody else wrote between. ``reloads``: whether another
+    process's write makes it load again (the matrix; pgvector reads the database's own)."""
 
     state: State | None
+    reloads: bool
 
     async def load(self, database: SqlDatabase, model: str) -> None:
         """Get in step with the stored vectors of ``model`` (the matrix reads them all)."""
@@ -188,6 +190,8 @@ class VectorMatrix:
     multiplies only their rows. Safe to use from the event loop and the database's thread
     (one lock). The :class:`VectorLookup` of SQLite, and of PostgreSQL without pgvector."""
 
+    reloads = True
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._blocks: dict[str, _Block] = {}
@@ -212,6 +216,11 @@ class VectorMatrix:
         self.replace(state, owners, matrix)
 
     def store(self, db: Connection, memory_id: int, model: str, vectors: Vectors) -> None:
+        self.store_blobs(db, memory_id, model, vectors)
+
+    @staticmethod
+    def store_blobs(db: Connection, memory_id: int, model: str, vectors: Vectors) -> None:
+        """One memory's vectors as float32 blobs, every backend's, replacing its old ones."""
         db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
         db.executemany(
             _INSERT,

@@ -3,15 +3,17 @@ so no process holds them in memory or loads them again when another process writ
 
 The extension is used when the server has it: migrating a database creates it there
 (``CREATE EXTENSION vector``, which needs a superuser: pgvector is not a trusted extension)
-and adds ``memory_vectors.embedding``, a ``vector`` filled alongside the float32 ``vector``
-blob every backend keeps (the blob stays what a copy or the exact search reads). A role that
-may not create it, or a server without it, leaves the database as it was: semantic recall
-then searches in each process, exactly, as on SQLite (``clawbot.store.memory_vectors``).
+and the table ``memory_embeddings``: each piece's vector as a pgvector ``vector``, with its
+memory's namespace (a search reads only the namespaces it asks for), written alongside the
+float32 blob of ``memory_vectors`` that every backend keeps (what a copy and the in-process
+search read) and deleted with it. A role that may not create the extension, or a server
+without it, leaves the database as it was: semantic recall then searches in each process,
+exactly, as on SQLite (``clawbot.store.memory_vectors``).
 
-The search is exact: every vector of the model (in the namespaces asked) is compared with
-the query by inner product (``<#>``; the vectors have unit length, so it is the cosine
-similarity the matrix computes), with no approximate index, so it finds the memories the
-in-process search finds (docs/memory.md has the figures and why no HNSW index)."""
+The search is exact: every vector of the model in the namespaces asked is compared with the
+query by inner product (``<#>``; the vectors have unit length, so it is the cosine similarity
+the matrix computes), with no approximate index, so it finds the memories the in-process
+search finds (docs/postgres.md has the figures, and why no HNSW index)."""
 
 from __future__ import annotations
 
@@ -23,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from clawbot.store.memories import within
-from clawbot.store.memory_vectors import Near, State, read_state
+from clawbot.store.memory_vectors import Near, State, VectorMatrix, read_state
 from clawbot.store.sql import Connection, SqlDatabase
 
 if TYPE_CHECKING:
@@ -34,18 +35,35 @@ log = logging.getLogger("clawbot.memory")
 
 EXTENSION = "vector"
 FILL_BATCH = 1000
-"""Stored vectors given their ``embedding`` per transaction when it is missing."""
+"""Stored pieces given their ``memory_embeddings`` row per transaction when it is missing."""
+_TABLE = """
+CREATE TABLE memory_embeddings (
+    memory_id BIGINT NOT NULL,
+    chunk     INTEGER NOT NULL,
+    model     TEXT COLLATE "C" NOT NULL,
+    namespace TEXT COLLATE "C" NOT NULL,
+    embedding vector NOT NULL,
+    PRIMARY KEY (memory_id, chunk),
+    FOREIGN KEY (memory_id, chunk) REFERENCES memory_vectors (memory_id, chunk)
+        ON DELETE CASCADE
+);
+CREATE INDEX memory_embeddings_near ON memory_embeddings (model, namespace);
+"""
 _INSERT = (
-    "INSERT INTO memory_vectors (memory_id, chunk, model, vector, embedding)"
-    " VALUES (?, ?, ?, ?, ?::vector)"
+    "INSERT INTO memory_embeddings (memory_id, chunk, model, namespace, embedding)"
+    " SELECT ?, ?, ?, m.namespace, ?::vector FROM memories m WHERE m.id = ?"
 )
-_DISTANCE = "CASE WHEN vector_dims(v.embedding) = ? THEN v.embedding <#> ?::vector END"
+_MISSING = (
+    "SELECT v.id, v.memory_id, v.chunk, v.model, m.namespace, v.vector FROM memory_vectors v"
+    " JOIN memories m ON m.id = v.memory_id WHERE v.id > ? AND NOT EXISTS (SELECT 1 FROM"
+    " memory_embeddings e WHERE e.memory_id = v.memory_id AND e.chunk = v.chunk)"
+    " ORDER BY v.id LIMIT ?"
+)
+_DISTANCE = "CASE WHEN vector_dims(e.embedding) = ? THEN e.embedding <#> ?::vector END"
 """Minus the similarity of a stored piece to the query (NULL for a piece of another size, a
 damaged row, rather than pgvector's error; a condition in WHERE would mislead the planner)."""
 _SUPPORT = (
-    "SELECT a.default_version, e.extversion, EXISTS (SELECT 1 FROM pg_attribute c"
-    " WHERE c.attrelid = to_regclass('memory_vectors') AND c.attname = 'embedding'"
-    " AND NOT c.attisdropped AND c.atttypid = to_regtype('vector'))"
+    "SELECT e.extversion, to_regclass('memory_embeddings') IS NOT NULL"
     " FROM pg_available_extensions a LEFT JOIN pg_extension e ON e.extname = a.name"
     " WHERE a.name = %s"
 )
@@ -71,26 +89,26 @@ def support(conn: psycopg.Connection[Any]) -> VectorSupport:
     row = conn.execute(_SUPPORT, (EXTENSION,)).fetchone()
     if row is None:
         return VectorSupport(None, "pgvector is not installed on the server")
-    _available, created, column = row
+    created, table = row
     if created is None:
         return VectorSupport(
             None, "pgvector is on the server but not created in this database: a superuser"
             " can run CREATE EXTENSION vector there, then restart clawbot",
         )  # fmt: skip
-    if not column:
+    if not table:
         return VectorSupport(None, "pgvector is created but the database is not migrated yet")
     return VectorSupport(str(created))
 
 
 def enable(conn: psycopg.Connection[Any], where: str) -> None:
-    """Create pgvector in the database when the server has it and this role may, and give
-    ``memory_vectors`` its ``embedding`` column; a refusal is one log line, never an error.
+    """Create pgvector in the database when the server has it and this role may, and the
+    table ``memory_embeddings``; a refusal is one log line, never an error.
     Run at every migration (an extension installed later is taken up at the next start),
     in a transaction holding the migrations' advisory lock."""
     row = conn.execute(_SUPPORT, (EXTENSION,)).fetchone()
     if row is None:
         return  # not on the server: the exact search, in each process
-    _available, created, column = row
+    created, table = row
     if created is None:
         try:
             with conn.transaction():  # a savepoint: a refusal leaves the rest as it was
@@ -103,11 +121,8 @@ def enable(conn: psycopg.Connection[Any], where: str) -> None:
                 where,
             )
             return
-    if not column:
-        conn.execute("ALTER TABLE memory_vectors ADD COLUMN embedding vector")
-        conn.execute(
-            "CREATE INDEX memory_vectors_unembedded ON memory_vectors (id) WHERE embedding IS NULL"
-        )
+    if not table:
+        conn.execute(_TABLE)
 
 
 def literal(row: Vectors) -> str:
@@ -118,16 +133,19 @@ def literal(row: Vectors) -> str:
 
 class PgVectors:
     """The :class:`~clawbot.store.memory_vectors.VectorLookup` of a database with pgvector:
-    searches run in SQL; ``state`` only tells when another process wrote, so memories it
-    stored without vectors (semantic recall off there) are embedded here, as on SQLite."""
+    every search reads the stored vectors, so nothing is held here and another process's
+    write needs no reload (``reloads`` False: ``state`` only says it was loaded once)."""
+
+    reloads = False
 
     def __init__(self) -> None:
         self.state: State | None = None
         self._model = ""
 
     async def load(self, database: SqlDatabase, model: str) -> None:
-        """Give the stored vectors without an ``embedding`` (written before pgvector, by a
-        copy, by an older clawbot) theirs; nothing is read into this process."""
+        """Give the stored pieces without a ``memory_embeddings`` row (stored before pgvector
+        was created, copied from SQLite, written by an older clawbot) theirs; nothing is read
+        into this process."""
         self._model = model
         after = 0
         while after >= 0:
@@ -135,11 +153,11 @@ class PgVectors:
         self.state = await database.read(read_state, flush=False)
 
     def store(self, db: Connection, memory_id: int, model: str, vectors: Vectors) -> None:
-        db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
+        VectorMatrix.store_blobs(db, memory_id, model, vectors)  # deletes the old ones too
         db.executemany(
             _INSERT,
             [
-                (memory_id, chunk, model, row.astype("<f4").tobytes(), literal(row))
+                (memory_id, chunk, model, literal(row), memory_id)
                 for chunk, row in enumerate(vectors)
             ],
         )
@@ -147,13 +165,13 @@ class PgVectors:
     def write(
         self, before: State, after: State, memory_id: int, namespace: str, vectors: Vectors
     ) -> None:
-        self.state = after if self.state == before else None
+        """Nothing to follow: the database has it."""
 
     def drop(self, before: State, after: State, memory_ids: Sequence[int]) -> None:
-        self.state = after if self.state == before else None
+        """Nothing to follow: the database has it."""
 
     def invalidate(self) -> None:
-        self.state = None
+        """Nothing to load again."""
 
     def rows_held(self) -> int:
         return 0
@@ -163,14 +181,17 @@ class PgVectors:
     ) -> list[Near]:
         """The ``count`` nearest memories: their ``count * 4`` nearest pieces (a memory may
         have several), as the matrix takes them, then each memory's best."""
-        where, params = within(namespaces, ())
-        join = " JOIN memories m ON m.id = v.memory_id" if where else ""
+        if namespaces is not None and not namespaces:
+            return []
+        where = ""
+        if namespaces is not None:
+            where = f" AND e.namespace IN ({', '.join('?' * len(namespaces))})"
         rows = db.execute(
-            f"SELECT memory_id, min(distance) FROM (SELECT v.memory_id, {_DISTANCE} AS distance"
-            f" FROM memory_vectors v{join} WHERE v.model = ?{where}"
+            f"SELECT memory_id, min(distance) FROM (SELECT e.memory_id, {_DISTANCE} AS distance"
+            f" FROM memory_embeddings e WHERE e.model = ?{where}"
             " ORDER BY distance LIMIT ?) best WHERE distance IS NOT NULL"
             " GROUP BY memory_id ORDER BY min(distance), memory_id LIMIT ?",
-            (len(query), literal(query), self._model, *params, count * 4, count),
+            (len(query), literal(query), self._model, *(namespaces or ()), count * 4, count),
         ).fetchall()
         return [Near(int(memory_id), -float(distance)) for memory_id, distance in rows]
 
@@ -180,30 +201,31 @@ class PgVectors:
         if not memory_ids:
             return {}
         rows = db.execute(
-            f"SELECT v.memory_id, min({_DISTANCE}) FROM memory_vectors v WHERE v.model = ?"
-            f" AND v.memory_id IN ({', '.join('?' * len(memory_ids))}) GROUP BY v.memory_id",
+            f"SELECT e.memory_id, min({_DISTANCE}) FROM memory_embeddings e WHERE e.model = ?"
+            f" AND e.memory_id IN ({', '.join('?' * len(memory_ids))}) GROUP BY e.memory_id",
             (len(query), literal(query), self._model, *memory_ids),
         ).fetchall()
         return {int(m): -float(d) for m, d in rows if d is not None}
 
 
 def _fill(db: Connection, after: int) -> int:
-    """Fill a batch of missing embeddings past id ``after``; the last id, or -1 when none
-    was left (a damaged blob, not whole float32s, stays without one and is never matched)."""
+    """Give a batch of stored pieces past ``memory_vectors.id`` ``after`` their missing
+    ``memory_embeddings`` row; the last id, or -1 when none was left (a damaged blob, not
+    whole float32s, gets none and is never matched)."""
     import numpy as np
 
-    rows = db.execute(
-        "SELECT id, vector FROM memory_vectors WHERE embedding IS NULL AND id > ?"
-        " ORDER BY id LIMIT ?",
-        (after, FILL_BATCH),
-    ).fetchall()
+    rows = db.execute(_MISSING, (after, FILL_BATCH)).fetchall()
     if not rows:
         return -1
     filled = [
-        (literal(np.frombuffer(bytes(blob), dtype="<f4")), int(row_id))
-        for row_id, blob in rows
+        (memory_id, chunk, model, namespace, literal(np.frombuffer(bytes(blob), dtype="<f4")))
+        for _, memory_id, chunk, model, namespace, blob in rows
         if blob and len(blob) % 4 == 0
     ]
     if filled:
-        db.executemany("UPDATE memory_vectors SET embedding = ?::vector WHERE id = ?", filled)
+        db.executemany(
+            "INSERT INTO memory_embeddings (memory_id, chunk, model, namespace, embedding)"
+            " VALUES (?, ?, ?, ?, ?::vector) ON CONFLICT DO NOTHING",
+            filled,
+        )
     return int(rows[-1][0])
