@@ -3,6 +3,7 @@ process (the matrix), on the same database, at 10,000 and 100,000 memories.
 
     python bench/bench_pgvector.py                      # 10,000 and 100,000
     python bench/bench_pgvector.py --memories 10000     # one size
+    python bench/bench_pgvector.py --hnsw               # and an HNSW index, for comparison
 
 A PostgreSQL server is started in a temporary folder (tests/postgres_server.py, pgvector
 installed: deploy/install-pgvector). Memories are written in batches through
@@ -11,7 +12,9 @@ texts as in bench_memories.py (meaningless to the model: this measures cost, not
 Printed for each lookup: the nearest-vector search alone (what pgvector replaces), a whole
 hybrid search (three namespaces of twenty, five results), the first search of a process
 (the matrix loads every vector, pgvector only checks), the search after another process
-wrote (the matrix loads again), and the memory the process holds for the vectors.
+wrote (the matrix loads again), and the memory the process holds for the vectors. With
+``--hnsw``, an HNSW index (pgvector's approximate one, default ``ef_search`` 40) is built and
+its nearest pieces (every namespace) compared with the exact search's: time and recall@10.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from clawbot.store.memories import SqlMemories
 from clawbot.store.memory_vectors import Near, SemanticIndex
 from clawbot.store.postgres.search import tsvector_search
 from clawbot.store.postgres.store import PostgresStore
-from clawbot.store.postgres.vectors import PgVectors
+from clawbot.store.postgres.vectors import PgVectors, literal
 from clawbot.store.sql import Connection
 from tests.postgres_server import PostgresServer
 
@@ -152,7 +155,41 @@ async def measure(
     )
 
 
-async def run(server: PostgresServer, count: int) -> None:
+async def hnsw(store: PostgresStore, embedder: LocalEmbedder, asked: list[MemoryQuery]) -> None:
+    """Build an HNSW index on the model's vectors and compare its nearest ten with the
+    exact search's (what clawbot does not do: see docs/postgres.md)."""
+    dims = embedder.dims
+    started = time.perf_counter()
+    await store.database.write(
+        f"CREATE INDEX bench_hnsw ON memory_embeddings USING hnsw"
+        f" ((embedding::vector({dims})) vector_ip_ops) WHERE model = '{embedder.name}'",
+        (),
+    )
+    built = time.perf_counter() - started
+    vectors = await embedder.embed([q.text for q in asked])
+    exact_sql = (
+        f"SELECT memory_id FROM memory_embeddings WHERE model = '{embedder.name}'"
+        " ORDER BY embedding <#> ?::vector LIMIT 10"
+    )
+    index_sql = (
+        f"SELECT memory_id FROM memory_embeddings WHERE model = '{embedder.name}'"
+        f" ORDER BY embedding::vector({dims}) <#> ?::vector({dims}) LIMIT 10"
+    )
+    times, found = [], []
+    for vector in vectors:
+        text = literal(vector)
+        exact = {row[0] for row in await store.database.fetchall(exact_sql, (text,))}
+        started = time.perf_counter()
+        near = await store.database.fetchall(index_sql, (text,))
+        times.append((time.perf_counter() - started) * 1000)
+        found.append(len(exact & {row[0] for row in near}) / 10)
+    print(
+        f"  hnsw     built in {built:.1f} s; nearest ten p50 {statistics.median(times):.2f} ms,"
+        f" recall@10 {statistics.mean(found):.2f} (exact: 1.00)"
+    )
+
+
+async def run(server: PostgresServer, count: int, with_hnsw: bool) -> None:
     words = Words(random.Random(19))
     store = await PostgresStore.open(server.new_database(migrated=True))
     try:
@@ -169,16 +206,18 @@ async def run(server: PostgresServer, count: int) -> None:
         matrix = SqlMemories(store.database, tsvector_search)  # the exact search in-process
         matrix.use_embeddings(embedder)
         await measure("matrix", store, matrix, embedder, asked)
+        if with_hnsw:
+            await hnsw(store, embedder, asked)
     finally:
         await store.close()
 
 
-async def main(sizes: list[int]) -> None:
+async def main(sizes: list[int], with_hnsw: bool) -> None:
     server = PostgresServer()
     server.start()
     try:
         for count in sizes:
-            await run(server, count)
+            await run(server, count, with_hnsw)
     finally:
         server.stop()
 
@@ -186,5 +225,6 @@ async def main(sizes: list[int]) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, action="append")
+    parser.add_argument("--hnsw", action="store_true")
     args = parser.parse_args()
-    asyncio.run(main(args.memories or [10_000, 100_000]))
+    asyncio.run(main(args.memories or [10_000, 100_000], args.hnsw))
