@@ -111,6 +111,25 @@ async def test_a_memory_another_process_writes_is_found_by_meaning_with_nothing_
     assert held(pg) == 0  # nothing was loaded to find it
 
 
+async def test_memories_another_process_wrote_with_embeddings_off_are_found_after_a_start(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.new_database(migrated=True)
+    without = await PostgresStore.open(url)  # semantic recall off there
+    await remember(without, "note-a", DOG)
+    await remember(without, "note-b", EDITOR)
+    await without.close()
+
+    started = await PostgresStore.open(url)
+    try:
+        started.memories.use_embeddings(LocalEmbedder())
+
+        assert (await found(started, PARAPHRASE))[0] == "main:note-a"
+        assert held(started) == 0
+    finally:
+        await started.close()
+
+
 async def test_a_role_that_may_not_create_pgvector_recalls_by_meaning_in_the_process(
     postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
 ) -> None:

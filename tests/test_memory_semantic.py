@@ -83,7 +83,8 @@ def restore_logging() -> Iterator[None]:
 @pytest.fixture
 def semantic(each_store: Store) -> Store:
     """A store whose searches use the local embedding model, on each backend: SQLite and
-    PostgreSQL (where the vectors are searched exactly, in each process, as on SQLite)."""
+    PostgreSQL (where pgvector, installed on the test server, searches the vectors;
+    tests/test_memory_pgvector.py has PostgreSQL without it)."""
     each_store.memories.use_embeddings(LocalEmbedder())
     return each_store
 
