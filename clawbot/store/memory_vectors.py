@@ -90,6 +90,19 @@ def read_state(db: Connection) -> State:
     return State(int(version), int(newest))
 
 
+def store_blobs(db: Connection, memory_id: int, model: str, vectors: Vectors) -> None:
+    """One memory's vectors as float32 blobs (what every backend keeps), replacing its old
+    ones, inside the caller's transaction."""
+    db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
+    db.executemany(
+        _INSERT,
+        [
+            (memory_id, chunk, model, row.astype("<f4").tobytes())
+            for chunk, row in enumerate(vectors)
+        ],
+    )
+
+
 class VectorLookup(Protocol):
     """Where the nearest vectors are found: this process's matrix, or the database itself
     (pgvector). ``state`` is what the stored vectors were when the lookup was last in step
@@ -216,19 +229,7 @@ class VectorMatrix:
         self.replace(state, owners, matrix)
 
     def store(self, db: Connection, memory_id: int, model: str, vectors: Vectors) -> None:
-        self.store_blobs(db, memory_id, model, vectors)
-
-    @staticmethod
-    def store_blobs(db: Connection, memory_id: int, model: str, vectors: Vectors) -> None:
-        """One memory's vectors as float32 blobs, every backend's, replacing its old ones."""
-        db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
-        db.executemany(
-            _INSERT,
-            [
-                (memory_id, chunk, model, row.astype("<f4").tobytes())
-                for chunk, row in enumerate(vectors)
-            ],
-        )
+        store_blobs(db, memory_id, model, vectors)
 
     def replace(self, state: State, owners: list[tuple[int, str]], vectors: Vectors) -> None:
         """Everything, as just read from the database."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from clawbot.store.memory_vectors import Near, State, VectorMatrix, read_state
+from clawbot.store.memory_vectors import Near, State, read_state, store_blobs
 from clawbot.store.sql import Connection, SqlDatabase
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class PgVectors:
         self.state = await database.read(read_state, flush=False)
 
     def store(self, db: Connection, memory_id: int, model: str, vectors: Vectors) -> None:
-        VectorMatrix.store_blobs(db, memory_id, model, vectors)  # deletes the old ones too
+        store_blobs(db, memory_id, model, vectors)  # deletes the old ones too
         db.executemany(
             _INSERT,
             [
