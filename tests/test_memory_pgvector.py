@@ -58,6 +58,10 @@ async def pg(postgres_server: PostgresServer) -> AsyncIterator[PostgresStore]:
     """A store on a fresh PostgreSQL database (pgvector created by its migration), with
     the local embedding model."""
     store = await PostgresStore.open(postgres_server.new_database(migrated=True))
+    assert store.vectors.version is not None, (
+        f"pgvector is not usable on the test server ({store.vectors.reason}): install it"
+        " with deploy/install-pgvector, as root"
+    )
     store.memories.use_embeddings(LocalEmbedder())
     yield store
     await store.close()
