@@ -90,8 +90,19 @@ class PostgresServer:
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def url(self, database: str) -> str:
-        return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str, user: str = USER) -> str:
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{database}"
+
+    def database_of(self, role: str) -> str:
+        """The URL of a new empty database owned by ``role``, a login that is no superuser
+        (made if new), reached as that role: what a managed server's user has."""
+        name = f"test_{next(self._names)}"
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            found = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+            if found is None:
+                conn.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER")
+            conn.execute(f"CREATE DATABASE {name} OWNER {role}")
+        return self.url(name, role)
 
     def new_database(self, *, migrated: bool = False) -> str:
         """The URL of a new database: empty, or (``migrated``) a copy of one clawbot's

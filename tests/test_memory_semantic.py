@@ -83,7 +83,8 @@ def restore_logging() -> Iterator[None]:
 @pytest.fixture
 def semantic(each_store: Store) -> Store:
     """A store whose searches use the local embedding model, on each backend: SQLite and
-    PostgreSQL (where the vectors are searched exactly, in each process, as on SQLite)."""
+    PostgreSQL (where pgvector, installed on the test server, searches the vectors;
+    tests/test_memory_pgvector.py has PostgreSQL without it)."""
     each_store.memories.use_embeddings(LocalEmbedder())
     return each_store
 
@@ -440,7 +441,7 @@ async def test_a_memory_rewritten_many_times_keeps_the_index_compact(
     assert isinstance(semantic.memories, SqlMemories)  # both backends' memories
     index = semantic.memories.semantic
     assert index is not None
-    assert index.matrix.rows_held() <= 2 * WORN_ROWS  # the old takes' rows do not pile up
+    assert index.lookup.rows_held() <= 2 * WORN_ROWS  # the old takes' rows do not pile up
 
 
 async def test_a_local_model_that_fails_to_load_costs_no_turn(

@@ -174,15 +174,20 @@ async def _database_check(settings: Settings) -> Check:
     from clawbot.store import database_name, open_store
 
     subject = f"database {database_name(settings)}"
+    embedder = configured_embedder(settings)
     try:
-        store = await open_store(settings, configured_embedder(settings))
+        store = await open_store(settings, embedder)
     except ClawbotError as exc:
         return Check("problem", subject, str(exc))
     try:
         version = await store.schema_version()
     finally:
         await store.close()
-    return Check("ok", subject, f"opens, schema version {version}")
+    detail = f"opens, schema version {version}"
+    vectors = getattr(store, "vectors", None)  # PostgreSQL's: pgvector or not, and why
+    if vectors is not None and embedder is not None:
+        detail += f"; semantic search {vectors.line}"
+    return Check("ok", subject, detail)
 
 
 async def leader_checks(settings: Settings, channels: Mapping[str, type[Adapter]]) -> list[Check]:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from clawbot.memory.ranking import Candidate, blend, coverage
 from clawbot.memory.records import Memory, MemoryHit, MemoryQuery
 from clawbot.redaction import redactor
-from clawbot.store.memory_vectors import SemanticIndex, VectorMatrix, read_state
+from clawbot.store.memory_vectors import SemanticIndex, VectorLookup, read_state
 from clawbot.store.protocols.memories import Embedder
 from clawbot.store.rows import now
 from clawbot.store.sql import Connection, SqlDatabase
@@ -236,19 +236,19 @@ def _hybrid(
     query: MemoryQuery,
     words: Sequence[str],
     vector: Vectors,
-    matrix: VectorMatrix,
+    lookup: VectorLookup,
     check: bool,
     search: TextSearch,
 ) -> list[MemoryHit] | None:
     """The best matches by the blend of bm25 and meaning (``clawbot.memory.ranking``);
     None when ``check`` finds another process changed the vectors."""
-    if check and read_state(db) != matrix.state:
+    if check and lookup.reloads and read_state(db) != lookup.state:
         return None
     wanted = max(query.limit * 2, 10)
     by_words = search(db, replace(query, limit=wanted), words) if words else []
     rows = {m.row.id: m.row for m in by_words}
     bm25 = {m.row.id: -m.score / boost(m.row, query) for m in by_words}
-    near = matrix.nearest(vector, query.namespaces, wanted)
+    near = lookup.nearest(db, vector, query.namespaces, wanted)
     others = [n.memory_id for n in near if n.memory_id not in rows]
     if others:
         where, filters = within(query.namespaces, query.tags)
@@ -259,7 +259,7 @@ def _hybrid(
         ).fetchall()
         rows.update((stored.id, stored) for stored in map(MemoryRow._make, found))
     similarity = {n.memory_id: n.similarity for n in near}
-    similarity.update(matrix.similarity(vector, [i for i in rows if i not in similarity]))
+    similarity.update(lookup.similarity(db, vector, [i for i in rows if i not in similarity]))
     candidates = []
     for memory_id, row in rows.items():
         held = 0.0  # the words count only for what full-text search found
@@ -282,15 +282,24 @@ class SqlMemories:
     """The memories of every agent, their full-text index and, when an embedding model is
     set (:meth:`use_embeddings`), their vectors for semantic recall."""
 
-    def __init__(self, database: SqlDatabase, search: TextSearch) -> None:
+    def __init__(
+        self,
+        database: SqlDatabase,
+        search: TextSearch,
+        lookup: Callable[[], VectorLookup] | None = None,
+    ) -> None:
         self._database = database
         self._search = search
+        self._lookup = lookup
         self._semantic: SemanticIndex | None = None
 
     def use_embeddings(self, embedder: Embedder | None) -> None:
         """Rank searches by words and meaning with ``embedder`` (None: words alone). Nothing
         loads now: the model and the vectors load at the first search or write."""
-        self._semantic = SemanticIndex(self._database, embedder) if embedder else None
+        self._semantic = None
+        if embedder is not None:
+            lookup = self._lookup() if self._lookup is not None else None
+            self._semantic = SemanticIndex(self._database, embedder, lookup)
 
     @property
     def semantic(self) -> SemanticIndex | None:
@@ -342,9 +351,9 @@ class SqlMemories:
                 memory_id = stored.id
                 if vectors is not None:
                     semantic.store(db, memory_id, vectors)
-                    semantic.matrix.write(before, read_state(db), memory_id, namespace, vectors)
-                else:  # its old vectors are gone (the trigger): out of the matrix too
-                    semantic.matrix.drop(before, read_state(db), [memory_id])
+                    semantic.lookup.write(before, read_state(db), memory_id, namespace, vectors)
+                else:  # its old vectors are gone (the trigger): out of the lookup too
+                    semantic.lookup.drop(before, read_state(db), [memory_id])
             return stored.memory()
 
         return await self._database.grouped(upsert)
@@ -367,7 +376,7 @@ class SqlMemories:
                         (row.namespace, row.key),
                     ).fetchone()
                     semantic.store(db, memory_id, found)
-                semantic.matrix.invalidate()  # many changed: load again at the next search
+                semantic.lookup.invalidate()  # many changed: load again at the next search
             return len(rows)
 
         return await self._database.transaction(write, background=True)
@@ -399,7 +408,7 @@ class SqlMemories:
             if row is None:
                 return False
             (memory_id,) = row
-            semantic.matrix.drop(before, read_state(db), [int(memory_id)])
+            semantic.lookup.drop(before, read_state(db), [int(memory_id)])
             return True
 
         return await self._database.transaction(delete)
@@ -430,10 +439,10 @@ class SqlMemories:
             return None
         vector = found[0]
         for check in (True, False):  # another process wrote: load its vectors, once
-            seen = semantic.matrix.state
+            seen = semantic.lookup.state
 
             def rank(db: Connection, check: bool = check) -> list[MemoryHit] | None:
-                return _hybrid(db, query, words, vector, semantic.matrix, check, self._search)
+                return _hybrid(db, query, words, vector, semantic.lookup, check, self._search)
 
             ranked = await self._database.read(rank, flush=False)
             if ranked is not None:

@@ -1,7 +1,9 @@
 """The vectors of semantic recall: stored in ``memory_vectors`` (migration 0015), searched in
 memory. SQLite here cannot load sqlite-vec, and an exact search needs none: each process
 keeps every vector in one float32 matrix, and a query is one matrix-vector product (at
-100,000 memories and 128 dimensions, about 2 ms; docs/memory.md has the figures).
+100,000 memories and 128 dimensions, about 2 ms; docs/memory.md has the figures). On
+PostgreSQL with pgvector the search runs in the database instead
+(``clawbot.store.postgres.vectors``): both are a :class:`VectorLookup`.
 
 The matrix is loaded at the first search or write, after the memories without vectors of
 the current model are embedded (a backfill: memories written while semantic recall was off,
@@ -20,7 +22,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from clawbot.errors import ClawbotError
 from clawbot.memory.chunks import embedded_texts
@@ -88,6 +90,62 @@ def read_state(db: Connection) -> State:
     return State(int(version), int(newest))
 
 
+def store_blobs(db: Connection, memory_id: int, model: str, vectors: Vectors) -> None:
+    """One memory's vectors as float32 blobs (what every backend keeps), replacing its old
+    ones, inside the caller's transaction."""
+    db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
+    db.executemany(
+        _INSERT,
+        [
+            (memory_id, chunk, model, row.astype("<f4").tobytes())
+            for chunk, row in enumerate(vectors)
+        ],
+    )
+
+
+class VectorLookup(Protocol):
+    """Where the nearest vectors are found: this process's matrix, or the database itself
+    (pgvector). ``state`` is what the stored vectors were when the lookup was last in step
+    with them (None: :meth:`load` before the next search); a write between ``before`` and
+    ``after`` keeps it in step when nobody else wrote between. ``reloads``: whether another
+    process's write makes it load again (the matrix; pgvector reads the database's own)."""
+
+    state: State | None
+    reloads: bool
+
+    async def load(self, database: SqlDatabase, model: str) -> None:
+        """Get in step with the stored vectors of ``model`` (the matrix reads them all)."""
+        ...
+
+    def store(self, db: Connection, memory_id: int, model: str, vectors: Vectors) -> None:
+        """Write one memory's vectors (replacing any), inside the caller's transaction."""
+        ...
+
+    def write(
+        self, before: State, after: State, memory_id: int, namespace: str, vectors: Vectors
+    ) -> None: ...
+
+    def drop(self, before: State, after: State, memory_ids: Sequence[int]) -> None: ...
+
+    def invalidate(self) -> None: ...
+
+    def rows_held(self) -> int:
+        """Vectors held in this process's memory."""
+        ...
+
+    def nearest(
+        self, db: Connection, query: Vectors, namespaces: Sequence[str] | None, count: int
+    ) -> list[Near]:
+        """The ``count`` memories (of ``namespaces``; None: all) nearest to ``query``."""
+        ...
+
+    def similarity(
+        self, db: Connection, query: Vectors, memory_ids: Sequence[int]
+    ) -> dict[int, float]:
+        """The best similarity of each memory's pieces to ``query`` (absent: no vectors)."""
+        ...
+
+
 class _Block:
     """The rows of one namespace's vectors, in a buffer that grows by half when full; a blanked
     row (its memory forgotten or rewritten) has owner -1 and is never matched."""
@@ -143,7 +201,9 @@ class _Block:
 class VectorMatrix:
     """Every piece's vector, a block of rows per namespace, so a search of a few namespaces
     multiplies only their rows. Safe to use from the event loop and the database's thread
-    (one lock)."""
+    (one lock). The :class:`VectorLookup` of SQLite, and of PostgreSQL without pgvector."""
+
+    reloads = True
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -152,6 +212,24 @@ class VectorMatrix:
         self._dims = 0
         self.state: State | None = None
         """As of the last load or own write; None: load before use."""
+
+    async def load(self, database: SqlDatabase, model: str) -> None:
+        """Read every vector of ``model`` into the matrix."""
+
+        def read_all(db: Connection) -> tuple[State, list[Any]]:
+            rows = db.execute(
+                "SELECT v.memory_id, m.namespace, v.vector FROM memory_vectors v"
+                " JOIN memories m ON m.id = v.memory_id WHERE v.model = ? ORDER BY v.id",
+                (model,),
+            ).fetchall()
+            return read_state(db), rows
+
+        state, rows = await database.read(read_all, flush=False)
+        owners, matrix = _matrix(rows)
+        self.replace(state, owners, matrix)
+
+    def store(self, db: Connection, memory_id: int, model: str, vectors: Vectors) -> None:
+        store_blobs(db, memory_id, model, vectors)
 
     def replace(self, state: State, owners: list[tuple[int, str]], vectors: Vectors) -> None:
         """Everything, as just read from the database."""
@@ -212,7 +290,9 @@ class VectorMatrix:
             worn = [self._blank(memory_id) for memory_id in memory_ids]
             self.state = None if any(worn) else after
 
-    def nearest(self, query: Vectors, namespaces: Sequence[str] | None, count: int) -> list[Near]:
+    def nearest(
+        self, db: Connection, query: Vectors, namespaces: Sequence[str] | None, count: int
+    ) -> list[Near]:
         """The ``count`` memories (of ``namespaces``; None: all) nearest to ``query``."""
         with self._lock:
             if query.shape[0] != self._dims:
@@ -232,8 +312,10 @@ class VectorMatrix:
                         break
             return [Near(memory_id, score) for memory_id, score in best.items()]
 
-    def similarity(self, query: Vectors, memory_ids: Sequence[int]) -> dict[int, float]:
-        """The best similarity of each memory's pieces to ``query`` (0 without vectors)."""
+    def similarity(
+        self, db: Connection, query: Vectors, memory_ids: Sequence[int]
+    ) -> dict[int, float]:
+        """The best similarity of each memory's pieces to ``query`` (absent: no vectors)."""
         with self._lock:
             if query.shape[0] != self._dims:
                 return {}
@@ -263,12 +345,14 @@ class VectorMatrix:
 
 
 class SemanticIndex:
-    """An embedder and the matrix of the memories' vectors, kept in step with the store."""
+    """An embedder and the lookup of the memories' vectors, kept in step with the store."""
 
-    def __init__(self, database: SqlDatabase, embedder: Embedder) -> None:
+    def __init__(
+        self, database: SqlDatabase, embedder: Embedder, lookup: VectorLookup | None = None
+    ) -> None:
         self.database = database
         self.embedder = embedder
-        self.matrix = VectorMatrix()
+        self.lookup: VectorLookup = lookup if lookup is not None else VectorMatrix()
         self.active = True
         self.failure: ClawbotError | None = None
         self._worked = False
@@ -317,32 +401,25 @@ class SemanticIndex:
 
     def store(self, db: Connection, memory_id: int, vectors: Vectors) -> None:
         """Write one memory's vectors (replacing any), inside the caller's transaction."""
-        db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
-        db.executemany(
-            _INSERT,
-            [
-                (memory_id, chunk, self.embedder.name, row.astype("<f4").tobytes())
-                for chunk, row in enumerate(vectors)
-            ],
-        )
+        self.lookup.store(db, memory_id, self.embedder.name, vectors)
 
     async def ready(self) -> bool:
-        """Load the matrix (after a backfill) when it is not loaded; False when semantic
+        """Load the lookup (after a backfill) when it is not in step; False when semantic
         recall is off."""
-        if self.active and self.matrix.state is None:
+        if self.active and self.lookup.state is None:
             await self.refresh(None)
         return self.active
 
     async def refresh(self, seen: State | None) -> None:
-        """Load the matrix again (after a backfill), unless another task did since the
-        matrix was ``seen`` (concurrent searches that found it stale load it once)."""
+        """Load the lookup again (after a backfill), unless another task did since the
+        lookup was ``seen`` (concurrent searches that found it stale load it once)."""
         async with self._syncing:
-            if self.matrix.state == seen:
+            if self.lookup.state == seen:
                 await self._sync()
 
     async def sync(self, *, rebuild: bool = False) -> int:
         """Embed the memories without vectors of this model (every memory on ``rebuild``),
-        then load the matrix; how many memories were embedded."""
+        then load the lookup; how many memories were embedded."""
         async with self._syncing:
             return await self._sync(rebuild=rebuild)
 
@@ -350,11 +427,8 @@ class SemanticIndex:
         if not self.active:
             return 0
         embedded = await self._backfill(_EVERY if rebuild else _MISSING)
-        if not self.active:
-            return embedded
-        state, rows = await self.database.read(self._read_all, flush=False)
-        owners, matrix = _matrix(rows)
-        self.matrix.replace(state, owners, matrix)
+        if self.active:
+            await self.lookup.load(self.database, self.embedder.name)
         return embedded
 
     async def _backfill(self, which: str) -> int:
@@ -392,14 +466,6 @@ class SemanticIndex:
 
             embedded += await self.database.transaction(write, background=True)
         return embedded
-
-    def _read_all(self, db: Connection) -> tuple[State, list[Any]]:
-        rows = db.execute(
-            "SELECT v.memory_id, m.namespace, v.vector FROM memory_vectors v"
-            " JOIN memories m ON m.id = v.memory_id WHERE v.model = ? ORDER BY v.id",
-            (self.embedder.name,),
-        ).fetchall()
-        return read_state(db), rows
 
 
 def _matrix(rows: list[Any]) -> tuple[list[tuple[int, str]], Vectors]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from clawbot.store.access import SqlAccess, SqlPairing
@@ -19,6 +20,7 @@ from clawbot.store.injections import SqlInjections
 from clawbot.store.jobs import SqlJobs
 from clawbot.store.ledger import SqlLedger
 from clawbot.store.memories import SqlMemories, TextSearch
+from clawbot.store.memory_vectors import VectorLookup
 from clawbot.store.owners import SingleOwner
 from clawbot.store.protocols.owners import SessionOwners
 from clawbot.store.schedules import SqlSchedules
@@ -39,6 +41,7 @@ class Repositories:
         *,
         intakes: PendingIntakes | None,
         search: TextSearch,
+        lookup: Callable[[], VectorLookup] | None = None,
     ) -> None:
         # Who holds the leases of the jobs this process runs: host, pid and a per-open tag.
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -51,7 +54,7 @@ class Repositories:
         self.pairing = SqlPairing(database)
         self.agents = SqlAgents(database)
         self.injections = SqlInjections(database)
-        self.memories = SqlMemories(database, search)
+        self.memories = SqlMemories(database, search, lookup)
         self.audit = SqlAuditLog(database)
         self.approvals = SqlApprovals(database)
         self.console = SqlConsole(database)

@@ -1,7 +1,8 @@
 """Bringing a PostgreSQL database up to the latest schema: the migrations of
 ``clawbot.store.migrations_pg`` it lacks, in order, each in a transaction of its own (DDL is
 transactional here) under an advisory lock, so several processes starting at once apply
-each one once."""
+each one once. Then pgvector, when the server has it (``clawbot.store.postgres.vectors``):
+not a numbered migration, since it depends on the server, which may gain it later."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import psycopg
 
 from clawbot.errors import StoreError
 from clawbot.store.migrations import Migration, migrations
+from clawbot.store.postgres import vectors
 
 PACKAGE = "clawbot.store.migrations_pg"
 LOCK = 0x636C6177  # "claw": the advisory lock every migrating process takes
@@ -57,6 +59,9 @@ def migrate(conn: psycopg.Connection[Any], where: str) -> list[int]:
             conn.execute("DELETE FROM clawbot_schema")
             conn.execute("INSERT INTO clawbot_schema (version) VALUES (%s)", (number,))
         applied.append(number)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK,))
+        vectors.enable(conn, where)
     return applied
 
 

@@ -9,6 +9,7 @@ from clawbot.store.postgres.database import PostgresDatabase
 from clawbot.store.postgres.migrate import migrate, schema_version
 from clawbot.store.postgres.owners import PostgresOwners
 from clawbot.store.postgres.search import tsvector_search
+from clawbot.store.postgres.vectors import PgVectors, VectorSupport, support
 from clawbot.store.repositories import Repositories
 
 
@@ -16,9 +17,12 @@ class PostgresStore(Repositories):
     """The PostgreSQL implementation of :class:`clawbot.store.Store`. Open with
     :meth:`open`, close with :meth:`close`."""
 
-    def __init__(self, database: PostgresDatabase) -> None:
+    def __init__(self, database: PostgresDatabase, vectors: VectorSupport) -> None:
         self.database = database
-        super().__init__(database, intakes=None, search=tsvector_search)
+        self.vectors = vectors
+        """Whether semantic recall searches with pgvector (else in each process)."""
+        lookup = PgVectors if vectors.version is not None else None
+        super().__init__(database, intakes=None, search=tsvector_search, lookup=lookup)
         self.owners = PostgresOwners(database, self.owner)
 
     @classmethod
@@ -30,10 +34,11 @@ class PostgresStore(Repositories):
             if migrating:
                 where = database.where
                 await database.run(lambda conn: migrate(conn, where))
+            vectors = await database.run(support)
         except BaseException:
             await database.close()
             raise
-        return cls(database)
+        return cls(database, vectors)
 
     async def close(self) -> None:
         await self.database.close()
