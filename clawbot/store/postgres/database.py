@@ -5,7 +5,8 @@ the repositories' units of work run on it as they run on SQLite, their SQL rewri
 One connection, used by one worker thread, so a unit of work (a plain function of the
 connection, as the repositories write them) runs whole without ever blocking the event loop,
 and operations keep their order. A single statement runs in autocommit (one round trip);
-a unit of work in ``BEGIN``/``COMMIT``. The commit is the durability point: nothing is
+a unit of work in ``BEGIN``/``COMMIT``, its statements sent together up to each read of a
+result (``clawbot.store.postgres.batching``). The commit is the durability point: nothing is
 journalled in front of it. A connection that broke is opened again for the next operation."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit
 import psycopg
 
 from clawbot.errors import StoreError
+from clawbot.store.postgres.batching import Batch, BatchedConnection
 from clawbot.store.postgres.dialect import postgres
 from clawbot.store.sql import Connection
 
@@ -178,8 +180,15 @@ class PostgresDatabase:
 
 
 def _transact(conn: psycopg.Connection[Any], work: Callable[[Connection], T]) -> T:
-    with conn.transaction():
-        return work(PostgresConnection(conn))
+    """``work`` as one transaction, its statements sent in batches (``batching``)."""
+    batch = Batch(conn)
+    try:
+        result = work(BatchedConnection(batch))
+        batch.commit()
+    except BaseException:
+        batch.abandon()
+        raise
+    return result
 
 
 def connect(url: str) -> psycopg.Connection[Any]:

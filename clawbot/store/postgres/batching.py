@@ -1,0 +1,158 @@
+"""A unit of work on PostgreSQL in as few round trips as its reads allow.
+
+A unit of work (a plain function of the connection, as the repositories write them) issues
+its statements one by one, but reads the result of few of them: a turn's end inserts its
+reply (reading the new id), closes its job (reading how many rows it changed) and commits.
+Sent one by one, every statement, the ``BEGIN`` and the ``COMMIT`` is a round trip to the
+server, and on this machine a round trip costs more than the statement (about 150 us
+against 30 to 70 us of execution; docs/postgres.md has the figures). So the statements are
+queued here, their parameters bound on the client (psycopg's own quoting, as
+``ClientCursor.mogrify`` does it), and sent together, ``BEGIN`` first, when a result is first
+read or at the commit, which rides with the last of them: a turn's end is three round trips,
+not five, a message's intake two, not five.
+
+What changes for a unit of work is only *when* a statement runs: in order, before any
+result is read and before the commit. An error in one (a violated constraint) is raised
+where the batch that carried it is sent, which ends the unit of work as the error would
+have at the statement; the transaction is rolled back either way."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import pq
+
+from clawbot.store.postgres.dialect import postgres
+
+IN_TRANSACTION = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
+
+
+class PendingCursor:
+    """A statement's result (``sqlite3.Cursor``'s surface), there once its batch was sent:
+    reading any of it sends the batch."""
+
+    def __init__(self, batch: Batch, returns_id: bool, statements: int = 1) -> None:
+        self._batch = batch
+        self._returns_id = returns_id
+        self.statements = statements
+        self._rows: list[Any] = []
+        self._rowcount = -1
+        self._lastrowid: int | None = None
+        self.settled = False
+
+    def settle(self, rows: list[Any], rowcount: int) -> None:
+        """The result, as the server sent it (``rowcount`` summed over an executemany)."""
+        if self._returns_id and rows:
+            self._lastrowid = int(rows[0][0])
+            rows = rows[1:]
+        self._rows, self._rowcount, self.settled = rows, rowcount, True
+
+    def _settled(self) -> None:
+        if not self.settled:
+            self._batch.send()
+
+    @property
+    def rowcount(self) -> int:
+        self._settled()
+        return self._rowcount
+
+    @property
+    def lastrowid(self) -> int | None:
+        self._settled()
+        return self._lastrowid
+
+    def fetchone(self) -> Any:
+        self._settled()
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        self._settled()
+        rows, self._rows = self._rows, []
+        return rows
+
+
+class Batch:
+    """The statements of one transaction waiting to be sent, and what was sent so far."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self._cursor = psycopg.ClientCursor(conn)
+        self._queued: list[str] = []
+        self._waiting: list[PendingCursor] = []
+        self.begun = False
+
+    def add(self, sql: str, parameters: Sequence[Any]) -> PendingCursor:
+        statement = postgres(sql)
+        pending = PendingCursor(self, statement.returns_id)
+        self._queued.append(self._bound(statement.sql, parameters))
+        self._waiting.append(pending)
+        return pending
+
+    def add_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> PendingCursor:
+        statement = postgres(sql, many=True)
+        pending = PendingCursor(self, False, statements=len(rows))
+        if not rows:
+            pending.settle([], 0)
+            return pending
+        self._queued.extend(self._bound(statement.sql, row) for row in rows)
+        self._waiting.append(pending)
+        return pending
+
+    def _bound(self, sql: str, parameters: Sequence[Any]) -> str:
+        text = self._cursor.mogrify(sql, tuple(parameters) or None)
+        return text.rstrip().rstrip(";")
+
+    def send(self, *, commit: bool = False) -> None:
+        """Send what is queued (after ``BEGIN`` if this is the transaction's first send,
+        and with ``COMMIT`` after it if asked) in one round trip; settle every result."""
+        if not self._queued and not (commit and self.begun):
+            return
+        statements = list(self._queued)
+        lead = 0 if self.begun else 1
+        if not self.begun:
+            statements.insert(0, "BEGIN")
+        if commit:
+            statements.append("COMMIT")
+        waiting, self._queued, self._waiting = self._waiting, [], []
+        self.begun = True
+        cursor = self._cursor
+        cursor.execute(";\n".join(statements))  # each ends its line: a -- comment stays one
+        for _ in range(lead):
+            cursor.nextset()
+        for pending in waiting:
+            if pending.statements == 1:
+                pending.settle(cursor.fetchall() if cursor.description else [], cursor.rowcount)
+                cursor.nextset()
+                continue
+            rows: list[Any] = []
+            rowcount = 0
+            for _ in range(pending.statements):  # an executemany: its rows' counts summed
+                rows += cursor.fetchall() if cursor.description else []
+                rowcount += max(cursor.rowcount, 0)
+                cursor.nextset()
+            pending.settle(rows, rowcount)
+
+    def commit(self) -> None:
+        self.send(commit=True)
+
+    def abandon(self) -> None:
+        """After a failure: the server's transaction, if one is open, rolled back."""
+        self._queued, self._waiting = [], []
+        if self._conn.pgconn.transaction_status in IN_TRANSACTION:
+            self._conn.execute("ROLLBACK")
+
+
+class BatchedConnection:
+    """The :class:`~clawbot.store.sql.Connection` a unit of work is given on PostgreSQL:
+    its statements queued on a :class:`Batch`."""
+
+    def __init__(self, batch: Batch) -> None:
+        self._batch = batch
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> PendingCursor:
+        return self._batch.add(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Sequence[Sequence[Any]], /) -> PendingCursor:
+        return self._batch.add_many(sql, parameters)
