@@ -5,6 +5,7 @@ trace), the results and the rollbacks as the database holds them."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -184,3 +185,80 @@ async def test_a_row_read_after_the_commit_is_there(database: PostgresDatabase) 
     cursor = await database.transaction(hands_back)
 
     assert cursor.fetchall() == [("late",)]
+
+
+def usage_row(db: Connection) -> None:
+    db.execute("INSERT INTO messages (body) VALUES ('usage')")
+
+
+def taken_row(db: Connection) -> None:
+    db.execute("INSERT INTO messages (body) VALUES ('taken')")
+
+
+async def test_a_row_no_caller_waits_for_rides_on_the_next_transaction(
+    database: PostgresDatabase,
+) -> None:
+    database.soon(usage_row)
+
+    def one_write(db: Connection) -> None:
+        db.execute("INSERT INTO messages (body) VALUES (?)", ("reply",))
+
+    with queries_sent(database) as sent:
+        await database.transaction(one_write)
+
+    assert len(sent) == 1  # its savepoint and insert went with the commit
+    assert await bodies(database) == ["reply", "usage"]
+
+
+async def test_a_row_that_fails_is_dropped_and_the_transaction_it_rode_on_commits(
+    database: PostgresDatabase, caplog: pytest.LogCaptureFixture
+) -> None:
+    await database.write("INSERT INTO messages (body) VALUES (?)", ("taken",))
+    database.soon(taken_row)
+
+    await database.transaction(
+        lambda db: db.execute("INSERT INTO messages (body) VALUES (?)", ("reply",))
+    )
+
+    assert await bodies(database) == ["taken", "reply"]
+    assert "1 rows no caller waited for could not be written" in caplog.text
+
+
+async def test_rows_waiting_on_a_transaction_that_fails_go_with_the_next(
+    database: PostgresDatabase,
+) -> None:
+    await database.write("INSERT INTO messages (body) VALUES (?)", ("taken",))
+    database.soon(usage_row)
+
+    with pytest.raises(StoreError):
+        await database.transaction(
+            lambda db: db.execute("INSERT INTO messages (body) VALUES (?)", ("taken",))
+        )
+    assert await bodies(database) == ["taken"]
+    await database.transaction(
+        lambda db: db.execute("INSERT INTO messages (body) VALUES (?)", ("next",))
+    )
+
+    assert await bodies(database) == ["taken", "next", "usage"]
+
+
+async def test_waiting_rows_are_written_when_a_reader_asks(database: PostgresDatabase) -> None:
+    database.soon(usage_row)
+
+    await database.write_soon_rows()
+
+    assert await bodies(database) == ["usage"]
+
+
+async def test_waiting_rows_with_no_transaction_to_ride_on_commit_on_their_own(
+    database: PostgresDatabase,
+) -> None:
+    """After SOON_WAIT (a second): a usage row is never held longer than that."""
+    database.soon(usage_row)
+    assert await bodies(database) == []
+
+    async with asyncio.timeout(10):
+        while not await bodies(database):
+            await asyncio.sleep(0.05)
+
+    assert await bodies(database) == ["usage"]

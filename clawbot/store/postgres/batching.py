@@ -18,15 +18,22 @@ have at the statement; the transaction is rolled back either way."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import pq
 
 from clawbot.store.postgres.dialect import postgres
 
+if TYPE_CHECKING:
+    from clawbot.store.sql import Connection
+
 IN_TRANSACTION = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
+RIDING = "clawbot_riding"
+"""The savepoint of the rows riding on a commit."""
+log = logging.getLogger(__name__)
 
 
 class PendingCursor:
@@ -134,8 +141,34 @@ class Batch:
                 cursor.nextset()
             pending.settle(rows, rowcount)
 
-    def commit(self) -> None:
-        self.send(commit=True)
+    def commit(self, riding: Sequence[Callable[[Connection], None]] = ()) -> None:
+        """Send the rest with ``COMMIT``. The ``riding`` rows (no caller waits for them: a
+        usage row) go in a savepoint of their own just before it: one that fails is dropped
+        and logged, and the unit of work commits without them."""
+        if not riding:
+            self.send(commit=True)
+            return
+        self._queued.append(f"SAVEPOINT {RIDING}")
+        for work in riding:
+            work(BatchedConnection(self))
+        self._queued.append(f"RELEASE {RIDING}")
+        try:
+            self.send(commit=True)
+        except psycopg.Error as exc:
+            if not self._without_riding():
+                raise
+            log.error("%d rows no caller waited for could not be written: %s", len(riding), exc)
+
+    def _without_riding(self) -> bool:
+        """After a failed send: undo the riding rows and commit the rest, when the failure
+        was theirs (their savepoint exists only if every statement before it ran)."""
+        if self._conn.pgconn.transaction_status != pq.TransactionStatus.INERROR:
+            return False
+        try:
+            self._conn.execute(f"ROLLBACK TO SAVEPOINT {RIDING};\nRELEASE {RIDING};\nCOMMIT")
+        except psycopg.Error:
+            return False
+        return True
 
     def abandon(self) -> None:
         """After a failure: the server's transaction, if one is open, rolled back."""
