@@ -26,11 +26,12 @@ from clawbot.store.journal import Intake
 from clawbot.store.ledger import first_delivery, ledger_row, store_intake
 from clawbot.store.records import JobSummary, SessionActivity
 from clawbot.store.rows import (
+    ANSWER_ID,
     INSERT_JOB,
     INSERT_MESSAGE,
     JobRow,
+    answer_of,
     blocks,
-    insert_messages,
     mark_replied,
     marks,
     message_row,
@@ -330,15 +331,23 @@ class SqlJobs:
         runner = job_id in self._runners
         owner = self._owner
 
+        answer = answer_of(rows) if status == "done" else None
+
         def finish(db: Connection) -> None:
-            # The rows go in first so the job can point at its final answer; a fenced-off
-            # finish below raises, and the transaction takes them back out.
-            answer = insert_messages(db, rows)
+            # The rows go in first so the job can point at its final answer (found by the
+            # database: no id read back, so on PostgreSQL the rows and this update are one
+            # round trip); a fenced-off finish below raises, and the transaction takes them
+            # back out.
+            for row in rows:
+                db.execute(INSERT_MESSAGE, row)
+            found: tuple[str | int | None, ...] = ()
+            reply = "reply_message_id"
+            if answer is not None:
+                reply, found = ANSWER_ID, (answer.session_key, answer.epoch, answer.turn_id)
             closed = db.execute(
                 "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?,"
-                " reply_message_id = coalesce(?, reply_message_id)"
-                " WHERE id = ? AND (owner IS NULL OR owner = ?)",
-                (status, error, stamp, stamp, answer if status == "done" else None, job_id, owner),
+                f" reply_message_id = {reply} WHERE id = ? AND (owner IS NULL OR owner = ?)",
+                (status, error, stamp, stamp, *found, job_id, owner),
             )
             if closed.rowcount != 1:
                 _check_owner(db, job_id, owner)

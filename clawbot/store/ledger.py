@@ -50,11 +50,14 @@ def store_intake(
     it was checked when accepted, and its turn runs already. ``answered``: the jobs written
     in this same transaction whose replies went out, so their rows go in marked replied
     and their marks take no statement of their own."""
-    if intake.ledger is not None:
-        first = first_delivery(db, intake.ledger)
-        if dedup and not first:
-            return False
-    message_id = db.execute(INSERT_MESSAGE, intake.message).lastrowid
+    seen = db.execute(INSERT_SEEN, intake.ledger) if intake.ledger is not None else None
+    message = db.execute(INSERT_MESSAGE, intake.message)
+    # Both results are read together (on PostgreSQL, one round trip for both statements);
+    # a redelivery takes its message back out, so nothing is written.
+    if dedup and seen is not None and seen.rowcount != 1:
+        db.execute("DELETE FROM messages WHERE id = ?", (message.lastrowid,))
+        return False
+    message_id = message.lastrowid
     finish = intake.finish
     job = intake.job
     replied = 1 if job.id in answered else 0

@@ -89,10 +89,24 @@ def insert_messages(db: Connection, rows: Sequence[MessageRow]) -> int | None:
     assistant row), if any."""
     answer = None
     for row in rows:
-        row_id = db.execute(INSERT_MESSAGE, row).lastrowid
+        cursor = db.execute(INSERT_MESSAGE, row)
         if row.role == "assistant":
-            answer = row_id
-    return answer
+            answer = cursor
+    # only the answer's id is read: on PostgreSQL the rows go to the server together
+    return answer.lastrowid if answer is not None else None
+
+
+def answer_of(rows: Sequence[MessageRow]) -> MessageRow | None:
+    """The row of a turn's answer among its rows (the last assistant row), if any."""
+    return next((row for row in reversed(rows) if row.role == "assistant"), None)
+
+
+ANSWER_ID = (
+    "(SELECT max(id) FROM messages WHERE session_key = ? AND epoch = ? AND turn_id IS ?"
+    " AND role = 'assistant')"
+)
+"""The id of the answer just inserted, found by the database (the newest assistant row of its
+turn), so a statement can point at it without the id being read back first."""
 
 
 class JobRow(NamedTuple):
