@@ -25,6 +25,18 @@ IN_ITS_TERMINAL = [
 as a shell does (in a session of its own): Ctrl-C typed there is its SIGINT."""
 
 
+def _signal_state(pid: int) -> str:
+    """The process's signal masks and what it is doing, for a failure message: a Ctrl-C
+    that changed nothing is told apart from one that was blocked or ignored."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        stack = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError as exc:
+        return f"process {pid}: {exc}"
+    masks = [line for line in status if line.startswith(("State", "Sig", "Threads"))]
+    return f"process {pid}: {'; '.join(masks)}; waiting in {stack or '-'}"
+
+
 Step = tuple[bytes | Callable[[], None], bytes | Callable[[], bool]]
 """A line to type (or something to do), then what to wait for: text the terminal shows, or a
 condition."""
@@ -65,7 +77,9 @@ def typed_steps(
             while not (until() if callable(until) else until in shown[seen:]):
                 wait = min(0.1, max(0.0, deadline - time.monotonic()))
                 ready, _, _ = select.select([main], [], [], wait)
-                assert time.monotonic() < deadline, f"no {until!r}; the terminal showed {shown!r}"
+                assert time.monotonic() < deadline, (
+                    f"no {until!r}; the terminal showed {shown!r}; {_signal_state(process.pid)}"
+                )
                 if ready:
                     shown += os.read(main, 65536)
             if not callable(until):

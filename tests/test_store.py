@@ -132,10 +132,21 @@ async def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path) -> Non
         await store.close()
 
 
+async def replies_marked(bot: Clawbot) -> None:
+    """Wait until every reply is marked sent in the database: the marks go in
+    a moment after the reply (a timer), and a mark that found the database read-only would
+    make it refuse the next message up front (a loaded machine did that once)."""
+    unmarked = "SELECT count(*) FROM turn_jobs WHERE replied = 0"
+    async with asyncio.timeout(10):
+        while (await sqlite_store(bot).database.fetchone(unmarked))[0]:
+            await asyncio.sleep(0.02)
+
+
 async def test_a_database_that_turns_read_only_loses_nothing_and_refuses_clearly_until_fixed(
     bot: Clawbot, chat: Chat, channel: MemoryChannel, scripted: ScriptedModel
 ) -> None:
     await chat.say("first")
+    await replies_marked(bot)  # nothing of "first" is on its way to SQLite
     await sqlite_store(bot).database._conn.execute("PRAGMA query_only=ON")
 
     kept = await chat.say("second")  # answered: it and its answer are in the intake journal
