@@ -1,15 +1,13 @@
 """A unit of work on PostgreSQL in as few round trips as its reads allow.
 
 A unit of work (a plain function of the connection, as the repositories write them) issues
-its statements one by one, but reads the result of few of them: a turn's end inserts its
-reply (reading the new id), closes its job (reading how many rows it changed) and commits.
-Sent one by one, every statement, the ``BEGIN`` and the ``COMMIT`` is a round trip to the
-server, and on this machine a round trip costs more than the statement (about 150 us
-against 30 to 70 us of execution; docs/postgres.md has the figures). So the statements are
-queued here, their parameters bound on the client (psycopg's own quoting, as
-``ClientCursor.mogrify`` does it), and sent together, ``BEGIN`` first, when a result is first
-read or at the commit, which rides with the last of them: a turn's end is three round trips,
-not five, a message's intake two, not five.
+its statements one by one, but reads the result of few of them. Sent one by one, every
+statement, the ``BEGIN`` and the ``COMMIT`` is a round trip to the server, and here a round
+trip costs more than the statement (about 250 us inside the running bot against 30 to 70 us
+of execution; docs/postgres.md). So the statements are queued, their parameters bound on
+the client (psycopg's own quoting, ``ClientCursor.mogrify``), and sent together, ``BEGIN``
+first, when a result is first read or at the commit, which rides with the last of them: a
+message's intake and a turn's end are two round trips each (they were six and four).
 
 What changes for a unit of work is only *when* a statement runs: in order, before any
 result is read and before the commit. An error in one (a violated constraint) is raised
