@@ -14,7 +14,7 @@ from clawbot.errors import StoreError
 from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import TurnJob
-from clawbot.store import SqliteStore, group_commit
+from clawbot.store import SqliteStore, riding_rows
 
 
 def item(job_id: str) -> BacklogItem:
@@ -149,7 +149,7 @@ async def test_a_write_nobody_waits_for_rides_on_the_next_commit(store: SqliteSt
 async def test_a_write_nobody_waits_for_commits_on_its_own_when_no_other_comes(
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(group_commit, "SOON_WAIT", 0)
+    monkeypatch.setattr(riding_rows, "SOON_WAIT", 0)
 
     store.database.soon(seen("usage row"))
     for _ in range(100):

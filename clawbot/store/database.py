@@ -142,8 +142,7 @@ class Database(GroupCommit):
             with contextlib.suppress(Exception):
                 await self.transaction(no_work)
         self._closed = True
-        if self._soon_timer is not None:
-            self._soon_timer.cancel()
+        self._soon.close()
         if self._checkpointing is not None:
             with contextlib.suppress(Exception):
                 await self._checkpointing
@@ -353,7 +352,7 @@ class Database(GroupCommit):
             if not is_busy(exc):
                 self._writable = False
             raise
-        soon = self._take_soon()
+        soon = self._soon.take()
         try:
             if taken:
                 pending.write(db, taken)
@@ -362,8 +361,7 @@ class Database(GroupCommit):
             result = work(db)
         except BaseException as exc:
             db.rollback()
-            if soon:
-                self._requeue_soon(soon)
+            self._soon.give_back(soon)
             busy = is_busy(exc)
             if isinstance(exc, sqlite3.Error) and not busy:
                 self._writable = False

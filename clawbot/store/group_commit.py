@@ -4,8 +4,7 @@ of :class:`~clawbot.store.database.Database` behind its :meth:`grouped`; the tra
 it runs on are the database's.
 
 A write nobody waits for (a usage row, :meth:`GroupCommit.soon`) goes further: it rides on
-the next transaction whatever it is, or commits on its own after ``SOON_WAIT`` when none
-comes, so it costs an insert in a commit already paid for."""
+the next transaction whatever it is (``riding_rows``)."""
 
 from __future__ import annotations
 
@@ -19,13 +18,11 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from clawbot.store.riding_rows import RidingRows
 from clawbot.store.sqlite_errors import describe, is_busy
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-SOON_WAIT = 1.0
-"""Seconds a write nobody waits for waits for a transaction to ride on before it commits
-on its own (what a crash can lose of such writes)."""
 Work = Callable[[sqlite3.Connection], Any]
 
 
@@ -44,9 +41,7 @@ class GroupCommit(ABC):
         self._group_drain: asyncio.Task[None] | None = None
         self._group_scheduled = False  # a drain is due or running
         self._pass_wrote = False  # this loop pass committed a write at once
-        self._soon: list[Work] = []  # writes nobody waits for, on the next transaction
-        self._soon_timer: asyncio.TimerHandle | None = None
-        self._soon_commit: asyncio.Future[Any] | None = None
+        self._soon: RidingRows[Work] = RidingRows(lambda: self.grouped(_nothing))
 
     @abstractmethod
     def _transact(self, db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -94,30 +89,7 @@ class GroupCommit(ABC):
         """Write ``work`` with the next transaction, whichever it is, or on its own after
         ``SOON_WAIT``: for a row no caller waits for (a usage row), which then costs an
         insert in a commit already paid for. A failure is logged; the row is lost."""
-        self._soon.append(work)
-        if self._soon_timer is None and not self._closed:
-            self._soon_timer = self._loop.call_later(SOON_WAIT, self._commit_soon)
-
-    def _commit_soon(self) -> None:
-        self._soon_timer = None
-        if self._soon and not self._closed and self._soon_commit is None:
-            self._soon_commit = asyncio.ensure_future(self.grouped(_nothing))
-            self._soon_commit.add_done_callback(self._soon_committed)
-
-    def _soon_committed(self, done: asyncio.Future[Any]) -> None:
-        self._soon_commit = None
-        if not done.cancelled() and done.exception() is not None:
-            log.error("rows waiting to be written failed: %s", done.exception())
-            self._commit_later()
-
-    def _commit_later(self) -> None:
-        if self._soon and self._soon_timer is None and not self._closed:
-            self._soon_timer = self._loop.call_later(SOON_WAIT, self._commit_soon)
-
-    def _take_soon(self) -> list[Work]:
-        """The writes nobody waits for, taken for the transaction about to run."""
-        works, self._soon = self._soon, []
-        return works
+        self._soon.add(work)
 
     def _write_soon(self, db: sqlite3.Connection, works: Sequence[Work]) -> None:
         """Inside a transaction: the writes nobody waits for, in a savepoint of their own,
@@ -130,11 +102,6 @@ class GroupCommit(ABC):
             db.execute("ROLLBACK TO clawbot_soon")
             log.error("%d rows no caller waited for could not be written: %s", len(works), exc)
         db.execute("RELEASE clawbot_soon")
-
-    def _requeue_soon(self, works: Sequence[Work]) -> None:
-        """A transaction that carried them rolled back: they wait for the next one."""
-        self._soon[:0] = works
-        self._commit_later()
 
     def _end_pass(self) -> None:
         self._pass_wrote = False

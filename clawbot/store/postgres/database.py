@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -23,9 +22,9 @@ from urllib.parse import urlsplit
 import psycopg
 
 from clawbot.errors import StoreError
-from clawbot.store.group_commit import SOON_WAIT
 from clawbot.store.postgres.batching import Batch, BatchedConnection
 from clawbot.store.postgres.dialect import postgres
+from clawbot.store.riding_rows import RidingRows
 from clawbot.store.sql import Connection
 
 T = TypeVar("T")
@@ -78,11 +77,9 @@ class PostgresDatabase:
         self.where = where(url)
         self._conn = conn
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clawbot-postgres")
-        self._soon: list[Callable[[Connection], None]] = []  # ride on the next transaction
-        self._soon_lock = threading.Lock()  # taken on the connection's thread
-        self._soon_timer: asyncio.TimerHandle | None = None
-        self._soon_commit: asyncio.Future[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._soon: RidingRows[Callable[[Connection], None]] = RidingRows(
+            lambda: self.transaction(_nothing)
+        )
         self.closed = False
 
     @classmethod
@@ -96,8 +93,7 @@ class PostgresDatabase:
             return
         await self.write_soon_rows()
         self.closed = True
-        if self._soon_timer is not None:
-            self._soon_timer.cancel()
+        self._soon.close()
         try:
             await self._run(lambda conn: conn.close())
         finally:
@@ -160,7 +156,6 @@ class PostgresDatabase:
     async def transaction(self, work: Callable[[Connection], T], *, background: bool = False) -> T:
         """Run ``work`` as one transaction, committed or rolled back as a whole; the rows
         :meth:`soon` holds ride on it."""
-        self._loop = asyncio.get_running_loop()
         return await self._run(functools.partial(self._transact, work=work))
 
     async def grouped(self, work: Callable[[Connection], T]) -> T:
@@ -175,26 +170,7 @@ class PostgresDatabase:
         """A row no caller waits for (a usage row): written with the next transaction,
         whichever it is, or in one of its own after ``SOON_WAIT`` when none comes (what a
         crash can lose of such rows, as on SQLite): it costs no round trip of its own."""
-        with self._soon_lock:
-            self._soon.append(work)
-        self._loop = asyncio.get_running_loop()
-        self._arm_soon_timer()
-
-    def _arm_soon_timer(self) -> None:
-        if self._soon and self._soon_timer is None and not self.closed and self._loop:
-            self._soon_timer = self._loop.call_later(SOON_WAIT, self._commit_soon)
-
-    def _commit_soon(self) -> None:
-        self._soon_timer = None
-        if self._soon and not self.closed and self._soon_commit is None:
-            self._soon_commit = asyncio.ensure_future(self.transaction(_nothing))
-            self._soon_commit.add_done_callback(self._soon_committed)
-
-    def _soon_committed(self, done: asyncio.Future[None]) -> None:
-        self._soon_commit = None
-        if not done.cancelled() and done.exception() is not None:
-            log.error("rows waiting to be written failed: %s", done.exception())
-        self._arm_soon_timer()
+        self._soon.add(work)
 
     async def write_soon_rows(self) -> None:
         """Write the rows :meth:`soon` holds now: for a read of their table."""
@@ -205,19 +181,14 @@ class PostgresDatabase:
         """On the connection's thread: ``work`` as one transaction, its statements sent in
         batches (``batching``), the waiting rows in a savepoint before the commit. Rows
         whose transaction failed wait for the next one; a row that fails is dropped."""
-        with self._soon_lock:
-            soon, self._soon = self._soon, []
+        soon = self._soon.take()
         batch = Batch(conn)
         try:
             result = work(BatchedConnection(batch))
             batch.commit(riding=soon)
         except BaseException:
             batch.abandon()
-            if soon:
-                with self._soon_lock:
-                    self._soon[:0] = soon
-                if self._loop is not None and not self._loop.is_closed():
-                    self._loop.call_soon_threadsafe(self._arm_soon_timer)
+            self._soon.give_back(soon)
             raise
         return result
 
