@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from clawbot.providers import litellm_module
 from clawbot.runtime import litellm_stream
 from clawbot.runtime.llm import ModelClient
 from clawbot.runtime.text_stream import streaming_to
-from clawbot.testing import ScriptedModel, ScriptedUsage
+from clawbot.testing import ScriptedModel, ScriptedPrice, ScriptedUsage, call
 
 ASK = [{"role": "user", "content": "hi"}]
 
@@ -66,7 +67,7 @@ async def stream_once(model: ScriptedModel) -> Any:
     return reply
 
 
-async def test_a_streamed_call_has_litellm_build_its_whole_response_once(
+async def test_a_streamed_call_with_the_providers_usage_has_litellm_build_no_whole_response(
     scripted: ScriptedModel, counted: dict[str, int]
 ) -> None:
     scripted.usage = ScriptedUsage(prompt_tokens=12, completion_tokens=3, cost_usd=0.002)
@@ -74,8 +75,78 @@ async def test_a_streamed_call_has_litellm_build_its_whole_response_once(
 
     reply = await stream_once(scripted)
 
-    assert counted["built"] == 1  # for the usage chunk, with its cost; not again at the end
+    assert counted["built"] == 0  # the usage added up and priced, the reply never rebuilt
+    assert reply.text == "Hello there."
     assert reply.meta == {"usage": {"prompt_tokens": 12, "completion_tokens": 3}, "cost_usd": 0.002}
+
+
+async def test_a_streamed_call_without_the_providers_token_counts_has_litellm_count_them(
+    scripted: ScriptedModel, counted: dict[str, int]
+) -> None:
+    scripted.usage = None  # the provider's last chunk says 0 tokens: litellm counts them
+    scripted.add("Hello there.")
+
+    reply = await stream_once(scripted)
+
+    assert counted["built"] == 1  # litellm's own build, once, for its count
+    assert reply.meta["usage"]["prompt_tokens"] > 0
+    assert reply.meta["usage"]["completion_tokens"] > 0
+
+
+@dataclass
+class Priced:
+    """A scripted model with a price in litellm's map (1 and 2 dollars a million tokens),
+    and what litellm's calculator was asked to price while the test ran."""
+
+    model: ScriptedModel
+    asked: list[str]
+
+
+@pytest.fixture
+def priced() -> Iterator[Priced]:
+    from litellm.litellm_core_utils.litellm_logging import Logging
+
+    model = ScriptedModel(name="priced", price=ScriptedPrice(1.0, 2.0))
+    asked: list[str] = []
+    calculate = Logging._response_cost_calculator
+
+    def calculator(self: Any, result: Any, **kwargs: Any) -> Any:
+        asked.append(type(result).__name__)
+        return calculate(self, result=result, **kwargs)
+
+    with model.installed(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Logging, "_response_cost_calculator", calculator)
+        yield Priced(model, asked)
+
+
+async def test_a_streamed_call_is_priced_once_at_the_price_of_the_same_call_in_one_piece(
+    priced: Priced,
+) -> None:
+    priced.model.usage = ScriptedUsage(prompt_tokens=100, completion_tokens=4)
+    priced.model.add("Fine, thanks.", "Fine, thanks.")
+
+    whole = await ModelClient().complete(priced.model.model_string, ASK)
+    asked_whole = list(priced.asked)
+    priced.asked.clear()
+    streamed = await stream_once(priced.model)
+
+    assert asked_whole == ["ModelResponse"]
+    assert priced.asked == ["ModelResponse"]  # not the stream wrapper, not again for logging
+    assert streamed.meta == whole.meta
+    assert streamed.meta["cost_usd"] == pytest.approx(100 * 1e-6 + 4 * 2e-6)
+
+
+async def test_a_streamed_tool_call_keeps_the_providers_usage_and_its_price(
+    priced: Priced,
+) -> None:
+    priced.model.usage = ScriptedUsage(prompt_tokens=50, completion_tokens=10)
+    priced.model.add(call("remember", text="the cat is called Tom"))
+
+    reply = await stream_once(priced.model)
+
+    assert [c.name for c in reply.tool_calls] == ["remember"]
+    assert reply.meta["usage"] == {"prompt_tokens": 50, "completion_tokens": 10}
+    assert reply.meta["cost_usd"] == pytest.approx(50 * 1e-6 + 10 * 2e-6)
 
 
 async def test_without_a_cache_or_a_callback_a_streamed_call_leaves_litellm_no_copy_or_logging(
@@ -118,6 +189,23 @@ async def test_a_litellm_callback_a_user_set_still_sees_each_streamed_call(
     assert response.usage.prompt_tokens == 12
 
 
+async def test_with_a_litellm_callback_set_litellm_prices_the_stream_as_it_does(
+    priced: Priced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    litellm: Any = litellm_module()
+    from litellm.integrations.custom_logger import CustomLogger
+
+    for name in ("callbacks", "success_callback", "_async_success_callback"):
+        monkeypatch.setattr(litellm, name, [])
+    litellm.callbacks = [CustomLogger()]
+    priced.model.usage = ScriptedUsage(prompt_tokens=100, completion_tokens=4)
+    priced.model.add("Fine, thanks.")
+
+    await stream_once(priced.model)
+
+    assert "CustomStreamWrapper" in priced.asked  # litellm's own pricing of its wrapper, kept
+
+
 async def test_a_litellm_cache_a_user_set_still_receives_streamed_replies(
     scripted: ScriptedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,3 +240,16 @@ def test_another_litellm_version_keeps_litellms_own_stream_end_and_says_so(
     assert CustomStreamWrapper._finalize_completed_stream is litellms_own
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "clawbot.llm"]
     assert "litellm 1.103.0 is installed, not 1.102.4" in warning
+
+
+async def test_a_scripted_models_price_is_gone_from_litellm_once_it_is_uninstalled() -> None:
+    model = ScriptedModel(name="priced", price=ScriptedPrice(1.0, 2.0))
+    model.usage = ScriptedUsage(prompt_tokens=100, completion_tokens=4)
+    with model.installed():
+        while_priced = await ModelClient().complete(model.model_string, ASK)
+    unpriced = ScriptedModel(name="priced", usage=ScriptedUsage(100, 4))
+    with unpriced.installed():
+        after = await ModelClient().complete(unpriced.model_string, ASK)
+
+    assert while_priced.cost_usd == pytest.approx(108e-6)
+    assert after.cost_usd is None  # litellm's model info no longer answers with the price

@@ -42,11 +42,14 @@ from clawbot.testing.media import (
     Deferred,
     SpeechRequest,
     TranscriptionRequest,
-    declare_vision,
-    forget_vision,
     install_speech,
     install_transcription,
     scripted_audio,
+)
+from clawbot.testing.model_info import (
+    ScriptedPrice,
+    declare_model_info,
+    forget_model_info,
 )
 from clawbot.testing.streams import StreamPace, chunk, text_chunks, tool_call_delta
 
@@ -60,6 +63,7 @@ __all__ = [
     "ScriptedCall",
     "ScriptedFailure",
     "ScriptedModel",
+    "ScriptedPrice",
     "ScriptedUsage",
     "StreamPace",
     "VirtualClock",
@@ -230,6 +234,8 @@ class ScriptedModel:
     """When set, every speech request fails this way (a speech provider that is down)."""
     speech_requests: list[SpeechRequest] = field(default_factory=list)
     vision: bool = False
+    price: ScriptedPrice | None = None
+    """A price in litellm's model map while installed (litellm prices its calls)."""
     transcripts: Sequence[str | ScriptedFailure] = ()
     transcriptions: list[TranscriptionRequest] = field(default_factory=list)
 
@@ -317,14 +323,14 @@ def install(model: ScriptedModel) -> None:
         custom_llm_setup()  # type: ignore[no-untyped-call]
     install_speech(litellm, _models.get)
     install_transcription(litellm, _models.get)
-    declare_vision(litellm, model.model_string, model.vision)
+    declare_model_info(litellm, model.model_string, vision=model.vision, price=model.price)
     _models[model.name] = model
 
 
 def uninstall(model: ScriptedModel) -> None:
     if _models.get(model.name) is model:
         del _models[model.name]
-        forget_vision(litellm_module(), model.model_string)
+        forget_model_info(litellm_module(), model.model_string)
 
 
 def _make_handler(litellm: Any) -> Any:

@@ -2,9 +2,9 @@
 (``clawbot.testing`` installs these; see there).
 
 - Vision: a scripted model that declares it (``ScriptedModel(vision=True)``) is registered in
-  litellm's model info with ``litellm.register_model``, so ``litellm.supports_vision`` says
-  so, as for any provider's model; the image blocks a request carries reach the scripted
-  handler through ``acompletion`` like everything else and are kept in its requests.
+  litellm's model info (``model_info.py``), so ``litellm.supports_vision`` says so, as for
+  any provider's model; the image blocks a request carries reach the scripted handler
+  through ``acompletion`` like everything else and are kept in its requests.
 - Transcription and speech: litellm 1.102.4 has no custom-provider seam for
   ``atranscription`` or ``aspeech``: ``custom_provider_map`` serves completion, embedding
   and image generation only, and ``litellm.main.transcription`` and ``litellm.main.speech``
@@ -63,22 +63,6 @@ def scripted_audio(text: str) -> bytes:
     page = b"OggS\x00\x02" + bytes(20) + b"\x01\x13"  # one segment of 19 bytes
     head = b"OpusHead\x01\x01\x38\x01\x80\xbb\x00\x00\x00\x00\x00"
     return page + head + hashlib.sha256(text.encode()).digest()
-
-
-def declare_vision(litellm: Any, model_string: str, vision: bool) -> None:
-    """Say in litellm's model info whether ``model_string`` sees images (only a model that
-    does is registered: a registered model is priced, at 0, where an unknown one is not)."""
-    if vision:
-        litellm.register_model(
-            {model_string: {"litellm_provider": PROVIDER, "mode": "chat", "supports_vision": True}},
-            persist_across_reloads=False,
-        )
-    else:
-        forget_vision(litellm, model_string)
-
-
-def forget_vision(litellm: Any, model_string: str) -> None:
-    litellm.model_cost.pop(model_string, None)
 
 
 def install_speech(litellm: Any, find: Callable[[str], Speaker | None]) -> None:
