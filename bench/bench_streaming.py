@@ -47,6 +47,7 @@ from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.pacer import LoopClock
 from clawbot.messages import OutboundEdit, OutboundMessage
 from clawbot.providers import litellm_module
+from clawbot.runtime import litellm_stream
 from clawbot.runtime.litellm_stream import lean_stream_ends
 from clawbot.runtime.llm import ModelClient
 from clawbot.runtime.text_stream import streaming_to
@@ -186,7 +187,8 @@ async def stream_parts_ms(calls: int) -> tuple[float, dict[str, float]]:
         restore.append((owner, name, original))
         setattr(owner, name, wrapper)
 
-    timed(litellm, "stream_chunk_builder", "stream_chunk_builder, the response built once")
+    timed(litellm_stream, "_usage_priced_once", "the usage added up and priced once, at the end")
+    timed(litellm, "stream_chunk_builder", "stream_chunk_builder (streams the lean end skips)")
     timed(ModelResponse, "model_copy", "copies of it (for litellm's cache, with none set)")
     timed(streaming_handler.CustomStreamWrapper, "chunk_creator", "each chunk made a response")
     try:
@@ -219,12 +221,18 @@ def litellm_unpriced() -> Iterator[None]:
         usage = next((c.usage for c in reversed(chunks) if getattr(c, "usage", None)), None)
         return SimpleNamespace(usage=usage) if usage is not None else builder(chunks, **kwargs)
 
+    def usage_as_sent(stream: Any) -> Any:
+        return as_sent(stream.chunks).usage
+
+    priced_once = litellm_stream._usage_priced_once
     litellm_utils.update_response_metadata = unpriced_wrapper
     litellm.stream_chunk_builder = as_sent
+    litellm_stream._usage_priced_once = usage_as_sent
     try:
         yield
     finally:
         litellm_utils.update_response_metadata, litellm.stream_chunk_builder = metadata, builder
+        litellm_stream._usage_priced_once = priced_once
 
 
 async def ceiling(rounds: int, sessions: int, turns: int) -> tuple[float, float]:
