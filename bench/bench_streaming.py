@@ -235,6 +235,35 @@ def litellm_unpriced() -> Iterator[None]:
         litellm_stream._usage_priced_once = priced_once
 
 
+async def ends_ms(rounds: int, calls: int) -> dict[str, float]:
+    """One model call's milliseconds with the stream's end as it is (priced once), with the
+    end before it (the stream wrapper priced, the response built once by
+    ``stream_chunk_builder``), and in one piece: medians of ``rounds`` interleaved rounds."""
+    litellm_utils: Any = importlib.import_module("litellm.utils")
+    from litellm.litellm_core_utils.llm_response_utils import response_metadata
+
+    lean_stream_ends(litellm_module())
+    as_is, priced_once = litellm_utils.update_response_metadata, litellm_stream._usage_priced_once
+    kinds: dict[str, list[float]] = {
+        "streamed, priced once": [],
+        "streamed, built once": [],
+        "in one piece": [],
+    }
+    try:
+        for _ in range(rounds):
+            for kind, kept in kinds.items():
+                built = kind == "streamed, built once"
+                litellm_utils.update_response_metadata = (
+                    response_metadata.update_response_metadata if built else as_is
+                )
+                litellm_stream._usage_priced_once = (lambda stream: None) if built else priced_once
+                kept.append(await model_call_ms(kind != "in one piece", calls))
+    finally:
+        litellm_utils.update_response_metadata = as_is
+        litellm_stream._usage_priced_once = priced_once
+    return {kind: statistics.median(kept) for kind, kept in kinds.items()}
+
+
 async def ceiling(rounds: int, sessions: int, turns: int) -> tuple[float, float]:
     """The zero-latency ratio on / off as it is and with :func:`litellm_unpriced`, the
     medians of ``rounds`` rounds of off, on and on unpriced, interleaved."""
@@ -310,6 +339,7 @@ async def main() -> None:
     parser.add_argument("--real-model-ms", type=float, default=250.0)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--litellm-ceiling", action="store_true")
+    parser.add_argument("--ends", action="store_true")
     args = parser.parse_args()
     if args.quick:
         args.replies, args.rounds, args.sessions = 3, 2, 50
@@ -319,6 +349,11 @@ async def main() -> None:
             f"zero-latency ratio on / off: {as_is:.2f} as it is, {unpriced:.2f} with litellm's"
             " stream wrapper unpriced and no build at a stream's end (a ceiling)"
         )
+        return
+
+    if args.ends:
+        for kind, ms in (await ends_ms(args.rounds * 2, args.calls)).items():
+            print(f"a model call, {kind:24} {ms:6.2f} ms")
         return
 
     firsts: list[float] = []
