@@ -47,7 +47,6 @@ from clawbot.channels.interface import ChannelLimits
 from clawbot.channels.pacer import LoopClock
 from clawbot.messages import OutboundEdit, OutboundMessage
 from clawbot.providers import litellm_module
-from clawbot.runtime import litellm_stream
 from clawbot.runtime.litellm_stream import lean_stream_ends
 from clawbot.runtime.llm import ModelClient
 from clawbot.runtime.text_stream import streaming_to
@@ -187,8 +186,7 @@ async def stream_parts_ms(calls: int) -> tuple[float, dict[str, float]]:
         restore.append((owner, name, original))
         setattr(owner, name, wrapper)
 
-    timed(litellm_stream, "_usage_priced_once", "the usage added up and priced once, at the end")
-    timed(litellm, "stream_chunk_builder", "stream_chunk_builder (streams the lean end skips)")
+    timed(litellm, "stream_chunk_builder", "stream_chunk_builder, the response built once")
     timed(ModelResponse, "model_copy", "copies of it (for litellm's cache, with none set)")
     timed(streaming_handler.CustomStreamWrapper, "chunk_creator", "each chunk made a response")
     try:
@@ -221,47 +219,12 @@ def litellm_unpriced() -> Iterator[None]:
         usage = next((c.usage for c in reversed(chunks) if getattr(c, "usage", None)), None)
         return SimpleNamespace(usage=usage) if usage is not None else builder(chunks, **kwargs)
 
-    def usage_as_sent(stream: Any) -> Any:
-        return as_sent(stream.chunks).usage
-
-    priced_once = litellm_stream._usage_priced_once
     litellm_utils.update_response_metadata = unpriced_wrapper
     litellm.stream_chunk_builder = as_sent
-    litellm_stream._usage_priced_once = usage_as_sent
     try:
         yield
     finally:
         litellm_utils.update_response_metadata, litellm.stream_chunk_builder = metadata, builder
-        litellm_stream._usage_priced_once = priced_once
-
-
-async def ends_ms(rounds: int, calls: int) -> dict[str, float]:
-    """One model call's milliseconds with the stream's end as it is (priced once), with the
-    end before it (the stream wrapper priced, the response built once by
-    ``stream_chunk_builder``), and in one piece: medians of ``rounds`` interleaved rounds."""
-    litellm_utils: Any = importlib.import_module("litellm.utils")
-    from litellm.litellm_core_utils.llm_response_utils import response_metadata
-
-    lean_stream_ends(litellm_module())
-    as_is, priced_once = litellm_utils.update_response_metadata, litellm_stream._usage_priced_once
-    kinds: dict[str, list[float]] = {
-        "streamed, priced once": [],
-        "streamed, built once": [],
-        "in one piece": [],
-    }
-    try:
-        for _ in range(rounds):
-            for kind, kept in kinds.items():
-                built = kind == "streamed, built once"
-                litellm_utils.update_response_metadata = (
-                    response_metadata.update_response_metadata if built else as_is
-                )
-                litellm_stream._usage_priced_once = (lambda stream: None) if built else priced_once
-                kept.append(await model_call_ms(kind != "in one piece", calls))
-    finally:
-        litellm_utils.update_response_metadata = as_is
-        litellm_stream._usage_priced_once = priced_once
-    return {kind: statistics.median(kept) for kind, kept in kinds.items()}
 
 
 async def ceiling(rounds: int, sessions: int, turns: int) -> tuple[float, float]:
@@ -339,7 +302,6 @@ async def main() -> None:
     parser.add_argument("--real-model-ms", type=float, default=250.0)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--litellm-ceiling", action="store_true")
-    parser.add_argument("--ends", action="store_true")
     args = parser.parse_args()
     if args.quick:
         args.replies, args.rounds, args.sessions = 3, 2, 50
@@ -349,11 +311,6 @@ async def main() -> None:
             f"zero-latency ratio on / off: {as_is:.2f} as it is, {unpriced:.2f} with litellm's"
             " stream wrapper unpriced and no build at a stream's end (a ceiling)"
         )
-        return
-
-    if args.ends:
-        for kind, ms in (await ends_ms(args.rounds * 2, args.calls)).items():
-            print(f"a model call, {kind:24} {ms:6.2f} ms")
         return
 
     firsts: list[float] = []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -67,7 +66,7 @@ async def stream_once(model: ScriptedModel) -> Any:
     return reply
 
 
-async def test_a_streamed_call_with_the_providers_usage_has_litellm_build_no_whole_response(
+async def test_a_streamed_call_has_litellm_build_its_whole_response_once(
     scripted: ScriptedModel, counted: dict[str, int]
 ) -> None:
     scripted.usage = ScriptedUsage(prompt_tokens=12, completion_tokens=3, cost_usd=0.002)
@@ -75,7 +74,7 @@ async def test_a_streamed_call_with_the_providers_usage_has_litellm_build_no_who
 
     reply = await stream_once(scripted)
 
-    assert counted["built"] == 0  # the usage added up and priced, the reply never rebuilt
+    assert counted["built"] == 1  # for the usage chunk, with its cost; not again at the end
     assert reply.text == "Hello there."
     assert reply.meta == {"usage": {"prompt_tokens": 12, "completion_tokens": 3}, "cost_usd": 0.002}
 
@@ -93,56 +92,34 @@ async def test_a_streamed_call_without_the_providers_token_counts_has_litellm_co
     assert reply.meta["usage"]["completion_tokens"] > 0
 
 
-@dataclass
-class Priced:
-    """A scripted model with a price in litellm's map (1 and 2 dollars a million tokens),
-    and what litellm's calculator was asked to price while the test ran."""
-
-    model: ScriptedModel
-    asked: list[str]
-
-
 @pytest.fixture
-def priced() -> Iterator[Priced]:
-    from litellm.litellm_core_utils.litellm_logging import Logging
-
+def priced() -> Iterator[ScriptedModel]:
+    """A scripted model with a price in litellm's map (1 and 2 dollars a million tokens)."""
     model = ScriptedModel(name="priced", price=ScriptedPrice(1.0, 2.0))
-    asked: list[str] = []
-    calculate = Logging._response_cost_calculator
-
-    def calculator(self: Any, result: Any, **kwargs: Any) -> Any:
-        asked.append(type(result).__name__)
-        return calculate(self, result=result, **kwargs)
-
-    with model.installed(), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Logging, "_response_cost_calculator", calculator)
-        yield Priced(model, asked)
+    with model.installed():
+        yield model
 
 
-async def test_a_streamed_call_is_priced_once_at_the_price_of_the_same_call_in_one_piece(
-    priced: Priced,
+async def test_a_streamed_call_costs_what_the_same_call_in_one_piece_costs(
+    priced: ScriptedModel,
 ) -> None:
-    priced.model.usage = ScriptedUsage(prompt_tokens=100, completion_tokens=4)
-    priced.model.add("Fine, thanks.", "Fine, thanks.")
+    priced.usage = ScriptedUsage(prompt_tokens=100, completion_tokens=4)
+    priced.add("Fine, thanks.", "Fine, thanks.")
 
-    whole = await ModelClient().complete(priced.model.model_string, ASK)
-    asked_whole = list(priced.asked)
-    priced.asked.clear()
-    streamed = await stream_once(priced.model)
+    whole = await ModelClient().complete(priced.model_string, ASK)
+    streamed = await stream_once(priced)
 
-    assert asked_whole == ["ModelResponse"]
-    assert priced.asked == ["ModelResponse"]  # not the stream wrapper, not again for logging
     assert streamed.meta == whole.meta
     assert streamed.meta["cost_usd"] == pytest.approx(100 * 1e-6 + 4 * 2e-6)
 
 
 async def test_a_streamed_tool_call_keeps_the_providers_usage_and_its_price(
-    priced: Priced,
+    priced: ScriptedModel,
 ) -> None:
-    priced.model.usage = ScriptedUsage(prompt_tokens=50, completion_tokens=10)
-    priced.model.add(call("remember", text="the cat is called Tom"))
+    priced.usage = ScriptedUsage(prompt_tokens=50, completion_tokens=10)
+    priced.add(call("remember", text="the cat is called Tom"))
 
-    reply = await stream_once(priced.model)
+    reply = await stream_once(priced)
 
     assert [c.name for c in reply.tool_calls] == ["remember"]
     assert reply.meta["usage"] == {"prompt_tokens": 50, "completion_tokens": 10}
@@ -187,23 +164,6 @@ async def test_a_litellm_callback_a_user_set_still_sees_each_streamed_call(
     (response,) = seen
     assert response.choices[0].message.content == "Hello there."
     assert response.usage.prompt_tokens == 12
-
-
-async def test_with_a_litellm_callback_set_litellm_prices_the_stream_as_it_does(
-    priced: Priced, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    litellm: Any = litellm_module()
-    from litellm.integrations.custom_logger import CustomLogger
-
-    for name in ("callbacks", "success_callback", "_async_success_callback"):
-        monkeypatch.setattr(litellm, name, [])
-    litellm.callbacks = [CustomLogger()]
-    priced.model.usage = ScriptedUsage(prompt_tokens=100, completion_tokens=4)
-    priced.model.add("Fine, thanks.")
-
-    await stream_once(priced.model)
-
-    assert "CustomStreamWrapper" in priced.asked  # litellm's own pricing of its wrapper, kept
 
 
 async def test_a_litellm_cache_a_user_set_still_receives_streamed_replies(
