@@ -221,10 +221,11 @@ class DiscordAdapter(Adapter):
 
     async def start(self, on_message: InboundHandler) -> None:
         """Log in (unless ``start_sending`` did), open the gateway and return once Discord
-        said READY; after ``stop_intake`` with the gateway still up, receive again.
+        said READY. After ``stop_intake`` (which closed the gateway) it opens a new session;
+        should the gateway still be up, it only receives again.
 
         Reconnection afterwards is discord.py's own: on network loss it resumes the session
-        (replaying missed events) with exponential backoff, until ``stop``."""
+        (replaying missed events) with exponential backoff, until ``stop_intake``."""
         gateway_up = self._connect_task is not None and not self._connect_task.done()
         self._on_message = on_message
         self._accepting = True
@@ -236,6 +237,7 @@ class DiscordAdapter(Adapter):
     async def _login(self) -> None:
         self._point_library_at_api()
         client = _Client(self, intents=intents(), chunk_guilds_at_startup=False)
+        guard_parsers(client)
         self._client = client
         await client.login(self._token.get_secret_value())
 
@@ -247,7 +249,6 @@ class DiscordAdapter(Adapter):
         self._connected.clear()
         _shards, gateway, _limits = await client.http.get_bot_gateway()
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway)
-        guard_parsers(client)
         self._connect_task = asyncio.create_task(
             client.connect(reconnect=True), name="discord-gateway"
         )
@@ -379,25 +380,47 @@ class DiscordAdapter(Adapter):
         self._history.new_session(accepting=self._accepting)
 
     async def stop_intake(self) -> None:
-        """Ignore messages from now on; REST stays up so running turns can reply."""
+        """Ignore messages from now on and end this process's gateway session, so that
+        another process may open the shard's (a lost leader lock) and none is left half
+        open; REST stays up so running turns can reply."""
         self._accepting = False
         await self._history.stop()
+        await self._close_gateway()
+
+    async def _close_gateway(self) -> None:
+        """Close the gateway websocket and keep the REST login; ``start`` opens it again.
+
+        discord.py closes the two only together (``Client.close``) except for an
+        ``AutoShardedClient``'s shard (``ShardInfo.disconnect``), and this adapter runs a plain
+        ``Client``. So this does what that shard's close does, on library internals: cancel the
+        receive loop (``Client.connect``, our task) first, or it would open a new session
+        after the close, then close ``Client.ws`` with 1000, which ends the session on
+        Discord's side (no RESUME of it, no events kept for it)."""
+        task, self._connect_task = self._connect_task, None
+        self._connected.clear()
+        if task is not None:
+            if not task.done():
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        client = self._client
+        socket = client.ws if client is not None else None
+        if socket is None or not socket.open:
+            return
+        try:
+            await asyncio.wait_for(socket.close(code=1000), timeout=self._stop_timeout)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            log.warning("discord: closing the gateway failed (%s)", type(exc).__name__)
 
     async def stop(self) -> None:
         """Stop intake, close the gateway and HTTP sessions; bounded, idempotent."""
         await self.stop_intake()
         self._on_message = None
-        client, task = self._client, self._connect_task
-        self._client = self._connect_task = None
+        client, self._client = self._client, None
         if client is not None:
             try:
                 await asyncio.wait_for(client.close(), timeout=self._stop_timeout)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.warning("discord: closing the connection failed (%s)", type(exc).__name__)
-        if task is not None:
-            if not task.done():
-                task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
         await self._downloads.close()
         self._restore_library_endpoints()
 
