@@ -20,12 +20,14 @@ from pydantic import SecretStr
 from clawbot.app import Clawbot
 from clawbot.cli.leadership import Leadership
 from clawbot.cli.service import Service
+from clawbot.errors import ConfigError
+from clawbot.messages import InboundMessage, OutboundMessage
 from clawbot.settings import Settings
 from clawbot.store.postgres.leader import PostgresLeaderLock, lock_key
 from clawbot.testing import ScriptedModel
 from clawbot.testing.conformance import Held
 from tests.postgres_server import PostgresServer
-from tests.standins.discord import BOT_TOKEN, BOT_USER_ID, DiscordHarness
+from tests.standins.discord import BOT_TOKEN, BOT_USER_ID, GENERAL_CHANNEL_ID, DiscordHarness
 from tests.standins.openai_api import OpenAIStandin
 from tests.test_cli import environment
 from tests.test_leader_polling import RETRY, TIMEOUT, Process, until_waiting_for_a_lock
@@ -241,3 +243,24 @@ async def test_once_the_other_process_took_over_a_lost_lock_one_gateway_session_
     assert most_sessions == 1
     assert sessions_opened == 2
     assert codes == (0, 0), first.log + second.log
+
+
+async def test_a_process_whose_gateway_is_refused_as_it_takes_the_lock_goes_on_sending(
+    discord: DiscordHarness,
+) -> None:
+    """Taking the lock over, it opens the gateway, which Discord refuses (the Message Content
+    intent was switched off meanwhile): the process still sends the replies of its turns."""
+    adapter = discord.make_adapter()
+    await adapter.start_sending()
+    discord.server.message_content_intent = False
+    try:
+        with pytest.raises(ConfigError):
+            await adapter.start(asyncio.Queue[InboundMessage]().put)
+        await adapter.send(
+            OutboundMessage(channel="discord", chat_id=GENERAL_CHANNEL_ID, text="still sending")
+        )
+    finally:
+        await adapter.stop()
+
+    assert replies(discord) == ["still sending"]
+    assert discord.server.open_sessions() == 0

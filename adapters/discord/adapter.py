@@ -43,7 +43,7 @@ from adapters.discord.catch_up import CatchUp
 from adapters.discord.downloads import CdnDownloads
 from adapters.discord.edits import delete_message, edit_message, one_part
 from adapters.discord.files import MAX_UPLOAD_BYTES, send_file
-from adapters.discord.gateway import guard_parsers, intents
+from adapters.discord.gateway import close_session, guard_parsers, intents, wait_ready
 from adapters.discord.inbound import inbound_from_message, place
 from adapters.discord.sending import (
     MAX_MESSAGE_CHARS,
@@ -222,7 +222,8 @@ class DiscordAdapter(Adapter):
     async def start(self, on_message: InboundHandler) -> None:
         """Log in (unless ``start_sending`` did), open the gateway and return once Discord
         said READY. After ``stop_intake`` (which closed the gateway) it opens a new session;
-        should the gateway still be up, it only receives again.
+        should the gateway still be up, it only receives again. Logged in before (this process
+        sent only), it stays logged in if the gateway fails to open: it goes on sending.
 
         Reconnection afterwards is discord.py's own: on network loss it resumes the session
         (replaying missed events) with exponential backoff, until ``stop_intake``."""
@@ -232,7 +233,7 @@ class DiscordAdapter(Adapter):
         if gateway_up:
             return
         self._history.restart()
-        await self._connecting(self._open_gateway())
+        await self._connecting(self._open_gateway(), keep_sending=self._client is not None)
 
     async def _login(self) -> None:
         self._point_library_at_api()
@@ -253,20 +254,22 @@ class DiscordAdapter(Adapter):
             client.connect(reconnect=True), name="discord-gateway"
         )
         self._connect_task.add_done_callback(self._gateway_ended)
-        await self._wait_ready(self._connect_task)
+        await wait_ready(self._connected, self._connect_task, timeout=CONNECT_TIMEOUT)
 
-    async def _connecting(self, step: Awaitable[None]) -> None:
-        """Run a connecting step; on failure close everything and say what to do."""
+    async def _connecting(self, step: Awaitable[None], *, keep_sending: bool = False) -> None:
+        """Run a connecting step; on failure close everything (or, ``keep_sending``, only
+        the gateway) and say what to do."""
+        undo = self.stop_intake if keep_sending else self.stop
         try:
             await step
         except discord.LoginFailure:
-            await self.stop()
+            await undo()
             raise ConfigError(
                 "Discord rejected CLAWBOT_DISCORD_TOKEN (401 Unauthorized)",
                 hint="copy a fresh token from the developer portal (Bot → Reset Token)",
             ) from None
         except discord.PrivilegedIntentsRequired:
-            await self.stop()
+            await undo()
             raise ConfigError(
                 "Discord refused the Message Content intent",
                 hint="enable it in the developer portal: your app → Bot → Privileged Gateway "
@@ -280,29 +283,14 @@ class DiscordAdapter(Adapter):
             OSError,
             TimeoutError,
         ) as exc:
-            await self.stop()
+            await undo()
             raise ClawbotError(
                 f"cannot connect to Discord at {self._api_base} ({type(exc).__name__})",
                 hint="check the network and CLAWBOT_DISCORD_API_BASE",
             ) from None
         except BaseException:
-            await self.stop()
+            await undo()
             raise
-
-    async def _wait_ready(self, gateway: asyncio.Task[None]) -> None:
-        ready = asyncio.ensure_future(self._connected.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {ready, gateway}, timeout=CONNECT_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            ready.cancel()
-        if ready in done:
-            return
-        if gateway in done:
-            gateway.result()  # raises what ended the connection
-            raise ClawbotError("the Discord gateway closed before it was ready")
-        raise TimeoutError
 
     def _gateway_ended(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or not self._accepting:
@@ -388,28 +376,10 @@ class DiscordAdapter(Adapter):
         await self._close_gateway()
 
     async def _close_gateway(self) -> None:
-        """Close the gateway websocket and keep the REST login; ``start`` opens it again.
-
-        discord.py closes the two only together (``Client.close``) except for an
-        ``AutoShardedClient``'s shard (``ShardInfo.disconnect``), and this adapter runs a plain
-        ``Client``. So this does what that shard's close does, on library internals: cancel the
-        receive loop (``Client.connect``, our task) first, or it would open a new session
-        after the close, then close ``Client.ws`` with 1000, which ends the session on
-        Discord's side (no RESUME of it, no events kept for it)."""
-        task, self._connect_task = self._connect_task, None
+        """End the gateway session, keep the REST login; ``start`` opens a new one."""
+        receiving, self._connect_task = self._connect_task, None
         self._connected.clear()
-        if task is not None:
-            if not task.done():
-                task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        client = self._client
-        socket = client.ws if client is not None else None
-        if socket is None or not socket.open:
-            return
-        try:
-            await asyncio.wait_for(socket.close(code=1000), timeout=self._stop_timeout)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            log.warning("discord: closing the gateway failed (%s)", type(exc).__name__)
+        await close_session(self._client, receiving, timeout=self._stop_timeout)
 
     async def stop(self) -> None:
         """Stop intake, close the gateway and HTTP sessions; bounded, idempotent."""

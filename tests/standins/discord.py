@@ -214,6 +214,9 @@ class DiscordStandIn:
         self.reject_formatting = False
         self.sent_changed = asyncio.Event()
         self.connected = asyncio.Event()
+        self.message_content_intent = True
+        """Whether the Message Content intent is enabled for the app in the developer
+        portal: without it Discord closes each IDENTIFY that asks for it with 4014."""
         self._snowflakes = itertools.count(1)
         self._ws_lock = asyncio.Lock()
         self._all_ws: set[web.WebSocketResponse] = set()
@@ -604,7 +607,9 @@ class DiscordStandIn:
             if data.get("token") != self.token:
                 await ws.close(code=4004, message=b"Authentication failed.")
                 return
-            if not data.get("intents", 0) & INTENT_MESSAGE_CONTENT:
+            if not data.get("intents", 0) & INTENT_MESSAGE_CONTENT or not (
+                self.message_content_intent
+            ):
                 # Discord closes with 4014 when a privileged intent is not enabled for the app.
                 await ws.close(code=4014, message=b"Disallowed intent(s).")
                 return
