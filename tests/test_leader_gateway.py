@@ -118,7 +118,7 @@ def database(postgres_server: PostgresServer) -> str:
 @contextlib.asynccontextmanager
 async def leading(
     settings: Settings, discord: DiscordHarness, database: str
-) -> AsyncIterator[tuple[Service, Leadership]]:
+) -> AsyncIterator[Leadership]:
     """One process (this one) serving Discord on the shared database, leading the gateway."""
     from adapters.discord.adapter import DiscordAdapter
 
@@ -136,7 +136,7 @@ async def leading(
         try:
             leadership = service.leaderships[0]
             await asyncio.wait_for(leadership.leading.wait(), TIMEOUT)
-            yield service, leadership
+            yield leadership
         finally:
             await service.stop()
 
@@ -164,7 +164,7 @@ async def test_a_leader_that_loses_its_lock_closes_its_gateway_session_yet_sends
 ) -> None:
     server = discord.server
     held = Held(scripted)
-    async with leading(settings, discord, database) as (_service, leadership):
+    async with leading(settings, discord, database) as leadership:
         await discord.inject_message("a long question", sender_id="3002")
         await asyncio.wait_for(held.started.wait(), TIMEOUT)
         async with lock_taken_by_another(database):
@@ -174,17 +174,18 @@ async def test_a_leader_that_loses_its_lock_closes_its_gateway_session_yet_sends
             held.release.set()  # the turn that was running when the lock was lost ends
             await server.until(lambda: bool(replies(discord)), TIMEOUT)
             sessions_since = server.most_open_sessions(since=closed)
+            sessions_opened = len(server.identify_payloads)
 
     assert replies(discord) == ["finished"]
     assert sessions_since == 0
-    assert len(server.identify_payloads) == 1
+    assert sessions_opened == 1
 
 
 async def test_a_leader_that_takes_its_lock_back_opens_a_new_gateway_session_and_answers(
     settings: Settings, discord: DiscordHarness, database: str
 ) -> None:
     server = discord.server
-    async with leading(settings, discord, database) as (_service, leadership):
+    async with leading(settings, discord, database) as leadership:
         async with lock_taken_by_another(database):
             await asyncio.wait_for(leadership.waiting.wait(), TIMEOUT)
             await server.until(lambda: server.open_sessions() == 0, TIMEOUT)
