@@ -43,7 +43,7 @@ from adapters.discord.catch_up import CatchUp
 from adapters.discord.downloads import CdnDownloads
 from adapters.discord.edits import delete_message, edit_message, one_part
 from adapters.discord.files import MAX_UPLOAD_BYTES, send_file
-from adapters.discord.gateway import guard_parsers, intents
+from adapters.discord.gateway import close_session, guard_parsers, intents, wait_ready
 from adapters.discord.inbound import inbound_from_message, place
 from adapters.discord.sending import (
     MAX_MESSAGE_CHARS,
@@ -221,21 +221,24 @@ class DiscordAdapter(Adapter):
 
     async def start(self, on_message: InboundHandler) -> None:
         """Log in (unless ``start_sending`` did), open the gateway and return once Discord
-        said READY; after ``stop_intake`` with the gateway still up, receive again.
+        said READY. After ``stop_intake`` (which closed the gateway) it opens a new session;
+        should the gateway still be up, it only receives again. Logged in before (this process
+        sent only), it stays logged in if the gateway fails to open: it goes on sending.
 
         Reconnection afterwards is discord.py's own: on network loss it resumes the session
-        (replaying missed events) with exponential backoff, until ``stop``."""
+        (replaying missed events) with exponential backoff, until ``stop_intake``."""
         gateway_up = self._connect_task is not None and not self._connect_task.done()
         self._on_message = on_message
         self._accepting = True
         if gateway_up:
             return
         self._history.restart()
-        await self._connecting(self._open_gateway())
+        await self._connecting(self._open_gateway(), keep_sending=self._client is not None)
 
     async def _login(self) -> None:
         self._point_library_at_api()
         client = _Client(self, intents=intents(), chunk_guilds_at_startup=False)
+        guard_parsers(client)
         self._client = client
         await client.login(self._token.get_secret_value())
 
@@ -247,25 +250,26 @@ class DiscordAdapter(Adapter):
         self._connected.clear()
         _shards, gateway, _limits = await client.http.get_bot_gateway()
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway)
-        guard_parsers(client)
         self._connect_task = asyncio.create_task(
             client.connect(reconnect=True), name="discord-gateway"
         )
         self._connect_task.add_done_callback(self._gateway_ended)
-        await self._wait_ready(self._connect_task)
+        await wait_ready(self._connected, self._connect_task, timeout=CONNECT_TIMEOUT)
 
-    async def _connecting(self, step: Awaitable[None]) -> None:
-        """Run a connecting step; on failure close everything and say what to do."""
+    async def _connecting(self, step: Awaitable[None], *, keep_sending: bool = False) -> None:
+        """Run a connecting step; on failure close everything (or, ``keep_sending``, only
+        the gateway) and say what to do."""
+        undo = self.stop_intake if keep_sending else self.stop
         try:
             await step
         except discord.LoginFailure:
-            await self.stop()
+            await undo()
             raise ConfigError(
                 "Discord rejected CLAWBOT_DISCORD_TOKEN (401 Unauthorized)",
                 hint="copy a fresh token from the developer portal (Bot → Reset Token)",
             ) from None
         except discord.PrivilegedIntentsRequired:
-            await self.stop()
+            await undo()
             raise ConfigError(
                 "Discord refused the Message Content intent",
                 hint="enable it in the developer portal: your app → Bot → Privileged Gateway "
@@ -279,29 +283,14 @@ class DiscordAdapter(Adapter):
             OSError,
             TimeoutError,
         ) as exc:
-            await self.stop()
+            await undo()
             raise ClawbotError(
                 f"cannot connect to Discord at {self._api_base} ({type(exc).__name__})",
                 hint="check the network and CLAWBOT_DISCORD_API_BASE",
             ) from None
         except BaseException:
-            await self.stop()
+            await undo()
             raise
-
-    async def _wait_ready(self, gateway: asyncio.Task[None]) -> None:
-        ready = asyncio.ensure_future(self._connected.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {ready, gateway}, timeout=CONNECT_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            ready.cancel()
-        if ready in done:
-            return
-        if gateway in done:
-            gateway.result()  # raises what ended the connection
-            raise ClawbotError("the Discord gateway closed before it was ready")
-        raise TimeoutError
 
     def _gateway_ended(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or not self._accepting:
@@ -379,25 +368,29 @@ class DiscordAdapter(Adapter):
         self._history.new_session(accepting=self._accepting)
 
     async def stop_intake(self) -> None:
-        """Ignore messages from now on; REST stays up so running turns can reply."""
+        """Ignore messages from now on and end this process's gateway session, so that
+        another process may open the shard's (a lost leader lock) and none is left half
+        open; REST stays up so running turns can reply."""
         self._accepting = False
         await self._history.stop()
+        await self._close_gateway()
+
+    async def _close_gateway(self) -> None:
+        """End the gateway session, keep the REST login; ``start`` opens a new one."""
+        receiving, self._connect_task = self._connect_task, None
+        self._connected.clear()
+        await close_session(self._client, receiving, timeout=self._stop_timeout)
 
     async def stop(self) -> None:
         """Stop intake, close the gateway and HTTP sessions; bounded, idempotent."""
         await self.stop_intake()
         self._on_message = None
-        client, task = self._client, self._connect_task
-        self._client = self._connect_task = None
+        client, self._client = self._client, None
         if client is not None:
             try:
                 await asyncio.wait_for(client.close(), timeout=self._stop_timeout)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.warning("discord: closing the connection failed (%s)", type(exc).__name__)
-        if task is not None:
-            if not task.done():
-                task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
         await self._downloads.close()
         self._restore_library_endpoints()
 

@@ -126,7 +126,10 @@ class Adapter(abc.ABC):
 
     async def stop_intake(self) -> None:  # noqa: B027
         """Stop receiving new messages but keep sending, so turns still running at shutdown
-        can deliver their replies; ``stop`` follows. By default intake ends with ``stop``."""
+        can deliver their replies; ``stop`` follows. By default intake ends with ``stop``.
+        Also called when this process loses the lock of its ``exclusive_intake``: another
+        process may hold it already, so the intake's connection must end here (never two),
+        and ``start`` may follow when the lock comes back."""
 
     @property
     def exclusive_intake(self) -> str | None:

@@ -164,6 +164,7 @@ IS_VOICE_MESSAGE = 1 << 13
 @dataclass
 class _Session:
     session_id: str
+    shard: int = 0
     sequence: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
 
@@ -183,6 +184,9 @@ class DiscordStandIn:
         self.deleted: set[str] = set()
         """Ids of messages deleted (kept in ``messages`` as what the bot posted)."""
         self.identify_payloads: list[dict[str, Any]] = []
+        self.session_counts: list[tuple[int, int]] = []
+        """(shard, gateway sessions open on it) after each session opened or closed: see
+        ``open_sessions``."""
         self.resumes: list[dict[str, Any]] = []
         self.typing: list[str] = []
         self.files: dict[str, StoredFile] = {}
@@ -210,10 +214,14 @@ class DiscordStandIn:
         self.reject_formatting = False
         self.sent_changed = asyncio.Event()
         self.connected = asyncio.Event()
+        self.message_content_intent = True
+        """Whether the Message Content intent is enabled for the app in the developer
+        portal: without it Discord closes each IDENTIFY that asks for it with 4014."""
         self._snowflakes = itertools.count(1)
-        self._ws: web.WebSocketResponse | None = None
         self._ws_lock = asyncio.Lock()
         self._all_ws: set[web.WebSocketResponse] = set()
+        self._live: dict[web.WebSocketResponse, _Session] = {}
+        """Connections with an open session (READY or RESUMED said), oldest first."""
         self._session: _Session | None = None
         self._sessions: dict[str, _Session] = {}
         self._runner: web.AppRunner | None = None
@@ -502,43 +510,62 @@ class DiscordStandIn:
     # ---- gateway ---------------------------------------------------------------------------
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Send one DISPATCH to the connected client (and keep it for RESUME replays)."""
+        """Send one DISPATCH to every open session (each keeps it for RESUME replays):
+        Discord sends a shard's events to each session open on it."""
         await asyncio.wait_for(self.connected.wait(), timeout=5.0)
-        session = self._session
-        ws = self._ws
-        assert session is not None and ws is not None
-        await self._send(ws, self._frame(session, event, data))
+        await self.publish(event, data)
 
     async def publish(self, event: str, data: dict[str, Any]) -> bool:
-        """Dispatch to the session connected now, without waiting for one: with none
-        connected, the event is kept for a RESUME of the last session (as Discord does), and a
-        new session (IDENTIFY) never gets it. Whether it went out now."""
-        session, ws = self._session, self._ws
-        if session is None:
+        """Dispatch to the sessions open now, without waiting for one: with none open, the
+        event is kept for a RESUME of the last session (as Discord does), and a new session
+        (IDENTIFY) never gets it. Whether it went out now."""
+        live = list(self._live.items())
+        if not live:
+            if self._session is not None:
+                self._frame(self._session, event, data)
             return False
-        frame = self._frame(session, event, data)
-        if not self.connected.is_set() or ws is None:
-            return False
-        try:
-            await self._send(ws, frame)
-        except ConnectionError:  # the client died mid-write: it is gone with the socket
-            return False
-        return True
+        went_out = False
+        for ws, session in live:
+            try:
+                await self._send(ws, self._frame(session, event, data))
+            except ConnectionError:  # the client died mid-write: it is gone with the socket
+                continue
+            went_out = True
+        return went_out
 
     async def _send(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
         async with self._ws_lock:
             await ws.send_str(json.dumps(frame))
 
+    def open_sessions(self, shard: int = 0) -> int:
+        """The gateway sessions open on ``shard`` now, as Discord counts them: from READY
+        (or RESUMED) until their connection closes, whether or not anyone reads them."""
+        return sum(1 for session in self._live.values() if session.shard == shard)
+
+    def most_open_sessions(self, shard: int = 0, *, since: int = 0) -> int:
+        """The most sessions open at once on ``shard`` from ``session_counts[since]`` on
+        (counting the sessions open then)."""
+        before = [count for at, count in self.session_counts[:since] if at == shard]
+        counts = [count for at, count in self.session_counts[since:] if at == shard]
+        return max([*before[-1:], *counts], default=0)
+
+    def _count_sessions(self, shard: int) -> None:
+        self.session_counts.append((shard, self.open_sessions(shard)))
+
     async def drop_gateway(self, code: int = 4000, *, end_session: bool = False) -> None:
-        """Close the live gateway connection the way a network failure or a restart would;
-        ``end_session`` also makes Discord forget the session, so a RESUME is refused
-        (INVALID_SESSION) and the client has to IDENTIFY anew, missing what came meanwhile."""
-        ws = self._ws
+        """Close every live gateway connection the way a network failure or a restart
+        would; ``end_session`` also makes Discord forget their sessions, so a RESUME is
+        refused (INVALID_SESSION) and the client has to IDENTIFY anew, missing what came
+        meanwhile."""
+        live = list(self._live.items())
+        for ws, session in live:
+            self._live.pop(ws, None)
+            self._count_sessions(session.shard)
+            if end_session:
+                self._sessions.pop(session.session_id, None)
         self.connected.clear()
         self._changed()
-        if end_session and self._session is not None:
-            self._sessions.pop(self._session.session_id, None)
-        if ws is not None:
+        for ws, _session in live:
             await ws.close(code=code)
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
@@ -554,11 +581,21 @@ class DiscordStandIn:
                 await self._on_frame(ws, frame)
         finally:
             self._all_ws.discard(ws)
-            if self._ws is ws:
-                self._ws = None
-                self.connected.clear()
-                self._changed()
+            self._closed(ws)
         return ws
+
+    def _closed(self, ws: web.WebSocketResponse) -> None:
+        """A connection ended: its session is no longer open. A client that closed it with
+        1000 or 1001 ended the session too (Discord forgets it: no RESUME)."""
+        session = self._live.pop(ws, None)
+        if session is None:
+            return
+        if ws.close_code in (1000, 1001):
+            self._sessions.pop(session.session_id, None)
+        self._count_sessions(session.shard)
+        if not self._live:
+            self.connected.clear()
+        self._changed()
 
     async def _on_frame(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
         op = frame.get("op")
@@ -570,12 +607,15 @@ class DiscordStandIn:
             if data.get("token") != self.token:
                 await ws.close(code=4004, message=b"Authentication failed.")
                 return
-            if not data.get("intents", 0) & INTENT_MESSAGE_CONTENT:
+            if not data.get("intents", 0) & INTENT_MESSAGE_CONTENT or not (
+                self.message_content_intent
+            ):
                 # Discord closes with 4014 when a privileged intent is not enabled for the app.
                 await ws.close(code=4014, message=b"Disallowed intent(s).")
                 return
             self.identify_payloads.append(data)
-            session = _Session(session_id=f"sess-{self.snowflake()}")
+            shard = data.get("shard") or [0, 1]
+            session = _Session(session_id=f"sess-{self.snowflake()}", shard=int(shard[0]))
             self._sessions[session.session_id] = session
             ready = {
                 "v": 10,
@@ -613,7 +653,9 @@ class DiscordStandIn:
         replay and RESUMED): as on Discord, what happens meanwhile comes after them, in
         order, on this connection."""
         async with self._ws_lock:
-            self._session, self._ws = session, ws
+            self._session = session
+            self._live[ws] = session
+            self._count_sessions(session.shard)
             self.connected.set()
             for frame in frames:
                 await ws.send_str(json.dumps(frame))
