@@ -70,11 +70,11 @@ def replies(discord: DiscordHarness) -> list[str]:
     return [record.text for record in discord.sent()]
 
 
-async def test_of_two_processes_one_opens_the_discord_gateway_and_the_other_takes_over_a_kill(
-    tmp_path: Path, discord: DiscordHarness, llm: OpenAIStandin, postgres_server: PostgresServer
-) -> None:
-    database = postgres_server.new_database(migrated=True)
-    server = discord.server
+async def leader_and_sender(
+    tmp_path: Path, discord: DiscordHarness, llm: OpenAIStandin, database: str
+) -> tuple[Process, Process]:
+    """Two ``clawbot run`` processes on one database: the first leads the gateway, the
+    second (started once it does) sends only."""
     first = await Process.start(
         bot_environment(tmp_path / "one", discord, llm, database), tmp_path, "discord"
     )
@@ -83,6 +83,15 @@ async def test_of_two_processes_one_opens_the_discord_gateway_and_the_other_take
         bot_environment(tmp_path / "two", discord, llm, database), tmp_path, "discord"
     )
     await second.wait_for_line(f"leads {GATEWAY}; this process sends only")
+    return first, second
+
+
+async def test_of_two_processes_one_opens_the_discord_gateway_and_the_other_takes_over_a_kill(
+    tmp_path: Path, discord: DiscordHarness, llm: OpenAIStandin, postgres_server: PostgresServer
+) -> None:
+    database = postgres_server.new_database(migrated=True)
+    server = discord.server
+    first, second = await leader_and_sender(tmp_path, discord, llm, database)
     sessions_while_both_ran = len(server.identify_payloads)
 
     first.kill()
@@ -205,14 +214,7 @@ async def test_once_the_other_process_took_over_a_lost_lock_one_gateway_session_
     other process, not the leader itself, takes the lock; the leader, thawed, finds its
     lock lost and must close its session: Discord would otherwise send every event to both."""
     server = discord.server
-    first = await Process.start(
-        bot_environment(tmp_path / "one", discord, llm, database), tmp_path, "discord"
-    )
-    await first.wait_for_line(f"discord: this process leads {GATEWAY}")
-    second = await Process.start(
-        bot_environment(tmp_path / "two", discord, llm, database), tmp_path, "discord"
-    )
-    await second.wait_for_line(f"leads {GATEWAY}; this process sends only")
+    first, second = await leader_and_sender(tmp_path, discord, llm, database)
 
     os.kill(first.process.pid, signal.SIGSTOP)
     try:
