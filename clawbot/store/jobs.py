@@ -30,6 +30,7 @@ from clawbot.store.rows import (
     INSERT_JOB,
     INSERT_MESSAGE,
     JobRow,
+    MessageRow,
     answer_of,
     blocks,
     mark_replied,
@@ -155,7 +156,7 @@ class SqlJobs:
                 accepted = self._intakes.accept(intake)
                 if accepted is not None:
                     return accepted
-            return await self._database.grouped(functools.partial(store_intake, intake=intake))
+            return await self._store_intake(intake)
 
         def submit(db: Connection) -> bool:
             if ledger is not None and not first_delivery(db, ledger):
@@ -329,15 +330,36 @@ class SqlJobs:
         ):
             return
         runner = job_id in self._runners
-        owner = self._owner
+        try:
+            await self._store_finish(job_id, rows, status, error, stamp, runner=runner)
+        finally:  # finished, or another process's now (a take-over here adds it again)
+            self._runners.discard(job_id)
 
+    async def _store_intake(self, intake: Intake) -> bool:
+        """Write an accepted message's rows in one transaction; False for a redelivery.
+        (PostgreSQL's store does it in one round trip: ``clawbot.store.postgres.turns``.)"""
+        return await self._database.grouped(functools.partial(store_intake, intake=intake))
+
+    async def _store_finish(
+        self,
+        job_id: str,
+        rows: Sequence[MessageRow],
+        status: JobStatus,
+        error: str | None,
+        stamp: str,
+        *,
+        runner: bool,
+    ) -> None:
+        """Write a turn's end (its rows, its job's close and, for a ``runner``, the jobs
+        merged into it) in one transaction; LeaseLostError, nothing written, when another
+        process took the job over."""
+        owner = self._owner
         answer = answer_of(rows) if status == "done" else None
 
         def finish(db: Connection) -> None:
             # The rows go in first so the job can point at its final answer (found by the
-            # database: no id read back, so on PostgreSQL the rows and this update are one
-            # round trip); a fenced-off finish below raises, and the transaction takes them
-            # back out.
+            # database: no id read back); a fenced-off finish below raises, and the
+            # transaction takes them back out.
             for row in rows:
                 db.execute(INSERT_MESSAGE, row)
             found: tuple[str | int | None, ...] = ()
@@ -358,10 +380,7 @@ class SqlJobs:
                     (status, error, stamp, stamp, job_id),
                 )
 
-        try:
-            await self._database.grouped(finish)
-        finally:  # finished, or another process's now (a take-over here adds it again)
-            self._runners.discard(job_id)
+        await self._database.grouped(finish)
 
     # reads ----------------------------------------------------------------------------
 

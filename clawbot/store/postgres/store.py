@@ -9,6 +9,7 @@ from clawbot.store.postgres.database import PostgresDatabase
 from clawbot.store.postgres.migrate import migrate, schema_version
 from clawbot.store.postgres.owners import PostgresOwners
 from clawbot.store.postgres.search import tsvector_search
+from clawbot.store.postgres.turns import PostgresJobs
 from clawbot.store.postgres.vectors import PgVectors, VectorSupport, support
 from clawbot.store.repositories import Repositories
 
@@ -23,6 +24,9 @@ class PostgresStore(Repositories):
         """Whether semantic recall searches with pgvector (else in each process)."""
         lookup = PgVectors if vectors.version is not None else None
         super().__init__(database, intakes=None, search=tsvector_search, lookup=lookup)
+        self.jobs = PostgresJobs(database, None, owner=self.owner)
+        """The shared jobs repository, a message's intake and a turn's end one round trip
+        each (``clawbot.store.postgres.turns``)."""
         self.owners = PostgresOwners(database, self.owner)
 
     @classmethod

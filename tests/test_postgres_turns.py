@@ -1,0 +1,178 @@
+"""A message's intake and its turn's end on PostgreSQL are one round trip each, COMMIT
+included (clawbot/store/postgres/turns.py), and keep the shared code's promises: a
+redelivery writes nothing, a turn another process took over writes nothing and raises.
+Round trips are counted in libpq's trace, as tests/test_postgres_batching.py does."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from clawbot.errors import LeaseLostError
+from clawbot.messages import TextBlock, TranscriptEntry
+from clawbot.scheduling.jobs import TurnJob
+from clawbot.store import new_id
+from clawbot.store.postgres.store import PostgresStore
+
+from .conftest import STORE_SESSION
+from .postgres_server import PostgresServer
+from .test_postgres_batching import queries_sent
+
+SESSION = STORE_SESSION
+
+
+@pytest.fixture
+async def url(postgres_server: PostgresServer) -> str:
+    return postgres_server.new_database(migrated=True)
+
+
+@pytest.fixture
+async def store(url: str) -> AsyncIterator[PostgresStore]:
+    opened = await PostgresStore.open(url)
+    await opened.sessions.create(SESSION)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def other(url: str, store: PostgresStore) -> AsyncIterator[PostgresStore]:
+    """A second process's store on the same database."""
+    opened = await PostgresStore.open(url)
+    yield opened
+    await opened.close()
+
+
+def said(role: str, text: str, turn_id: str | None = None) -> TranscriptEntry:
+    return TranscriptEntry(role=role, content=(TextBlock(text=text),), turn_id=turn_id)  # type: ignore[arg-type]
+
+
+def running(owner: str) -> TurnJob:
+    return TurnJob(
+        id=new_id("turn"),
+        session_key=SESSION.key,
+        status="running",
+        attempts=1,
+        owner=owner,
+        lease_until=datetime.now(UTC) + timedelta(minutes=5),
+    )
+
+
+def one_round_trip_with_its_commit(sent: list[str]) -> bool:
+    return len(sent) == 1 and sent[0].startswith("BEGIN;") and sent[0].endswith("COMMIT")
+
+
+async def test_a_messages_intake_is_one_round_trip_with_its_commit(store: PostgresStore) -> None:
+    job = running(store.owner)
+
+    with queries_sent(store.database) as sent:
+        taken = await store.jobs.submit(
+            SESSION, job, entry=said("user", "hi", job.id), dedup_id="m1"
+        )
+
+    assert taken
+    assert one_round_trip_with_its_commit(sent)
+    assert [entry.text for entry in await store.transcripts.load(SESSION.key, 0)] == ["hi"]
+    summary = await store.jobs.get(job.id)
+    assert summary is not None and summary.status == "running"
+
+
+async def test_a_redelivery_to_another_process_is_one_round_trip_and_writes_nothing(
+    store: PostgresStore, other: PostgresStore
+) -> None:
+    first = running(store.owner)
+    await store.jobs.submit(SESSION, first, entry=said("user", "hi", first.id), dedup_id="m1")
+    again = running(other.owner)
+    earlier = running(store.owner)  # a reply mark riding on the redelivery: not written
+    await store.jobs.submit(SESSION, earlier, entry=said("user", "before", earlier.id))
+
+    with queries_sent(other.database) as sent:
+        taken = await other.jobs.submit(
+            SESSION, again, entry=said("user", "hi", again.id), dedup_id="m1", replied=[earlier.id]
+        )
+
+    assert not taken
+    assert one_round_trip_with_its_commit(sent)
+    assert await store.transcripts.count(SESSION.key) == 2
+    assert await store.jobs.get(again.id) is None
+    assert [job.id for job in await store.jobs.unreplied()] == []
+    assert {job.id for job in await store.jobs.open()} == {first.id, earlier.id}
+
+
+async def test_a_new_messages_reply_marks_ride_on_its_intake(store: PostgresStore) -> None:
+    earlier = running(store.owner)
+    await store.jobs.submit(SESSION, earlier, entry=said("user", "before", earlier.id))
+    await store.jobs.finish(SESSION, earlier.id, [said("assistant", "done", earlier.id)])
+    assert [job.id for job in await store.jobs.unreplied()] == [earlier.id]
+    job = running(store.owner)
+
+    with queries_sent(store.database) as sent:
+        await store.jobs.submit(
+            SESSION, job, entry=said("user", "hi", job.id), replied=[earlier.id]
+        )
+
+    assert one_round_trip_with_its_commit(sent)
+    assert await store.jobs.unreplied() == []
+
+
+async def test_a_turns_end_is_one_round_trip_with_its_commit(store: PostgresStore) -> None:
+    job = running(store.owner)
+    await store.jobs.submit(SESSION, job, entry=said("user", "hi", job.id))
+    answer = [said("assistant", "thinking", job.id), said("assistant", "Hello!", job.id)]
+
+    with queries_sent(store.database) as sent:
+        await store.jobs.finish(SESSION, job.id, answer)
+
+    assert one_round_trip_with_its_commit(sent)
+    assert await store.jobs.reply_text(job.id) == "Hello!"
+    summary = await store.jobs.get(job.id)
+    assert summary is not None and summary.status == "done"
+
+
+async def test_a_turn_taken_over_by_another_process_ends_in_one_round_trip_writing_nothing(
+    store: PostgresStore,
+) -> None:
+    job = running("elsewhere:1")
+    await store.jobs.submit(SESSION, job, entry=said("user", "hi", job.id))
+
+    with queries_sent(store.database) as sent, pytest.raises(LeaseLostError, match="elsewhere:1"):
+        await store.jobs.finish(SESSION, job.id, [said("assistant", "late", job.id)])
+
+    assert one_round_trip_with_its_commit(sent)
+    assert await store.transcripts.count(SESSION.key) == 1
+    summary = await store.jobs.get(job.id)
+    assert summary is not None and summary.status == "running"
+
+
+async def test_a_take_over_committed_while_the_turn_ends_fences_it_out(
+    store: PostgresStore, url: str
+) -> None:
+    """The fence holds the job's row from its check to the commit: a finish that meets
+    another process's uncommitted take-over waits for it and then writes nothing."""
+    job = running(store.owner)
+    await store.jobs.submit(SESSION, job, entry=said("user", "hi", job.id))
+    with psycopg.connect(url) as taker:
+        taker.execute("UPDATE turn_jobs SET owner = 'elsewhere:2' WHERE id = %s", (job.id,))
+        finishing = asyncio.ensure_future(
+            store.jobs.finish(SESSION, job.id, [said("assistant", "late", job.id)])
+        )
+        waiting = store.database._conn.pgconn.backend_pid  # the store's one connection
+        with psycopg.connect(url, autocommit=True) as watcher:
+            async with asyncio.timeout(30):  # the finish waits for the take-over's lock
+                while not watcher.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
+                    (waiting,),
+                ).fetchone():
+                    await asyncio.sleep(0.01)
+        assert not finishing.done()
+        taker.commit()
+
+        with pytest.raises(LeaseLostError, match="elsewhere:2"):
+            await finishing
+
+    assert await store.transcripts.count(SESSION.key) == 1
+    summary = await store.jobs.get(job.id)
+    assert summary is not None and summary.status == "running"
