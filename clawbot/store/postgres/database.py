@@ -2,12 +2,15 @@
 the repositories' units of work run on it as they run on SQLite, their SQL rewritten by
 ``clawbot.store.postgres.dialect``.
 
-One connection, used by one worker thread, so a unit of work (a plain function of the
-connection, as the repositories write them) runs whole without ever blocking the event loop,
-and operations keep their order. A single statement runs in autocommit (one round trip);
-a unit of work in ``BEGIN``/``COMMIT``, its statements sent together up to each read of a
-result (``clawbot.store.postgres.batching``). The commit is the durability point: nothing is
-journalled in front of it. A connection that broke is opened again for the next operation."""
+One connection. A unit of work (a plain function of the connection, as the repositories
+write them) runs on the connection's one worker thread, so it runs whole without ever
+blocking the event loop, its statements sent together up to each read of a result
+(``clawbot.store.postgres.batching``) in ``BEGIN``/``COMMIT``. A single statement, and a
+transaction written as one statement (:meth:`PostgresDatabase.commit_statement`), is sent
+from the event loop itself (``clawbot.store.postgres.loop``): no hop to the thread and
+back. Operations keep their order either way (one lock, taken in turn). The commit is the
+durability point: nothing is journalled in front of it. A connection that broke is opened
+again for the next operation."""
 
 from __future__ import annotations
 
@@ -22,8 +25,9 @@ from urllib.parse import urlsplit
 import psycopg
 
 from clawbot.errors import StoreError
-from clawbot.store.postgres.batching import Batch, BatchedConnection
+from clawbot.store.postgres.batching import IN_TRANSACTION, Batch, BatchedConnection
 from clawbot.store.postgres.dialect import postgres
+from clawbot.store.postgres.loop import Rows, exchange, failure
 from clawbot.store.riding_rows import RidingRows
 from clawbot.store.sql import Connection
 
@@ -77,6 +81,9 @@ class PostgresDatabase:
         self.where = where(url)
         self._conn = conn
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clawbot-postgres")
+        self._turn = asyncio.Lock()
+        """Held by the operation using the connection: one at a time, in the order asked."""
+        self._rows = Rows(conn)
         self._soon: RidingRows[Callable[[Connection], None]] = RidingRows(
             lambda: self.transaction(_nothing)
         )
@@ -104,24 +111,78 @@ class PostgresDatabase:
     async def _run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run ``fn`` on the connection's thread, after the operations before it; psycopg's
         errors as the store's clear StoreError."""
+        async with self._turn:
+            return await self._on_thread(fn)
+
+    async def _on_thread(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, functools.partial(self._guarded, fn))
 
     def _guarded(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         if self._conn.closed and not self.closed:
             self._conn = connect(self.url)  # it broke: once more, for this operation
+            self._rows = Rows(self._conn)
         try:
             return fn(self._conn)
-        except psycopg.OperationalError as exc:
-            raise StoreError(
+        except psycopg.Error as exc:
+            raise self._refused(exc) from None
+
+    def _refused(self, exc: psycopg.Error) -> StoreError:
+        if isinstance(exc, psycopg.OperationalError):
+            return StoreError(
                 f"lost the PostgreSQL database {self.where}: {_first_line(exc)}",
                 hint="check that the server runs and CLAWBOT_DATABASE_URL names it",
-            ) from None
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"the PostgreSQL database {self.where} refused: {_first_line(exc)}",
-                hint="the server's log says more; `clawbot db status` shows the schema",
-            ) from None
+            )
+        return StoreError(
+            f"the PostgreSQL database {self.where} refused: {_first_line(exc)}",
+            hint="the server's log says more; `clawbot db status` shows the schema",
+        )
+
+    async def _statement(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], int]:
+        """One statement in autocommit, sent from the event loop: its rows and row count."""
+        async with self._turn:
+            conn = self._conn
+            if conn.closed:  # reconnecting blocks: on the thread
+                return await self._on_thread(functools.partial(_execute, sql=sql, params=params))
+            statement = postgres(sql)
+            text = psycopg.ClientCursor(conn).mogrify(statement.sql, tuple(params) or None)
+            try:
+                (result,) = await exchange(conn, text)
+            except psycopg.Error as exc:
+                raise self._refused(exc) from None
+            error = failure(conn, [result])
+            if error is not None:
+                raise self._refused(error)
+            rows = self._rows.of(result)
+            if statement.returns_id:  # the id SQLite's lastrowid gives: nobody reads it here
+                rows = rows[1:]
+            changed = result.command_tuples
+            return rows, changed if changed is not None else -1
+
+    async def commit_statement(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """One statement as a transaction of its own, in one round trip from the event loop
+        (``BEGIN``, the statement, the rows :meth:`soon` holds, ``COMMIT``); its rows, read
+        once it committed. Should the server refuse it, it is rolled back and run again as
+        a unit of work on the thread, which says why or drops a waiting row that failed."""
+        async with self._turn:
+            conn = self._conn
+            if not conn.closed:
+                soon = self._soon.take()
+                batch = Batch(conn)
+                batch.add(sql, params)
+                text = batch.text(riding=soon)
+                try:
+                    results = await exchange(conn, text)
+                except psycopg.Error as exc:
+                    raise self._refused(exc) from None
+                if failure(conn, results) is None:
+                    return self._rows.of(results[1])  # after BEGIN's
+                self._soon.give_back(soon)
+                await self._on_thread(_rolled_back)
+            cursor = await self._on_thread(
+                functools.partial(self._transact, work=lambda db: db.execute(sql, params))
+            )
+            return cursor.fetchall()
 
     async def run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run ``fn`` with the raw psycopg connection (migrations, ``clawbot db``)."""
@@ -132,23 +193,22 @@ class PostgresDatabase:
     async def fetchall(
         self, sql: str, params: Sequence[Any] = (), *, small: bool = False, flush: bool = True
     ) -> list[Any]:
-        return await self._run(
-            lambda conn: PostgresConnection(conn).execute(sql, params).fetchall()
-        )
+        rows, _ = await self._statement(sql, params)
+        return rows
 
     async def fetchone(
         self, sql: str, params: Sequence[Any] = (), *, small: bool = False, flush: bool = True
     ) -> Any:
-        return await self._run(
-            lambda conn: PostgresConnection(conn).execute(sql, params).fetchone()
-        )
+        rows, _ = await self._statement(sql, params)
+        return rows[0] if rows else None
 
     async def read(self, work: Callable[[Connection], T], *, flush: bool = True) -> T:
         return await self._run(lambda conn: work(PostgresConnection(conn)))
 
     async def write(self, sql: str, params: Sequence[Any]) -> int:
         """One statement, atomic on its own: committed in the same round trip."""
-        return await self._run(lambda conn: PostgresConnection(conn).execute(sql, params).rowcount)
+        _, rowcount = await self._statement(sql, params)
+        return rowcount
 
     async def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         await self.transaction(lambda db: db.executemany(sql, rows))
@@ -195,6 +255,22 @@ class PostgresDatabase:
 
 def _nothing(db: Connection) -> None:
     """The work of a transaction that carries only waiting rows."""
+
+
+def _execute(
+    conn: psycopg.Connection[Any], sql: str, params: Sequence[Any]
+) -> tuple[list[Any], int]:
+    """One statement in autocommit on the thread: its rows and row count."""
+    statement = postgres(sql)
+    cursor = conn.execute(statement.sql, tuple(params) or None)
+    rows = cursor.fetchall() if cursor.description else []
+    return (rows[1:] if statement.returns_id else rows), cursor.rowcount
+
+
+def _rolled_back(conn: psycopg.Connection[Any]) -> None:
+    """After a text the server refused midway: its transaction, if still open, rolled back."""
+    if conn.pgconn.transaction_status in IN_TRANSACTION:
+        conn.execute("ROLLBACK")
 
 
 def connect(url: str) -> psycopg.Connection[Any]:

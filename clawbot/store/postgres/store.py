@@ -24,7 +24,7 @@ class PostgresStore(Repositories):
         """Whether semantic recall searches with pgvector (else in each process)."""
         lookup = PgVectors if vectors.version is not None else None
         super().__init__(database, intakes=None, search=tsvector_search, lookup=lookup)
-        self.jobs = PostgresJobs(database, None, owner=self.owner)
+        self.jobs = PostgresJobs(database, owner=self.owner)
         """The shared jobs repository, a message's intake and a turn's end one round trip
         each (``clawbot.store.postgres.turns``)."""
         self.owners = PostgresOwners(database, self.owner)

@@ -18,15 +18,15 @@ and the answer is read back with it. The promises are those of the shared code:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from clawbot.errors import LeaseLostError
 from clawbot.scheduling.jobs import JobStatus
 from clawbot.store.jobs import SqlJobs
 from clawbot.store.journal import Intake
+from clawbot.store.postgres.database import PostgresDatabase
 from clawbot.store.rows import MessageRow, answer_of, marks
-from clawbot.store.sql import Connection, Cursor
 
 _MESSAGE_COLUMNS = (
     "session_key, epoch, role, content_json, provenance_json, meta_json, turn_id, created_at"
@@ -121,10 +121,14 @@ class PostgresJobs(SqlJobs):
     """The shared jobs repository, but for a message's intake and its turn's end: one round
     trip each, ``COMMIT`` included."""
 
+    def __init__(self, database: PostgresDatabase, *, owner: str) -> None:
+        super().__init__(database, None, owner=owner)
+        self._postgres = database
+
     async def _store_intake(self, intake: Intake) -> bool:
         sql, params = intake_statement(intake)
-        written = await self._database.grouped(_unread(sql, params))
-        return bool(written.fetchone()[0])
+        ((jobs,),) = await self._postgres.commit_statement(sql, params)
+        return bool(jobs)
 
     async def _store_finish(
         self,
@@ -139,16 +143,6 @@ class PostgresJobs(SqlJobs):
         sql, params = finish_statement(
             job_id, self._owner, rows, status, error, stamp, runner=runner
         )
-        held, current = (await self._database.grouped(_unread(sql, params))).fetchone()
+        ((held, current),) = await self._postgres.commit_statement(sql, params)
         if not held:
             raise LeaseLostError(f"job {job_id} is now run by {current}")
-
-
-def _unread(sql: str, params: tuple[Any, ...]) -> Callable[[Connection], Cursor]:
-    """A unit of work of one statement whose result it leaves unread, so the statement is
-    sent with the ``COMMIT`` and read once the transaction committed."""
-
-    def unit(db: Connection) -> Cursor:
-        return db.execute(sql, params)
-
-    return unit
