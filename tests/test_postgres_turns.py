@@ -176,3 +176,27 @@ async def test_a_take_over_committed_while_the_turn_ends_fences_it_out(
     assert await store.transcripts.count(SESSION.key) == 1
     summary = await store.jobs.get(job.id)
     assert summary is not None and summary.status == "running"
+
+
+async def test_claiming_a_session_nobody_owns_yet_is_one_round_trip(
+    store: PostgresStore,
+) -> None:
+    with queries_sent(store.database) as sent:
+        claim = await store.owners.claim("m:new")
+
+    assert claim.mine and claim.owner == store.owner
+    assert len(sent) == 1
+
+
+async def test_a_session_a_dead_process_owned_is_taken_over_by_the_next_claim(
+    store: PostgresStore, other: PostgresStore
+) -> None:
+    await other.owners.claim("m:left")  # its process never said it was alive
+
+    claim = await store.owners.claim("m:left")
+    with queries_sent(store.database) as sent:
+        again = await store.owners.claim("m:left")
+
+    assert claim.mine and claim.taken_from == other.owner
+    assert again.mine and again.taken_from is None
+    assert len(sent) == 1  # its own session: one round trip

@@ -81,9 +81,11 @@ class PendingCursor:
 class Batch:
     """The statements of one transaction waiting to be sent, and what was sent so far."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], cursor: psycopg.ClientCursor[Any] | None = None
+    ) -> None:
         self._conn = conn
-        self._cursor = psycopg.ClientCursor(conn)
+        self._cursor = cursor if cursor is not None else psycopg.ClientCursor(conn)
         self._queued: list[str] = []
         self._waiting: list[PendingCursor] = []
         self.begun = False

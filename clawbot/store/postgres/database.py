@@ -84,6 +84,8 @@ class PostgresDatabase:
         self._turn = asyncio.Lock()
         """Held by the operation using the connection: one at a time, in the order asked."""
         self._rows = Rows(conn)
+        self._binder = psycopg.ClientCursor(conn)
+        """Binds values into statements sent from the loop (``mogrify``: no round trip)."""
         self._soon: RidingRows[Callable[[Connection], None]] = RidingRows(
             lambda: self.transaction(_nothing)
         )
@@ -122,6 +124,7 @@ class PostgresDatabase:
         if self._conn.closed and not self.closed:
             self._conn = connect(self.url)  # it broke: once more, for this operation
             self._rows = Rows(self._conn)
+            self._binder = psycopg.ClientCursor(self._conn)
         try:
             return fn(self._conn)
         except psycopg.Error as exc:
@@ -145,7 +148,7 @@ class PostgresDatabase:
             if conn.closed:  # reconnecting blocks: on the thread
                 return await self._on_thread(functools.partial(_execute, sql=sql, params=params))
             statement = postgres(sql)
-            text = psycopg.ClientCursor(conn).mogrify(statement.sql, tuple(params) or None)
+            text = self._binder.mogrify(statement.sql, tuple(params) or None)
             try:
                 (result,) = await exchange(conn, text)
             except psycopg.Error as exc:
@@ -168,7 +171,7 @@ class PostgresDatabase:
             conn = self._conn
             if not conn.closed:
                 soon = self._soon.take()
-                batch = Batch(conn)
+                batch = Batch(conn, self._binder)
                 batch.add(sql, params)
                 text = batch.text(riding=soon)
                 try:

@@ -31,6 +31,14 @@ CHANNEL = "clawbot_sessions"
 
 _ALIVE = "SELECT 1 FROM clawbot_processes p WHERE p.owner = %s AND p.alive_until > now()"
 _RECONNECT = (0.2, 0.5, 1.0, 2.0, 5.0)
+_NEW_OR_OWNER = (
+    "WITH inserted AS (INSERT INTO session_owners (session_key, owner) VALUES (?, ?)"
+    " ON CONFLICT (session_key) DO NOTHING RETURNING owner)"
+    " SELECT owner FROM inserted UNION ALL SELECT owner FROM session_owners WHERE session_key = ?"
+)
+"""A session's owner once this process inserted itself as the owner of a session that had
+none: itself, the owner the row already had, or nothing (another process inserted it while
+this statement ran)."""
 
 
 class PostgresOwners:
@@ -46,6 +54,13 @@ class PostgresOwners:
 
     async def claim(self, session_key: str) -> OwnerClaim:
         me = self._owner
+        # The common cases first, in one round trip: a session nobody owns yet (inserted
+        # now, mine) or one this process owns. Anything else (another process's, or one
+        # inserted by another process while this statement ran) is looked at with its row
+        # locked, below.
+        found = await self._database.fetchone(_NEW_OR_OWNER, (session_key, me, session_key))
+        if found is not None and found[0] == me:
+            return OwnerClaim(owner=me, mine=True)
 
         def claim(conn: psycopg.Connection[Any]) -> OwnerClaim:
             with conn.transaction():
