@@ -6,11 +6,15 @@ Round trips are counted in libpq's trace, as tests/test_postgres_batching.py doe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import re
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+from psycopg import pq
 
 from clawbot.errors import LeaseLostError
 from clawbot.messages import TextBlock, TranscriptEntry
@@ -61,8 +65,11 @@ def running(owner: str) -> TurnJob:
     )
 
 
-def one_round_trip_with_its_commit(sent: list[str]) -> bool:
-    return len(sent) == 1 and sent[0].startswith("BEGIN;") and sent[0].endswith("COMMIT")
+def one_round_trip_with_its_commit(sent: list[str], store: PostgresStore) -> bool:
+    """One round trip (libpq's pipeline: BEGIN, the statement, COMMIT, one Sync), after
+    which the connection is in no transaction: it committed."""
+    idle = store.database._conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+    return sent == ["(extended)"] and idle
 
 
 async def test_a_messages_intake_is_one_round_trip_with_its_commit(store: PostgresStore) -> None:
@@ -74,7 +81,7 @@ async def test_a_messages_intake_is_one_round_trip_with_its_commit(store: Postgr
         )
 
     assert taken
-    assert one_round_trip_with_its_commit(sent)
+    assert one_round_trip_with_its_commit(sent, store)
     assert [entry.text for entry in await store.transcripts.load(SESSION.key, 0)] == ["hi"]
     summary = await store.jobs.get(job.id)
     assert summary is not None and summary.status == "running"
@@ -95,7 +102,7 @@ async def test_a_redelivery_to_another_process_is_one_round_trip_and_writes_noth
         )
 
     assert not taken
-    assert one_round_trip_with_its_commit(sent)
+    assert one_round_trip_with_its_commit(sent, other)
     assert await store.transcripts.count(SESSION.key) == 2
     assert await store.jobs.get(again.id) is None
     assert [job.id for job in await store.jobs.unreplied()] == []
@@ -114,7 +121,7 @@ async def test_a_new_messages_reply_marks_ride_on_its_intake(store: PostgresStor
             SESSION, job, entry=said("user", "hi", job.id), replied=[earlier.id]
         )
 
-    assert one_round_trip_with_its_commit(sent)
+    assert one_round_trip_with_its_commit(sent, store)
     assert await store.jobs.unreplied() == []
 
 
@@ -126,7 +133,7 @@ async def test_a_turns_end_is_one_round_trip_with_its_commit(store: PostgresStor
     with queries_sent(store.database) as sent:
         await store.jobs.finish(SESSION, job.id, answer)
 
-    assert one_round_trip_with_its_commit(sent)
+    assert one_round_trip_with_its_commit(sent, store)
     assert await store.jobs.reply_text(job.id) == "Hello!"
     summary = await store.jobs.get(job.id)
     assert summary is not None and summary.status == "done"
@@ -141,7 +148,7 @@ async def test_a_turn_taken_over_by_another_process_ends_in_one_round_trip_writi
     with queries_sent(store.database) as sent, pytest.raises(LeaseLostError, match="elsewhere:1"):
         await store.jobs.finish(SESSION, job.id, [said("assistant", "late", job.id)])
 
-    assert one_round_trip_with_its_commit(sent)
+    assert one_round_trip_with_its_commit(sent, store)
     assert await store.transcripts.count(SESSION.key) == 1
     summary = await store.jobs.get(job.id)
     assert summary is not None and summary.status == "running"
@@ -200,3 +207,34 @@ async def test_a_session_a_dead_process_owned_is_taken_over_by_the_next_claim(
     assert claim.mine and claim.taken_from == other.owner
     assert again.mine and again.taken_from is None
     assert len(sent) == 1  # its own session: one round trip
+
+
+async def test_a_turns_end_is_planned_once_and_then_only_bound(store: PostgresStore) -> None:
+    """The statement is prepared on the connection at its first use: later turns send its
+    values only (planning it took longer than running it)."""
+    parsed = []
+    for text in ("first", "second"):
+        job = running(store.owner)
+        await store.jobs.submit(SESSION, job, entry=said("user", text, job.id))
+        with prepared_on(store) as names:
+            await store.jobs.finish(SESSION, job.id, [said("assistant", text, job.id)])
+        parsed.append(names)
+
+    assert len(parsed[0]) == 1 and parsed[1] == []
+    assert await store.transcripts.count(SESSION.key) == 4
+
+
+@contextmanager
+def prepared_on(store: PostgresStore) -> Iterator[list[str]]:
+    """The names of the statements prepared on the store's connection inside the block
+    (the Parse messages of libpq's trace that name one)."""
+    names: list[str] = []
+    with tempfile.TemporaryFile("w+") as trace:
+        connection = store.database._conn
+        connection.pgconn.trace(trace.fileno())
+        try:
+            yield names
+        finally:
+            connection.pgconn.untrace()
+            trace.seek(0)
+            names += re.findall(r'\tF\t\d+\tParse\t "(clawbot_\d+)"', trace.read())

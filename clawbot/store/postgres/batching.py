@@ -159,18 +159,17 @@ class Batch:
                 raise
             log.error("%d rows no caller waited for could not be written: %s", len(riding), exc)
 
-    def text(self, riding: Sequence[Callable[[Connection], None]] = ()) -> str:
-        """The whole transaction as one text, for a sender that reads the results itself
-        (``clawbot.store.postgres.loop``): ``BEGIN``, what is queued, the ``riding`` rows
-        in their savepoint, ``COMMIT``; one result each, in that order."""
-        if riding:
-            self._queued.append(f"SAVEPOINT {RIDING}")
-            for work in riding:
-                work(BatchedConnection(self))
-            self._queued.append(f"RELEASE {RIDING}")
-        statements = ["BEGIN", *self._queued, "COMMIT"]
-        self._queued, self._waiting = [], []
-        return ";\n".join(statements)
+    def riding_statements(self, riding: Sequence[Callable[[Connection], None]]) -> list[str]:
+        """The ``riding`` rows' statements in their savepoint, bound, for a sender that
+        reads the results itself (``clawbot.store.postgres.loop``); none without rows."""
+        if not riding:
+            return []
+        queued, self._queued, self._waiting = self._queued, [f"SAVEPOINT {RIDING}"], []
+        for work in riding:
+            work(BatchedConnection(self))
+        statements = [*self._queued, f"RELEASE {RIDING}"]
+        self._queued = queued
+        return statements
 
     def _without_riding(self) -> bool:
         """After a failed send: undo the riding rows and commit the rest, when the failure

@@ -23,11 +23,19 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg
+from psycopg.adapt import PyFormat, Transformer
 
 from clawbot.errors import StoreError
 from clawbot.store.postgres.batching import IN_TRANSACTION, Batch, BatchedConnection
 from clawbot.store.postgres.dialect import postgres
-from clawbot.store.postgres.loop import Rows, exchange, failure
+from clawbot.store.postgres.loop import (
+    PREPARED_AT_MOST,
+    Prepared,
+    Rows,
+    exchange,
+    failure,
+    transaction,
+)
 from clawbot.store.riding_rows import RidingRows
 from clawbot.store.sql import Connection
 
@@ -86,6 +94,10 @@ class PostgresDatabase:
         self._rows = Rows(conn)
         self._binder = psycopg.ClientCursor(conn)
         """Binds values into statements sent from the loop (``mogrify``: no round trip)."""
+        self._dumper = Transformer.from_context(conn)
+        self._prepared: dict[str, Prepared] = {}
+        """The statements prepared on this connection, by their SQL."""
+        self._named = 0
         self._soon: RidingRows[Callable[[Connection], None]] = RidingRows(
             lambda: self.transaction(_nothing)
         )
@@ -125,6 +137,8 @@ class PostgresDatabase:
             self._conn = connect(self.url)  # it broke: once more, for this operation
             self._rows = Rows(self._conn)
             self._binder = psycopg.ClientCursor(self._conn)
+            self._dumper = Transformer.from_context(self._conn)
+            self._prepared = {}
         try:
             return fn(self._conn)
         except psycopg.Error as exc:
@@ -163,29 +177,43 @@ class PostgresDatabase:
             return rows, changed if changed is not None else -1
 
     async def commit_statement(self, sql: str, params: Sequence[Any]) -> list[Any]:
-        """One statement as a transaction of its own, in one round trip from the event loop
-        (``BEGIN``, the statement, the rows :meth:`soon` holds, ``COMMIT``); its rows, read
-        once it committed. Should the server refuse it, it is rolled back and run again as
-        a unit of work on the thread, which says why or drops a waiting row that failed."""
+        """One statement (PostgreSQL's SQL, ``?`` placeholders) as a transaction of its own,
+        in one round trip from the event loop: ``BEGIN``, the statement (prepared on this
+        connection at its first use), the rows :meth:`soon` holds, ``COMMIT``; its rows,
+        read once it committed. Should the server refuse it, it is rolled back and run
+        again as a unit of work on the thread, which says why or drops a waiting row that
+        failed."""
         async with self._turn:
             conn = self._conn
             if not conn.closed:
                 soon = self._soon.take()
-                batch = Batch(conn, self._binder)
-                batch.add(sql, params)
-                text = batch.text(riding=soon)
+                statement = self._prepared_statement(sql)
+                riding = Batch(conn, self._binder).riding_statements(soon)
+                values = self._dumper.dump_sequence(params, [PyFormat.TEXT] * len(params))
+                first = 1 if statement.ready else 2  # after BEGIN's result (and PREPARE's)
                 try:
-                    results = await exchange(conn, text)
+                    results = await transaction(conn, statement, values, riding)
                 except psycopg.Error as exc:
                     raise self._refused(exc) from None
                 if failure(conn, results) is None:
-                    return self._rows.of(results[1])  # after BEGIN's
+                    statement.ready = True
+                    return self._rows.of(results[first])
                 self._soon.give_back(soon)
+                self._prepared.pop(sql, None)  # prepared or not: never used again
                 await self._on_thread(_rolled_back)
             cursor = await self._on_thread(
                 functools.partial(self._transact, work=lambda db: db.execute(sql, params))
             )
             return cursor.fetchall()
+
+    def _prepared_statement(self, sql: str) -> Prepared:
+        found = self._prepared.get(sql)
+        if found is None:
+            if len(self._prepared) >= PREPARED_AT_MOST:
+                self._prepared.clear()  # still on the server: names are never used twice
+            self._named += 1
+            found = self._prepared[sql] = Prepared(f"clawbot_{self._named}".encode(), sql)
+        return found
 
     async def run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run ``fn`` with the raw psycopg connection (migrations, ``clawbot db``)."""

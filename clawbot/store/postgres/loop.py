@@ -13,14 +13,18 @@ the loop waits for the socket as it waits for any other."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 from psycopg import pq
+from psycopg.abc import Buffer
 from psycopg.adapt import Transformer
 from psycopg.pq.abc import PGresult
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY)
+PREPARED_AT_MOST = 64
+"""Statements prepared on one connection (a turn's end is one per number of rows)."""
 
 
 async def exchange(conn: psycopg.Connection[Any], text: str) -> list[PGresult]:
@@ -42,6 +46,77 @@ async def exchange(conn: psycopg.Connection[Any], text: str) -> list[PGresult]:
         if result is None:
             return results
         results.append(result)
+
+
+async def transaction(
+    conn: psycopg.Connection[Any],
+    statement: Prepared,
+    values: Sequence[Buffer | None],
+    riding: Sequence[str],
+) -> list[PGresult]:
+    """``BEGIN``, a prepared ``statement`` with its ``values`` (text), the ``riding``
+    statements (values bound on the client) and ``COMMIT``, all sent at once in libpq's
+    pipeline mode: one round trip, and a statement the server planned once, not at every
+    send (a turn's end took 0.16 ms to plan, more than to run). Every result but the
+    pipeline's end, in order; waits on the event loop as :func:`exchange` does."""
+    pgconn = conn.pgconn
+    fd = pgconn.socket
+    pgconn.enter_pipeline_mode()
+    try:
+        pgconn.send_query_params(b"BEGIN", None)
+        if not statement.ready:
+            pgconn.send_prepare(statement.name, statement.query, None)
+        pgconn.send_query_prepared(statement.name, values, None)
+        for text in riding:
+            pgconn.send_query_params(text.encode(), None)
+        pgconn.send_query_params(b"COMMIT", None)
+        pgconn.pipeline_sync()
+        while pgconn.flush():
+            await _ready(fd, writing=True)
+        results: list[PGresult] = []
+        while True:
+            pgconn.consume_input()
+            while pgconn.is_busy():
+                await _ready(fd, writing=False)
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:  # one statement's results end
+                continue
+            if result.status == pq.ExecStatus.PIPELINE_SYNC:
+                return results
+            results.append(result)
+    finally:
+        if pgconn.status == pq.ConnStatus.OK:
+            pgconn.exit_pipeline_mode()
+
+
+class Prepared:
+    """A statement prepared on a connection under ``name`` (``ready`` once the server has
+    it), its ``?`` placeholders numbered as the server's ``$1``, ``$2``..."""
+
+    def __init__(self, name: bytes, sql: str) -> None:
+        self.name = name
+        self.query = _numbered(sql).encode()
+        self.ready = False
+
+
+def _numbered(sql: str) -> str:
+    """``?`` outside quotes as ``$1``, ``$2``..., in order."""
+    out: list[str] = []
+    quote = ""
+    n = 0
+    for char in sql:
+        if quote:
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "?":
+            n += 1
+            out.append(f"${n}")
+            continue
+        out.append(char)
+    return "".join(out)
 
 
 async def _ready(fd: int, *, writing: bool) -> None:
@@ -66,8 +141,11 @@ async def _ready(fd: int, *, writing: bool) -> None:
 
 
 def failure(conn: psycopg.Connection[Any], results: list[PGresult]) -> psycopg.Error | None:
-    """The error the server answered with (the first), as psycopg would raise it; None when
-    every statement ran."""
+    """The error the server answered with, as psycopg would raise it; None when every
+    statement ran."""
+    for result in results:
+        if result.status == pq.ExecStatus.FATAL_ERROR:
+            return psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
     for result in results:
         if result.status not in _OK:
             return psycopg.errors.error_from_result(result, encoding=conn.info.encoding)

@@ -31,9 +31,9 @@ from clawbot.store.rows import MessageRow, answer_of, marks
 _MESSAGE_COLUMNS = (
     "session_key, epoch, role, content_json, provenance_json, meta_json, turn_id, created_at"
 )
-_MESSAGE_VALUES = "?, ?::integer, ?, ?, ?, ?, ?, ?"
-"""One transcript row's values (in a ``SELECT`` or ``VALUES`` list the server cannot tell
-the column types from, so the one that is no text says its own)."""
+_MESSAGE_VALUES = "?::text, ?::integer, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text"
+"""One transcript row's values, each with its type: in a ``SELECT`` or ``VALUES`` list the
+server cannot tell a value's type from the column it goes to."""
 
 _SEEN = (
     "seen AS (INSERT INTO inbound_seen (channel, chat_id, message_id, session_key,"
@@ -46,7 +46,8 @@ _MESSAGE = (
 _JOB = (
     "job AS (INSERT INTO turn_jobs (id, session_key, lane, status, attempts, owner,"
     " lease_until, reply_to, started_at, created_at, updated_at, input_message_id, replied)"
-    " SELECT ?, ?, ?, ?, ?::integer, ?, ?, ?, ?, ?, ?, message.id, 0 FROM message RETURNING 1)"
+    " SELECT ?::text, ?::text, ?::text, ?::text, ?::integer, ?::text, ?::text, ?::text,"
+    " ?::text, ?::text, ?::text, message.id, 0 FROM message RETURNING 1)"
 )
 _MARKS = (
     ", marks AS (UPDATE turn_jobs SET replied = 1 WHERE id IN ({ids}) AND EXISTS (SELECT FROM job))"
