@@ -238,3 +238,17 @@ def prepared_on(store: PostgresStore) -> Iterator[list[str]]:
             connection.pgconn.untrace()
             trace.seek(0)
             names += re.findall(r'\tF\t\d+\tParse\t "(clawbot_\d+)"', trace.read())
+
+
+async def test_what_the_model_sees_of_a_transcript_is_one_read(store: PostgresStore) -> None:
+    job = running(store.owner)
+    await store.jobs.submit(SESSION, job, entry=said("user", "hi", job.id))
+    await store.jobs.finish(SESSION, job.id, [said("assistant", "Hello!", job.id)])
+
+    with queries_sent(store.database) as sent:
+        live = await store.transcripts.live(SESSION.key, SESSION.epoch, limit=10)
+    empty = await store.transcripts.live("m:nobody", 0)
+
+    assert len(sent) == 1
+    assert live.summary is None and [entry.entry.text for entry in live.entries] == ["hi", "Hello!"]
+    assert empty.summary is None and empty.entries == ()
