@@ -32,20 +32,20 @@ async def exchange(conn: psycopg.Connection[Any], text: str) -> list[PGresult]:
     and wait, on the event loop, for every result. The connection must be idle and used by
     nothing else meanwhile. Raises psycopg.OperationalError when the connection is lost."""
     pgconn = conn.pgconn
-    fd = pgconn.socket
     pgconn.send_query(text.encode())
-    while pgconn.flush():  # 1: more to send once the socket takes it
-        await _ready(fd, writing=True)
-    results: list[PGresult] = []
-    while True:
-        pgconn.consume_input()
-        while pgconn.is_busy():
-            await _ready(fd, writing=False)
+    async with _Socket(pgconn.socket) as socket:
+        while pgconn.flush():  # 1: more to send once the socket takes it
+            await socket.writable()
+        results: list[PGresult] = []
+        while True:
             pgconn.consume_input()
-        result = pgconn.get_result()
-        if result is None:
-            return results
-        results.append(result)
+            while pgconn.is_busy():
+                await socket.readable()
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:
+                return results
+            results.append(result)
 
 
 async def transaction(
@@ -71,20 +71,21 @@ async def transaction(
             pgconn.send_query_params(text.encode(), None)
         pgconn.send_query_params(b"COMMIT", None)
         pgconn.pipeline_sync()
-        while pgconn.flush():
-            await _ready(fd, writing=True)
-        results: list[PGresult] = []
-        while True:
-            pgconn.consume_input()
-            while pgconn.is_busy():
-                await _ready(fd, writing=False)
+        async with _Socket(fd) as socket:
+            while pgconn.flush():
+                await socket.writable()
+            results: list[PGresult] = []
+            while True:
                 pgconn.consume_input()
-            result = pgconn.get_result()
-            if result is None:  # one statement's results end
-                continue
-            if result.status == pq.ExecStatus.PIPELINE_SYNC:
-                return results
-            results.append(result)
+                while pgconn.is_busy():
+                    await socket.readable()
+                    pgconn.consume_input()
+                result = pgconn.get_result()
+                if result is None:  # one statement's results end
+                    continue
+                if result.status == pq.ExecStatus.PIPELINE_SYNC:
+                    return results
+                results.append(result)
     finally:
         if pgconn.status == pq.ConnStatus.OK:
             pgconn.exit_pipeline_mode()
@@ -119,25 +120,50 @@ def _numbered(sql: str) -> str:
     return "".join(out)
 
 
-async def _ready(fd: int, *, writing: bool) -> None:
-    loop = asyncio.get_running_loop()
-    ready = loop.create_future()
+class _Socket:
+    """The connection's socket watched by the event loop for one exchange: registered
+    once, however many times the exchange waits for it (each registration is a system
+    call and the loop's bookkeeping)."""
 
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
+    def __init__(self, fd: int) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._fd = fd
+        self._waiting: asyncio.Future[None] | None = None
+        self._reading = self._writing = False
 
-    if writing:
-        loop.add_writer(fd, wake)
-    else:
-        loop.add_reader(fd, wake)
-    try:
-        await ready
-    finally:
-        if writing:
-            loop.remove_writer(fd)
-        else:
-            loop.remove_reader(fd)
+    async def __aenter__(self) -> _Socket:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._reading:
+            self._loop.remove_reader(self._fd)
+        if self._writing:
+            self._loop.remove_writer(self._fd)
+
+    def _wake(self) -> None:
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.set_result(None)
+
+    async def readable(self) -> None:
+        if not self._reading:
+            self._loop.add_reader(self._fd, self._wake)
+            self._reading = True
+        await self._wait()
+
+    async def writable(self) -> None:
+        if not self._writing:
+            self._loop.add_writer(self._fd, self._wake)
+            self._writing = True
+        await self._wait()
+        self._loop.remove_writer(self._fd)  # writable nearly always: not kept
+        self._writing = False
+
+    async def _wait(self) -> None:
+        self._waiting = self._loop.create_future()
+        try:
+            await self._waiting
+        finally:
+            self._waiting = None
 
 
 def failure(conn: psycopg.Connection[Any], results: list[PGresult]) -> psycopg.Error | None:
