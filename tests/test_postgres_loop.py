@@ -15,6 +15,7 @@ from clawbot.errors import StoreError
 from clawbot.store.postgres.database import PostgresDatabase
 from clawbot.store.sql import Connection
 from tests.postgres_server import PostgresServer
+from tests.test_postgres_batching import queries_sent
 
 TABLE = "CREATE TABLE messages (id BIGSERIAL PRIMARY KEY, body TEXT UNIQUE, n BIGINT)"
 
@@ -128,3 +129,15 @@ async def test_a_lost_connection_is_a_store_error_and_the_next_operation_connect
         await database.fetchall("SELECT body FROM messages")
 
     assert await bodies(database) == ["kept"]
+
+
+async def test_a_waiting_row_rides_on_a_one_statement_transaction_in_its_round_trip(
+    database: PostgresDatabase,
+) -> None:
+    database.soon(usage_row)
+
+    with queries_sent(database) as sent:
+        await database.commit_statement("INSERT INTO messages (body) VALUES (?)", ("reply",))
+
+    assert sent == ["(extended)"]  # BEGIN, the statement, the row's savepoint, COMMIT
+    assert await bodies(database) == ["reply", "usage"]

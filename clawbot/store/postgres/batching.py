@@ -159,18 +159,6 @@ class Batch:
                 raise
             log.error("%d rows no caller waited for could not be written: %s", len(riding), exc)
 
-    def riding_statements(self, riding: Sequence[Callable[[Connection], None]]) -> list[str]:
-        """The ``riding`` rows' statements in their savepoint, bound, for a sender that
-        reads the results itself (``clawbot.store.postgres.loop``); none without rows."""
-        if not riding:
-            return []
-        queued, self._queued, self._waiting = self._queued, [f"SAVEPOINT {RIDING}"], []
-        for work in riding:
-            work(BatchedConnection(self))
-        statements = [*self._queued, f"RELEASE {RIDING}"]
-        self._queued = queued
-        return statements
-
     def _without_riding(self) -> bool:
         """After a failed send: undo the riding rows and commit the rest, when the failure
         was theirs (their savepoint exists only if every statement before it ran)."""
@@ -201,3 +189,32 @@ class BatchedConnection:
 
     def executemany(self, sql: str, parameters: Sequence[Sequence[Any]], /) -> PendingCursor:
         return self._batch.add_many(sql, parameters)
+
+
+class Collected:
+    """A :class:`~clawbot.store.sql.Connection` that only collects the statements given it
+    (PostgreSQL's dialect, with their values), for rows no caller waits for, which read
+    nothing back: sent later, prepared (``clawbot.store.postgres.loop``)."""
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, Sequence[Any]]] = []
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> PendingCursor:
+        self.statements.append((postgres(sql).sql, tuple(parameters)))
+        return _UNREAD
+
+    def executemany(self, sql: str, parameters: Sequence[Sequence[Any]], /) -> PendingCursor:
+        statement = postgres(sql, many=True).sql
+        self.statements += [(statement, tuple(row)) for row in parameters]
+        return _UNREAD
+
+
+class _Unread(PendingCursor):
+    """What a collected statement gives back: nothing is read from it."""
+
+    def __init__(self) -> None:
+        super().__init__(batch=None, returns_id=False)  # type: ignore[arg-type]
+        self.settled = True
+
+
+_UNREAD = _Unread()

@@ -26,12 +26,19 @@ import psycopg
 from psycopg.adapt import PyFormat, Transformer
 
 from clawbot.errors import StoreError
-from clawbot.store.postgres.batching import IN_TRANSACTION, Batch, BatchedConnection
+from clawbot.store.postgres.batching import (
+    IN_TRANSACTION,
+    RIDING,
+    Batch,
+    BatchedConnection,
+    Collected,
+)
 from clawbot.store.postgres.dialect import postgres
 from clawbot.store.postgres.loop import (
     PREPARED_AT_MOST,
     Prepared,
     Rows,
+    Step,
     exchange,
     failure,
     transaction,
@@ -187,33 +194,49 @@ class PostgresDatabase:
             conn = self._conn
             if not conn.closed:
                 soon = self._soon.take()
-                statement = self._prepared_statement(sql)
-                riding = Batch(conn, self._binder).riding_statements(soon)
-                values = self._dumper.dump_sequence(params, [PyFormat.TEXT] * len(params))
-                first = 1 if statement.ready else 2  # after BEGIN's result (and PREPARE's)
+                steps = [self._step(postgres(sql).sql, params)]
+                if soon:  # in a savepoint of their own, as on the thread (batching)
+                    riding = Collected()
+                    for work in soon:
+                        work(riding)
+                    steps += [
+                        Step(f"SAVEPOINT {RIDING}".encode()),
+                        *(self._step(*statement) for statement in riding.statements),
+                        Step(f"RELEASE {RIDING}".encode()),
+                    ]
+                main = steps[0].statement
+                assert isinstance(main, Prepared)
+                first = 1 if main.ready else 2  # after BEGIN's result (and PREPARE's)
                 try:
-                    results = await transaction(conn, statement, values, riding)
+                    results = await transaction(conn, steps)
                 except psycopg.Error as exc:
                     raise self._refused(exc) from None
+                prepared = [step.statement for step in steps]
                 if failure(conn, results) is None:
-                    statement.ready = True
+                    for statement in prepared:
+                        if isinstance(statement, Prepared):
+                            statement.ready = True
                     return self._rows.of(results[first])
                 self._soon.give_back(soon)
-                self._prepared.pop(sql, None)  # prepared or not: never used again
+                for statement in prepared:  # prepared or not: never used again
+                    if isinstance(statement, Prepared):
+                        self._prepared.pop(statement.sql, None)
                 await self._on_thread(_rolled_back)
             cursor = await self._on_thread(
                 functools.partial(self._transact, work=lambda db: db.execute(sql, params))
             )
             return cursor.fetchall()
 
-    def _prepared_statement(self, sql: str) -> Prepared:
+    def _step(self, sql: str, params: Sequence[Any]) -> Step:
+        """``sql`` (psycopg's format), prepared on this connection at its first use, with
+        ``params`` as text."""
         found = self._prepared.get(sql)
         if found is None:
             if len(self._prepared) >= PREPARED_AT_MOST:
                 self._prepared.clear()  # still on the server: names are never used twice
             self._named += 1
             found = self._prepared[sql] = Prepared(f"clawbot_{self._named}".encode(), sql)
-        return found
+        return Step(found, self._dumper.dump_sequence(params, [PyFormat.TEXT] * len(params)))
 
     async def run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run ``fn`` with the raw psycopg connection (migrations, ``clawbot db``)."""

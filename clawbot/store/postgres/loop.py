@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import pq
@@ -48,27 +48,32 @@ async def exchange(conn: psycopg.Connection[Any], text: str) -> list[PGresult]:
             results.append(result)
 
 
-async def transaction(
-    conn: psycopg.Connection[Any],
-    statement: Prepared,
-    values: Sequence[Buffer | None],
-    riding: Sequence[str],
-) -> list[PGresult]:
-    """``BEGIN``, a prepared ``statement`` with its ``values`` (text), the ``riding``
-    statements (values bound on the client) and ``COMMIT``, all sent at once in libpq's
-    pipeline mode: one round trip, and a statement the server planned once, not at every
-    send (a turn's end took 0.16 ms to plan, more than to run). Every result but the
-    pipeline's end, in order; waits on the event loop as :func:`exchange` does."""
+class Step(NamedTuple):
+    """One statement of a transaction sent by :func:`transaction`: a prepared statement
+    with its values (text), or a command with none (``SAVEPOINT``...)."""
+
+    statement: Prepared | bytes
+    values: Sequence[Buffer | None] = ()
+
+
+async def transaction(conn: psycopg.Connection[Any], steps: Sequence[Step]) -> list[PGresult]:
+    """``BEGIN``, the ``steps`` and ``COMMIT``, all sent at once in libpq's pipeline mode:
+    one round trip, and statements the server planned once, at their first use, not at
+    every send (a turn's end took 0.16 ms to plan, more than to run). Every result but the
+    pipeline's end, in order (a statement prepared now adds its own before its result);
+    waits on the event loop as :func:`exchange` does."""
     pgconn = conn.pgconn
     fd = pgconn.socket
     pgconn.enter_pipeline_mode()
     try:
         pgconn.send_query_params(b"BEGIN", None)
-        if not statement.ready:
-            pgconn.send_prepare(statement.name, statement.query, None)
-        pgconn.send_query_prepared(statement.name, values, None)
-        for text in riding:
-            pgconn.send_query_params(text.encode(), None)
+        for statement, values in steps:
+            if isinstance(statement, bytes):
+                pgconn.send_query_params(statement, None)
+                continue
+            if not statement.ready:
+                pgconn.send_prepare(statement.name, statement.query, None)
+            pgconn.send_query_prepared(statement.name, values, None)
         pgconn.send_query_params(b"COMMIT", None)
         pgconn.pipeline_sync()
         async with _Socket(fd) as socket:
@@ -92,32 +97,29 @@ async def transaction(
 
 
 class Prepared:
-    """A statement prepared on a connection under ``name`` (``ready`` once the server has
-    it), its ``?`` placeholders numbered as the server's ``$1``, ``$2``..."""
+    """A statement (in psycopg's format: ``%s`` placeholders, ``%%`` for ``%``) prepared
+    on a connection under ``name`` (``ready`` once the server has it), its placeholders
+    numbered as the server's ``$1``, ``$2``..."""
 
     def __init__(self, name: bytes, sql: str) -> None:
         self.name = name
+        self.sql = sql
         self.query = _numbered(sql).encode()
         self.ready = False
 
 
 def _numbered(sql: str) -> str:
-    """``?`` outside quotes as ``$1``, ``$2``..., in order."""
-    out: list[str] = []
-    quote = ""
-    n = 0
-    for char in sql:
-        if quote:
-            if char == quote:
-                quote = ""
-        elif char in "'\"":
-            quote = char
-        elif char == "?":
-            n += 1
-            out.append(f"${n}")
-            continue
-        out.append(char)
-    return "".join(out)
+    """psycopg's ``%s`` as ``$1``, ``$2``..., in order, and ``%%`` as ``%``."""
+    parts = sql.split("%%")
+    count = 0
+    for index, part in enumerate(parts):
+        pieces = part.split("%s")
+        numbered = [pieces[0]]
+        for piece in pieces[1:]:
+            count += 1
+            numbered.append(f"${count}{piece}")
+        parts[index] = "".join(numbered)
+    return "%".join(parts)
 
 
 class _Socket:
