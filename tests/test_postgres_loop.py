@@ -141,3 +141,19 @@ async def test_a_waiting_row_rides_on_a_one_statement_transaction_in_its_round_t
 
     assert sent == ["(extended)"]  # BEGIN, the statement, the row's savepoint, COMMIT
     assert await bodies(database) == ["reply", "usage"]
+
+
+async def test_a_lone_statement_the_server_refuses_writes_nothing_of_it(
+    database: PostgresDatabase,
+) -> None:
+    await database.write("INSERT INTO messages (body) VALUES (?)", ("taken",))
+
+    with pytest.raises(StoreError, match="refused: duplicate key"):
+        await database.commit_statement(
+            "WITH first AS (INSERT INTO messages (body) VALUES ('new'))"
+            " INSERT INTO messages (body) VALUES (?)",
+            ("taken",),
+        )
+
+    assert await bodies(database) == ["taken"]
+    assert await database.commit_statement("SELECT count(*) FROM messages", ()) == [(1,)]

@@ -206,7 +206,8 @@ class PostgresDatabase:
                     ]
                 main = steps[0].statement
                 assert isinstance(main, Prepared)
-                first = 1 if main.ready else 2  # after BEGIN's result (and PREPARE's)
+                # its result comes after BEGIN's (with more than one step) and PREPARE's
+                first = (1 if len(steps) > 1 else 0) + (0 if main.ready else 1)
                 try:
                     results = await transaction(conn, steps)
                 except psycopg.Error as exc:
