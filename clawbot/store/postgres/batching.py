@@ -6,8 +6,9 @@ statement, the ``BEGIN`` and the ``COMMIT`` is a round trip to the server, and h
 trip costs more than the statement (about 250 us inside the running bot against 30 to 70 us
 of execution; docs/postgres.md). So the statements are queued, their parameters bound on
 the client (psycopg's own quoting, ``ClientCursor.mogrify``), and sent together, ``BEGIN``
-first, when a result is first read or at the commit, which rides with the last of them: a
-message's intake and a turn's end are two round trips each (they were six and four).
+first, when a result is first read or at the commit, which rides with the last of them.
+(A message's intake and a turn's end, which read a row count midway here, are one statement
+each in PostgreSQL's store: ``clawbot.store.postgres.turns``.)
 
 What changes for a unit of work is only *when* a statement runs: in order, before any
 result is read and before the commit. An error in one (a violated constraint) is raised
