@@ -157,3 +157,79 @@ async def test_a_lone_statement_the_server_refuses_writes_nothing_of_it(
 
     assert await bodies(database) == ["taken"]
     assert await database.commit_statement("SELECT count(*) FROM messages", ()) == [(1,)]
+
+
+async def running_on_the_server(url: str, fragment: str) -> None:
+    """Until a statement containing ``fragment`` runs on the server (seen from another
+    connection), polled: the server is another process."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as watcher:
+        async with asyncio.timeout(10):
+            while True:
+                cursor = await watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE state = 'active' AND query LIKE %s AND pid <> pg_backend_pid()",
+                    (f"%{fragment}%",),
+                )
+                row = await cursor.fetchone()
+                if row is not None and row[0]:
+                    return
+                await asyncio.sleep(0.01)
+
+
+async def test_a_read_its_caller_stopped_waiting_for_leaves_the_connection_to_the_next(
+    database: PostgresDatabase, url: str
+) -> None:
+    slow = asyncio.ensure_future(database.fetchall("SELECT 41 FROM pg_sleep(0.3)"))
+    await running_on_the_server(url, "pg_sleep(0.3)")
+    slow.cancel()
+
+    after = await database.fetchone("SELECT 42")
+
+    assert slow.cancelled()
+    assert after == (42,)
+
+
+async def test_a_transaction_its_caller_stopped_waiting_for_commits_whole_and_in_order(
+    database: PostgresDatabase, url: str
+) -> None:
+    sql = "INSERT INTO messages (body) SELECT ? FROM pg_sleep(0.3) RETURNING body"
+    slow = asyncio.ensure_future(database.commit_statement(sql, ("first",)))
+    await running_on_the_server(url, "pg_sleep(0.3)")
+    slow.cancel()
+
+    await database.write("INSERT INTO messages (body) VALUES (?)", ("second",))
+
+    assert await bodies(database) == ["first", "second"]
+
+
+async def test_a_unit_of_work_its_caller_stopped_waiting_for_keeps_the_next_out_until_done(
+    database: PostgresDatabase, url: str
+) -> None:
+    def slow_work(db: Connection) -> None:
+        db.execute("INSERT INTO messages (body) VALUES ('first')")
+        db.execute("SELECT pg_sleep(0.3)").fetchall()  # a read midway: sent and waited for
+
+    slow = asyncio.ensure_future(database.transaction(slow_work))
+    await running_on_the_server(url, "pg_sleep(0.3)")
+    slow.cancel()
+
+    await database.write("INSERT INTO messages (body) VALUES (?)", ("second",))
+
+    assert await bodies(database) == ["first", "second"]
+
+
+async def test_statements_prepared_beyond_the_limit_are_freed_on_the_server(
+    database: PostgresDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clawbot.store.postgres import database as module
+
+    monkeypatch.setattr(module, "PREPARED_AT_MOST", 3)
+    for n in range(10):  # ten different statements: each prepared at its first use
+        await database.commit_statement(
+            f"INSERT INTO messages (body, n) VALUES (?, {n}) RETURNING n", (f"m{n}",)
+        )
+
+    (held,) = await database.fetchone("SELECT count(*) FROM pg_prepared_statements")
+
+    assert held <= 3
+    assert len(await bodies(database)) == 10

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -132,8 +132,25 @@ class PostgresDatabase:
     async def _run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run ``fn`` on the connection's thread, after the operations before it; psycopg's
         errors as the store's clear StoreError."""
+        return await self._in_turn(functools.partial(self._on_thread, fn))
+
+    async def _in_turn(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """Run ``operation`` holding the connection (one at a time, in the order asked), to
+        its end even when the caller is cancelled (a stopped turn, a shutdown): a cancelled
+        wait must never leave the connection in the middle of an exchange, its results
+        unread or a pipeline open, nor let the next operation in while the thread still
+        works on it. The caller stops waiting at once; what it asked for completes, or
+        fails, unseen, as a unit of work on the thread always did."""
+        done = asyncio.ensure_future(self._holding(operation))
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            done.add_done_callback(_unseen)
+            raise
+
+    async def _holding(self, operation: Callable[[], Awaitable[T]]) -> T:
         async with self._turn:
-            return await self._on_thread(fn)
+            return await operation()
 
     async def _on_thread(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -164,24 +181,26 @@ class PostgresDatabase:
 
     async def _statement(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], int]:
         """One statement in autocommit, sent from the event loop: its rows and row count."""
-        async with self._turn:
-            conn = self._conn
-            if conn.closed:  # reconnecting blocks: on the thread
-                return await self._on_thread(functools.partial(_execute, sql=sql, params=params))
-            statement = postgres(sql)
-            text = self._binder.mogrify(statement.sql, tuple(params) or None)
-            try:
-                (result,) = await exchange(conn, text)
-            except psycopg.Error as exc:
-                raise self._refused(exc) from None
-            error = failure(conn, [result])
-            if error is not None:
-                raise self._refused(error)
-            rows = self._rows.of(result)
-            if statement.returns_id:  # the id SQLite's lastrowid gives: nobody reads it here
-                rows = rows[1:]
-            changed = result.command_tuples
-            return rows, changed if changed is not None else -1
+        return await self._in_turn(functools.partial(self._send_statement, sql, params))
+
+    async def _send_statement(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], int]:
+        conn = self._conn
+        if conn.closed:  # reconnecting blocks: on the thread
+            return await self._on_thread(functools.partial(_execute, sql=sql, params=params))
+        statement = postgres(sql)
+        text = self._binder.mogrify(statement.sql, tuple(params) or None)
+        try:
+            (result,) = await exchange(conn, text)
+        except psycopg.Error as exc:
+            raise self._refused(exc) from None
+        error = failure(conn, [result])
+        if error is not None:
+            raise self._refused(error)
+        rows = self._rows.of(result)
+        if statement.returns_id:  # the id SQLite's lastrowid gives: nobody reads it here
+            rows = rows[1:]
+        changed = result.command_tuples
+        return rows, changed if changed is not None else -1
 
     async def commit_statement(self, sql: str, params: Sequence[Any]) -> list[Any]:
         """One statement (PostgreSQL's SQL, ``?`` placeholders) as a transaction of its own,
@@ -190,54 +209,71 @@ class PostgresDatabase:
         read once it committed. Should the server refuse it, it is rolled back and run
         again as a unit of work on the thread, which says why or drops a waiting row that
         failed."""
-        async with self._turn:
-            conn = self._conn
-            if not conn.closed:
-                soon = self._soon.take()
-                steps = [self._step(postgres(sql).sql, params)]
-                if soon:  # in a savepoint of their own, as on the thread (batching)
-                    riding = Collected()
-                    for work in soon:
-                        work(riding)
-                    steps += [
-                        Step(f"SAVEPOINT {RIDING}".encode()),
-                        *(self._step(*statement) for statement in riding.statements),
-                        Step(f"RELEASE {RIDING}".encode()),
-                    ]
-                main = steps[0].statement
-                assert isinstance(main, Prepared)
-                # its result comes after BEGIN's (with more than one step) and PREPARE's
-                first = (1 if len(steps) > 1 else 0) + (0 if main.ready else 1)
-                try:
-                    results = await transaction(conn, steps)
-                except psycopg.Error as exc:
-                    raise self._refused(exc) from None
-                prepared = [step.statement for step in steps]
-                if failure(conn, results) is None:
-                    for statement in prepared:
-                        if isinstance(statement, Prepared):
-                            statement.ready = True
-                    return self._rows.of(results[first])
-                self._soon.give_back(soon)
-                for statement in prepared:  # prepared or not: never used again
+        return await self._in_turn(functools.partial(self._send_commit, sql, params))
+
+    async def _send_commit(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        conn = self._conn
+        if not conn.closed:
+            if len(self._prepared) >= PREPARED_AT_MOST:
+                await self._forget_prepared(conn)
+            soon = self._soon.take()
+            steps = [self._step(postgres(sql).sql, params)]
+            if soon:  # in a savepoint of their own, as on the thread (batching)
+                riding = Collected()
+                for work in soon:
+                    work(riding)
+                steps += [
+                    Step(f"SAVEPOINT {RIDING}".encode()),
+                    *(self._step(*statement) for statement in riding.statements),
+                    Step(f"RELEASE {RIDING}".encode()),
+                ]
+            main = steps[0].statement
+            assert isinstance(main, Prepared)
+            # its result comes after BEGIN's (with more than one step) and PREPARE's
+            first = (1 if len(steps) > 1 else 0) + (0 if main.ready else 1)
+            try:
+                results = await transaction(conn, steps)
+            except psycopg.Error as exc:
+                raise self._refused(exc) from None
+            prepared = [step.statement for step in steps]
+            if failure(conn, results) is None:
+                for statement in prepared:
                     if isinstance(statement, Prepared):
-                        self._prepared.pop(statement.sql, None)
-                await self._on_thread(_rolled_back)
-            cursor = await self._on_thread(
-                functools.partial(self._transact, work=lambda db: db.execute(sql, params))
-            )
-            return cursor.fetchall()
+                        statement.ready = True
+                return self._rows.of(results[first])
+            self._soon.give_back(soon)
+            for statement in prepared:  # prepared or not: never used again
+                if isinstance(statement, Prepared):
+                    self._prepared.pop(statement.sql, None)
+            await self._on_thread(_rolled_back)
+        cursor = await self._on_thread(
+            functools.partial(self._transact, work=lambda db: db.execute(sql, params))
+        )
+        return cursor.fetchall()
 
     def _step(self, sql: str, params: Sequence[Any]) -> Step:
         """``sql`` (psycopg's format), prepared on this connection at its first use, with
         ``params`` as text."""
         found = self._prepared.get(sql)
         if found is None:
-            if len(self._prepared) >= PREPARED_AT_MOST:
-                self._prepared.clear()  # still on the server: names are never used twice
             self._named += 1
             found = self._prepared[sql] = Prepared(f"clawbot_{self._named}".encode(), sql)
         return Step(found, self._dumper.dump_sequence(params, [PyFormat.TEXT] * len(params)))
+
+    async def _forget_prepared(self, conn: psycopg.Connection[Any]) -> None:
+        """Free the statements this store prepared on the server (one round trip, once in
+        ``PREPARED_AT_MOST`` new ones): a turn's end differs by its number of rows, so a
+        long-running bot would otherwise keep preparing new ones for as long as it runs."""
+        names = [p.name.decode() for p in self._prepared.values() if p.ready]
+        self._prepared.clear()
+        if names:
+            try:
+                results = await exchange(conn, "".join(f"DEALLOCATE {n};" for n in names))
+            except psycopg.Error as exc:
+                raise self._refused(exc) from None
+            error = failure(conn, results)
+            if error is not None:
+                raise self._refused(error)
 
     async def run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run ``fn`` with the raw psycopg connection (migrations, ``clawbot db``)."""
@@ -320,6 +356,12 @@ def _execute(
     cursor = conn.execute(statement.sql, tuple(params) or None)
     rows = cursor.fetchall() if cursor.description else []
     return (rows[1:] if statement.returns_id else rows), cursor.rowcount
+
+
+def _unseen(done: asyncio.Future[Any]) -> None:
+    """An operation its caller stopped waiting for ended: its failure, if any, is logged."""
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("a database operation nobody waited for any more failed: %s", done.exception())
 
 
 def _rolled_back(conn: psycopg.Connection[Any]) -> None:
