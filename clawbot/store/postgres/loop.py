@@ -34,18 +34,11 @@ async def exchange(conn: psycopg.Connection[Any], text: str) -> list[PGresult]:
     pgconn = conn.pgconn
     pgconn.send_query(text.encode())
     async with _Socket(pgconn.socket) as socket:
-        while pgconn.flush():  # 1: more to send once the socket takes it
-            await socket.writable()
+        await socket.sent(pgconn)
         results: list[PGresult] = []
-        while True:
-            pgconn.consume_input()
-            while pgconn.is_busy():
-                await socket.readable()
-                pgconn.consume_input()
-            result = pgconn.get_result()
-            if result is None:
-                return results
+        while (result := await socket.result(pgconn)) is not None:
             results.append(result)
+        return results
 
 
 class Step(NamedTuple):
@@ -82,15 +75,10 @@ async def transaction(conn: psycopg.Connection[Any], steps: Sequence[Step]) -> l
             pgconn.send_query_params(b"COMMIT", None)
         pgconn.pipeline_sync()
         async with _Socket(fd) as socket:
-            while pgconn.flush():
-                await socket.writable()
+            await socket.sent(pgconn)
             results: list[PGresult] = []
             while True:
-                pgconn.consume_input()
-                while pgconn.is_busy():
-                    await socket.readable()
-                    pgconn.consume_input()
-                result = pgconn.get_result()
+                result = await socket.result(pgconn)
                 if result is None:  # one statement's results end
                     continue
                 if result.status == pq.ExecStatus.PIPELINE_SYNC:
@@ -146,6 +134,19 @@ class _Socket:
             self._loop.remove_reader(self._fd)
         if self._writing:
             self._loop.remove_writer(self._fd)
+
+    async def sent(self, pgconn: pq.abc.PGconn) -> None:
+        """Until libpq has handed all it queued to the socket."""
+        while pgconn.flush():  # 1: more to send once the socket takes it
+            await self.writable()
+
+    async def result(self, pgconn: pq.abc.PGconn) -> PGresult | None:
+        """The next result, read as it arrives; None where a statement's results end."""
+        pgconn.consume_input()
+        while pgconn.is_busy():
+            await self.readable()
+            pgconn.consume_input()
+        return pgconn.get_result()
 
     def _wake(self) -> None:
         if self._waiting is not None and not self._waiting.done():
