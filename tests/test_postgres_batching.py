@@ -39,22 +39,33 @@ async def database(postgres_server: PostgresServer) -> AsyncIterator[PostgresDat
 
 
 @contextmanager
+def libpq_trace(connection: psycopg.Connection[Any]) -> Iterator[list[str]]:
+    """libpq's protocol trace of ``connection`` inside the block: its text, once the
+    block ended, as the one item of the list yielded."""
+    text: list[str] = []
+    with tempfile.TemporaryFile("w+") as trace:
+        connection.pgconn.trace(trace.fileno())
+        try:
+            yield text
+        finally:
+            connection.pgconn.untrace()
+            trace.seek(0)
+            text.append(trace.read())
+
+
+@contextmanager
 def queries_sent(db: PostgresDatabase) -> Iterator[list[str]]:
     """What each round trip inside the block sent: a Query message's SQL, or "(extended)"
     for a statement sent with its parameters apart (its Sync ends the round trip)."""
     sent: list[str] = []
-    with tempfile.TemporaryFile("w+") as trace:
-        connection: psycopg.Connection[Any] = db._conn  # the one connection: its trace
-        connection.pgconn.trace(trace.fileno())
-        try:
+    try:
+        with libpq_trace(db._conn) as trace:  # the one connection: its trace
             yield sent
-        finally:
-            connection.pgconn.untrace()
-            trace.seek(0)
-            for entry in ENTRY.split(trace.read()):
-                query = QUERY.match(entry)
-                if query or SYNC.match(entry):
-                    sent.append(query.group(1) if query else "(extended)")
+    finally:
+        for entry in ENTRY.split("".join(trace)):
+            query = QUERY.match(entry)
+            if query or SYNC.match(entry):
+                sent.append(query.group(1) if query else "(extended)")
 
 
 async def bodies(db: PostgresDatabase) -> list[str]:

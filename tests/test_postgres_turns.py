@@ -7,24 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import re
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 from psycopg import pq
 
 from clawbot.errors import LeaseLostError
-from clawbot.messages import TextBlock, TranscriptEntry
-from clawbot.scheduling.jobs import TurnJob
-from clawbot.store import new_id
 from clawbot.store.postgres.store import PostgresStore
 
 from .conftest import STORE_SESSION
 from .postgres_server import PostgresServer
-from .test_postgres_batching import queries_sent
+from .test_postgres_batching import libpq_trace, queries_sent
+from .test_store_backends import running, said
 
 SESSION = STORE_SESSION
 
@@ -48,21 +44,6 @@ async def other(url: str, store: PostgresStore) -> AsyncIterator[PostgresStore]:
     opened = await PostgresStore.open(url)
     yield opened
     await opened.close()
-
-
-def said(role: str, text: str, turn_id: str | None = None) -> TranscriptEntry:
-    return TranscriptEntry(role=role, content=(TextBlock(text=text),), turn_id=turn_id)  # type: ignore[arg-type]
-
-
-def running(owner: str) -> TurnJob:
-    return TurnJob(
-        id=new_id("turn"),
-        session_key=SESSION.key,
-        status="running",
-        attempts=1,
-        owner=owner,
-        lease_until=datetime.now(UTC) + timedelta(minutes=5),
-    )
 
 
 def one_round_trip_with_its_commit(sent: list[str], store: PostgresStore) -> bool:
@@ -229,15 +210,11 @@ def prepared_on(store: PostgresStore) -> Iterator[list[str]]:
     """The names of the statements prepared on the store's connection inside the block
     (the Parse messages of libpq's trace that name one)."""
     names: list[str] = []
-    with tempfile.TemporaryFile("w+") as trace:
-        connection = store.database._conn
-        connection.pgconn.trace(trace.fileno())
-        try:
+    try:
+        with libpq_trace(store.database._conn) as trace:
             yield names
-        finally:
-            connection.pgconn.untrace()
-            trace.seek(0)
-            names += re.findall(r'\tF\t\d+\tParse\t "(clawbot_\d+)"', trace.read())
+    finally:
+        names += re.findall(r'\tF\t\d+\tParse\t "(clawbot_\d+)"', "".join(trace))
 
 
 async def test_what_the_model_sees_of_a_transcript_is_one_read(store: PostgresStore) -> None:

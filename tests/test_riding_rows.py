@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -29,9 +30,9 @@ class Commits:
         self.written += taken
 
 
-async def loop_passes(until: object, passes: int = 200) -> None:
+async def loop_passes(until: Callable[[], object], passes: int = 200) -> None:
     for _ in range(passes):
-        if until():  # type: ignore[operator]
+        if until():
             return
         await asyncio.sleep(0)
 
