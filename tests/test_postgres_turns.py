@@ -9,13 +9,18 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import pq
+from pydantic import SecretStr
 
+from clawbot.app import Clawbot
 from clawbot.errors import LeaseLostError
+from clawbot.settings import Settings
 from clawbot.store.postgres.store import PostgresStore
+from clawbot.testing import MemoryChannel, ScriptedModel
 
 from .conftest import STORE_SESSION
 from .postgres_server import PostgresServer
@@ -229,3 +234,69 @@ async def test_what_the_model_sees_of_a_transcript_is_one_read(store: PostgresSt
     assert len(sent) == 1
     assert live.summary is None and [entry.entry.text for entry in live.entries] == ["hi", "Hello!"]
     assert empty.summary is None and empty.entries == ()
+
+
+async def test_opening_a_new_chats_session_is_one_round_trip(store: PostgresStore) -> None:
+    chat = SESSION.with_changes(key="m:new", chat_id="new")
+    with queries_sent(store.database) as sent:
+        opened = await store.sessions.open(chat)
+    with queries_sent(store.database) as again:
+        reopened = await store.sessions.open(chat)
+
+    assert opened.created and not reopened.created
+    assert reopened.session == chat
+    assert len(sent) == 1 and len(again) == 1
+
+
+async def test_a_session_another_process_creates_meanwhile_is_opened_as_it_stored_it(
+    store: PostgresStore, url: str
+) -> None:
+    """Its insert waits for the other's, which commits after this statement's snapshot
+    was taken: the statement sees neither row, and the session is read once more."""
+    chat = SESSION.with_changes(key="m:raced", chat_id="raced")
+    theirs = chat.with_changes(agent_id="theirs")
+    with psycopg.connect(url) as conn:  # a transaction, left open: the other process
+        conn.execute(
+            "INSERT INTO sessions (key, channel, chat_id, agent_id, deliver, epoch, meta_json,"
+            " created_at, updated_at) VALUES (%s, 'm', 'raced', 'theirs', 1, 0, '{}', '', '')",
+            (chat.key,),
+        )
+        opening = asyncio.ensure_future(store.sessions.open(chat))
+        await waits_for_a_lock(url)
+        conn.commit()
+        opened = await opening
+
+    assert not opened.created and opened.session == theirs
+
+
+async def waits_for_a_lock(url: str) -> None:
+    """Until a statement on ``url``'s database waits for another transaction's lock."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        while not conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        ).fetchone()[0]:  # type: ignore[index]
+            await asyncio.sleep(0.01)  # polls the server: no signal to wait on
+
+
+async def test_a_new_chats_first_message_waits_for_the_server_four_times(
+    tmp_path: Path, url: str, scripted: ScriptedModel
+) -> None:
+    """Its session opened, claimed by this process, the message taken in, the turn ended:
+    the empty transcript of a session made just now is not read back."""
+    settings = Settings(
+        home=tmp_path,
+        model=scripted.model_string,
+        database_url=SecretStr(url),
+        _env_file=None,  # type: ignore[call-arg]
+    )
+    async with await Clawbot.open(settings) as bot:
+        channel = MemoryChannel()
+        bot.connect(channel)
+        store = bot.store
+        assert isinstance(store, PostgresStore)
+        await bot.router.handle(channel.message("hi", chat_id="earlier"))  # the bot started
+        with queries_sent(store.database) as sent:
+            await bot.router.handle(channel.message("hello", chat_id="new"))
+
+    assert channel.texts == ["ok", "ok"]
+    assert len(sent) == 4

@@ -412,3 +412,58 @@ async def test_a_process_whose_claim_lapsed_says_so_and_claims_its_sessions_agai
 
     assert "did not renew its claim in time" in caplog.text
     assert pair.channel(pair.first).texts == ["ok"]
+
+
+def user_texts(request: ModelRequest) -> list[str]:
+    return [str(m["content"]) for m in request.messages if m["role"] == "user"]
+
+
+def expire(pair: Pair, bot: Clawbot) -> None:
+    """``bot``'s claim to be alive runs out (as if it stopped, or paused for too long)."""
+    pair.sql(
+        "UPDATE clawbot_processes SET alive_until = now() - interval '1 s' WHERE owner = %s",
+        bot.store.owner,
+    )
+
+
+async def test_a_session_taken_back_in_a_round_shows_the_model_the_turns_run_elsewhere(
+    pair: Pair, scripted: ScriptedModel
+) -> None:
+    await (await pair.first.router.receive(message("hi"))).wait()
+    expire(pair, pair.first)
+    await pair.second.scheduler.tick()  # takes the session over
+    await (await pair.second.router.receive(message("while you were away"))).wait()
+    expire(pair, pair.second)
+
+    await pair.first.scheduler.tick()  # takes it back from the dead second one
+    await (await pair.first.router.receive(message("and now?"))).wait()
+
+    assert user_texts(scripted.requests[-1]) == ["hi", "while you were away", "and now?"]
+
+
+async def test_a_session_taken_back_by_a_message_shows_the_model_the_turns_run_elsewhere(
+    pair: Pair, scripted: ScriptedModel
+) -> None:
+    await (await pair.first.router.receive(message("hi"))).wait()
+    expire(pair, pair.first)
+    await pair.second.scheduler.tick()
+    await (await pair.second.router.receive(message("while you were away"))).wait()
+    await pair.first.scheduler.tick()  # its claim lapsed: it claims each session again
+    expire(pair, pair.second)
+
+    await (await pair.first.router.receive(message("and now?"))).wait()
+
+    assert user_texts(scripted.requests[-1]) == ["hi", "while you were away", "and now?"]
+
+
+async def test_a_chat_one_process_opened_and_another_ran_is_read_afresh_when_taken_over(
+    pair: Pair, scripted: ScriptedModel
+) -> None:
+    await pair.first.router.receive(message("/help"))  # the session made here, nothing said
+    await (await pair.second.router.receive(message("hi"))).wait()  # the second owns it
+    expire(pair, pair.second)
+
+    await pair.first.scheduler.tick()
+    await (await pair.first.router.receive(message("still there?"))).wait()
+
+    assert user_texts(scripted.requests[-1]) == ["hi", "still there?"]

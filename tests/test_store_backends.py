@@ -176,6 +176,26 @@ async def test_a_sessions_children_are_listed_oldest_first(store: Store) -> None
     assert await store.sessions.owners() == [SESSION.key]
 
 
+async def test_opening_a_new_chats_session_creates_it_once(store: Store) -> None:
+    chat = Session(key="m:new-chat", channel="m", chat_id="new-chat", agent_id="main")
+
+    first = await store.sessions.open(chat)
+    again = await store.sessions.open(chat.with_changes(agent_id="other"))
+
+    assert first.created and first.session == chat
+    assert not again.created and again.session == chat  # what is stored, not what was asked
+    assert await store.sessions.get(chat.key) == chat
+
+
+async def test_opening_a_stored_session_gives_what_is_stored(store: Store) -> None:
+    await store.sessions.save(SESSION.with_changes(agent_id="writer", meta={"k": "v"}))
+
+    opened = await store.sessions.open(SESSION)
+
+    assert not opened.created
+    assert opened.session == SESSION.with_changes(agent_id="writer", meta={"k": "v"})
+
+
 async def test_an_approved_pairing_code_approves_its_sender_once(store: Store) -> None:
     now = datetime.now(UTC)
     request = await store.pairing.request(

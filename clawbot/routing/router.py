@@ -248,12 +248,10 @@ class Router:
 
     async def _load_session(self, message: InboundMessage) -> Session:
         key = session_key_for(message)
-        session = await self.store.sessions.get(key)
-        if session is None:
-            session = await self.store.sessions.create(
-                Session.for_message(message, self.settings.agent)
-            )
-        return self.sessions.setdefault(key, session)
+        opened = await self.store.sessions.open(Session.for_message(message, self.settings.agent))
+        if opened.created:
+            self.runtime.transcripts.started(opened.session)
+        return self.sessions.setdefault(key, opened.session)
 
     async def update_session(self, session: Session, **changes: Any) -> Session:
         # Apply the changes to the freshest copy: a tool holding the turn's snapshot must not

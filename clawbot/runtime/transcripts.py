@@ -166,6 +166,13 @@ class TranscriptCache:
         self._items.put(session.key, transcript)
         return transcript
 
+    def started(self, session: Session) -> None:
+        """``session`` was created just now, so its transcript is empty: cached as such,
+        with no read of the store for its first turn (a round trip on PostgreSQL)."""
+        item = self._items.get(session.key)
+        if item is None or item.epoch != session.epoch:
+            self._items.put(session.key, Transcript(epoch=session.epoch, keep=self._keep))
+
     def forget(self, key: str) -> None:
         self._items.pop(key)
 

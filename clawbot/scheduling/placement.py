@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from clawbot.lru import LRUCache
 from clawbot.messages import INTERNAL_CHANNEL, TranscriptEntry
 from clawbot.routing.sessions import Session
+from clawbot.runtime.transcripts import TranscriptCache
 from clawbot.scheduling.adoption import Adopter
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import TurnJob
@@ -36,7 +37,12 @@ _REMEMBERED = 100_000
 
 
 class Placement:
-    """``stop`` is the scheduler's ``/stop`` for a session this process owns."""
+    """``stop`` is the scheduler's ``/stop`` for a session this process owns.
+
+    A session's cached transcript is forgotten when this process takes the session over
+    from another: that one may have run turns since it was cached (this process created
+    it, or owned it before its own claim lapsed). A session moves to this process only so,
+    and never away from it but by another's take-over."""
 
     def __init__(
         self,
@@ -45,9 +51,11 @@ class Placement:
         store: Store,
         adopter: Adopter,
         stop: Callable[[str], Awaitable[object]],
+        transcripts: TranscriptCache,
     ) -> None:
         self.settings = settings
         self.store = store
+        self._transcripts = transcripts
         self.enabled = store.owners.shared
         self._adopter = adopter
         self._stop = stop
@@ -68,6 +76,7 @@ class Placement:
             return claim.owner
         self._mine.put(session_key, True)
         if claim.taken_from is not None:
+            self._transcripts.forget(session_key)
             log.info(
                 "session %s: took it over from %s, which stopped", session_key, claim.taken_from
             )
@@ -120,6 +129,8 @@ class Placement:
         adoption = await self.store.owners.adopt(lease=self._lease(), startup=startup)
         if adoption.lapsed:
             self._lapsed()
+        for key in adoption.taken:
+            self._transcripts.forget(key)
         await self._adopter.adopt(None)
 
     def _lease(self) -> float:

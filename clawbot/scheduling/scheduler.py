@@ -119,7 +119,11 @@ class Scheduler:
         )
         self._adopter = Adopter(store=store, queues=self._queues, recovery=self._recovery)
         self._placement = Placement(
-            settings=settings, store=store, adopter=self._adopter, stop=self._stop_here
+            settings=settings,
+            store=store,
+            adopter=self._adopter,
+            stop=self._stop_here,
+            transcripts=runtime.transcripts,
         )
         self._housekeeping = Housekeeping(
             settings=settings,

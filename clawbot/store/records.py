@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from clawbot.messages import TranscriptEntry
+from clawbot.routing.sessions import Session
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import JobStatus, Lane
 
@@ -66,6 +67,15 @@ class StoredEntry:
 
     id: int
     entry: TranscriptEntry
+
+
+@dataclass(frozen=True)
+class OpenedSession:
+    """A chat's stored session, and whether it was created just now: a session created now
+    has no transcript yet, so nothing needs reading back for its first turn."""
+
+    session: Session
+    created: bool
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,13 @@ from clawbot.messages import Provenance, TranscriptEntry
 from clawbot.redaction import redactor
 from clawbot.routing.sessions import Session
 from clawbot.store.ledger import first_delivery, ledger_row
-from clawbot.store.records import COMPACTED_META, LiveTranscript, NewCompaction, StoredEntry
+from clawbot.store.records import (
+    COMPACTED_META,
+    LiveTranscript,
+    NewCompaction,
+    OpenedSession,
+    StoredEntry,
+)
 from clawbot.store.rows import INSERT_MESSAGE, blocks, message_row, now
 from clawbot.store.sql import Connection, SqlDatabase
 
@@ -40,31 +46,33 @@ class SqlSessions:
 
     async def create(self, session: Session) -> Session:
         """Insert the session unless it exists; return what is stored."""
-        stamp = now()
-        inserted = await self._database.write(
-            f"INSERT OR IGNORE INTO sessions ({_SESSION_COLUMNS}, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                session.key,
-                session.channel,
-                session.chat_id,
-                session.thread_id,
-                session.chat_type,
-                session.agent_id,
-                session.model_override,
-                int(session.deliver),
-                session.owner_key,
-                session.epoch,
-                json.dumps(session.meta),
-                stamp,
-                stamp,
-            ),
-        )
-        if inserted:
+        if await self._insert(session):
             return session
         stored = await self.get(session.key)
         assert stored is not None
         return stored
+
+    async def open(self, session: Session) -> OpenedSession:
+        """The stored session of ``session.key``, created from ``session`` when there was
+        none, and whether it was created now."""
+        stored = await self.get(session.key)
+        if stored is not None:
+            return OpenedSession(stored, created=False)
+        if await self._insert(session):
+            return OpenedSession(session, created=True)
+        stored = await self.get(session.key)  # created elsewhere this very moment
+        assert stored is not None
+        return OpenedSession(stored, created=False)
+
+    async def _insert(self, session: Session) -> bool:
+        """Insert the session unless its key exists; whether it was inserted."""
+        return bool(
+            await self._database.write(
+                f"INSERT OR IGNORE INTO sessions ({_SESSION_COLUMNS}, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                session_row(session, now()),
+            )
+        )
 
     async def save(self, session: Session) -> None:
         """Persist a session's mutable fields (agent, model override, deliver, epoch, meta)."""
@@ -292,3 +300,22 @@ class SqlTranscripts:
             return True
 
         return await self._database.transaction(write)
+
+
+def session_row(session: Session, stamp: str) -> tuple[Any, ...]:
+    """A Session's ``_SESSION_COLUMNS`` and its ``created_at`` and ``updated_at``."""
+    return (
+        session.key,
+        session.channel,
+        session.chat_id,
+        session.thread_id,
+        session.chat_type,
+        session.agent_id,
+        session.model_override,
+        int(session.deliver),
+        session.owner_key,
+        session.epoch,
+        json.dumps(session.meta),
+        stamp,
+        stamp,
+    )

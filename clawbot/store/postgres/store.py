@@ -9,6 +9,7 @@ from clawbot.store.postgres.database import PostgresDatabase
 from clawbot.store.postgres.migrate import migrate, schema_version
 from clawbot.store.postgres.owners import PostgresOwners
 from clawbot.store.postgres.search import tsvector_search
+from clawbot.store.postgres.sessions import PostgresSessions
 from clawbot.store.postgres.transcripts import PostgresTranscripts
 from clawbot.store.postgres.turns import PostgresJobs
 from clawbot.store.postgres.vectors import PgVectors, VectorSupport, support
@@ -26,9 +27,11 @@ class PostgresStore(Repositories):
         lookup = PgVectors if vectors.version is not None else None
         super().__init__(database, intakes=None, search=tsvector_search, lookup=lookup)
         self.jobs = PostgresJobs(database, owner=self.owner)
-        self.transcripts = PostgresTranscripts(database)
         """The shared jobs repository, a message's intake and a turn's end one round trip
         each (``clawbot.store.postgres.turns``)."""
+        self.sessions = PostgresSessions(database)
+        """The shared sessions repository, a chat's session opened in one round trip."""
+        self.transcripts = PostgresTranscripts(database)
         self.owners = PostgresOwners(database, self.owner)
 
     @classmethod

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from clawbot.messages import TranscriptEntry
 from clawbot.routing.sessions import Session
-from clawbot.store.records import LiveTranscript, NewCompaction, StoredEntry
+from clawbot.store.records import LiveTranscript, NewCompaction, OpenedSession, StoredEntry
 
 
 class Sessions(Protocol):
@@ -18,6 +18,11 @@ class Sessions(Protocol):
 
     async def create(self, session: Session) -> Session:
         """Insert the session unless it exists; return what is stored."""
+        ...
+
+    async def open(self, session: Session) -> OpenedSession:
+        """The stored session of ``session.key``, created from ``session`` when there was
+        none, and whether it was created now (what a chat's message needs first)."""
         ...
 
     async def save(self, session: Session) -> None:
