@@ -7,7 +7,7 @@ home's SQLite file and then on a PostgreSQL server started in a temporary folder
     .venv/bin/python bench/bench_postgres_pipeline.py --sessions 50  # a quicker look
 
 Rounds of the two alternate (``--rounds``, 3), so both see the same machine: a shared VM's
-speed drifts by a factor of two over minutes here. Prints turns per second and p50/p99 turn
+speed drifts by a factor of two over minutes here; each goes first every other round. Prints turns per second and p50/p99 turn
 time of each (the round of median rate), and PostgreSQL's rate over SQLite's, the median of
 the rounds' ratios and each.
 """
@@ -53,15 +53,16 @@ async def main() -> None:
     try:
         with model.installed():
             litellm_module()
-            for _ in range(args.rounds):  # interleaved: both see the same machine
-                with tempfile.TemporaryDirectory() as home:
-                    sqlite.append(await pipeline(Path(home), model, args.sessions, args.turns, 60))
-                with tempfile.TemporaryDirectory() as home:
-                    url = server.new_database()
-                    run = await pipeline(
-                        Path(home), model, args.sessions, args.turns, 60, database_url=url
-                    )
-                    postgres.append(run)
+            for round_ in range(args.rounds):  # interleaved: both see the same machine
+                # Each goes first every other round (ABBA), so neither is always the one
+                # run on a machine the other just warmed, or just loaded.
+                for backend in ("sqlite", "postgres")[:: 1 if round_ % 2 == 0 else -1]:
+                    with tempfile.TemporaryDirectory() as home:
+                        url = server.new_database() if backend == "postgres" else None
+                        run = await pipeline(
+                            Path(home), model, args.sessions, args.turns, 60, database_url=url
+                        )
+                    (postgres if url else sqlite).append(run)
     finally:
         server.stop()
     print(
