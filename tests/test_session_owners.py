@@ -400,10 +400,7 @@ async def test_a_process_whose_claim_lapsed_says_so_and_claims_its_sessions_agai
     pair: Pair, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
 ) -> None:
     await (await pair.first.router.receive(message("hi"))).wait()
-    pair.sql(
-        "UPDATE clawbot_processes SET alive_until = now() - interval '1 s' WHERE owner = %s",
-        pair.first.store.owner,
-    )
+    expire(pair, pair.first)
 
     await pair.second.scheduler.tick()  # takes the first one's session over
     await pair.first.scheduler.tick()
