@@ -233,3 +233,15 @@ async def test_statements_prepared_beyond_the_limit_are_freed_on_the_server(
 
     assert held <= 3
     assert len(await bodies(database)) == 10
+
+
+async def test_a_refused_transactions_statements_are_not_left_prepared_on_the_server(
+    database: PostgresDatabase,
+) -> None:
+    await database.commit_statement("INSERT INTO messages (body) VALUES (?)", ("taken",))
+
+    with pytest.raises(StoreError, match="refused: duplicate key"):
+        await database.commit_statement("INSERT INTO messages (body, n) VALUES (?, 1)", ("taken",))
+
+    held = await database.fetchall("SELECT statement FROM pg_prepared_statements")
+    assert held == [("INSERT INTO messages (body) VALUES ($1) RETURNING id",)]  # the first

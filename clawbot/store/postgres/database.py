@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 from psycopg.adapt import PyFormat, Transformer
+from psycopg.sql import SQL, Identifier
 
 from clawbot.errors import StoreError
 from clawbot.store.postgres.batching import (
@@ -242,10 +243,12 @@ class PostgresDatabase:
                         statement.ready = True
                 return self._rows.of(results[first])
             self._soon.give_back(soon)
+            names = []
             for statement in prepared:  # prepared or not: never used again
                 if isinstance(statement, Prepared):
                     self._prepared.pop(statement.sql, None)
-            await self._on_thread(_rolled_back)
+                    names.append(statement.name.decode())
+            await self._on_thread(functools.partial(_rolled_back, names=names))
         cursor = await self._on_thread(
             functools.partial(self._transact, work=lambda db: db.execute(sql, params))
         )
@@ -364,10 +367,17 @@ def _unseen(done: asyncio.Future[Any]) -> None:
         log.warning("a database operation nobody waited for any more failed: %s", done.exception())
 
 
-def _rolled_back(conn: psycopg.Connection[Any]) -> None:
-    """After a text the server refused midway: its transaction, if still open, rolled back."""
+def _rolled_back(conn: psycopg.Connection[Any], names: Sequence[str]) -> None:
+    """After a text the server refused midway: its transaction, if still open, rolled back,
+    and those of its statements ``names`` that the server prepared before it refused freed
+    (forgotten here, they would stay until the connection closes)."""
     if conn.pgconn.transaction_status in IN_TRANSACTION:
         conn.execute("ROLLBACK")
+    held = conn.execute(
+        "SELECT name FROM pg_prepared_statements WHERE name = ANY(%s)", (list(names),)
+    ).fetchall()
+    for (name,) in held:
+        conn.execute(SQL("DEALLOCATE {}").format(Identifier(name)))
 
 
 def connect(url: str) -> psycopg.Connection[Any]:
