@@ -18,6 +18,11 @@ from tests.postgres_server import PostgresServer
 from tests.test_postgres_batching import queries_sent
 
 TABLE = "CREATE TABLE messages (id BIGSERIAL PRIMARY KEY, body TEXT UNIQUE, n BIGINT)"
+REFUSED_MIDWAY = (
+    "WITH first AS (INSERT INTO messages (body) VALUES ('new'))"
+    " INSERT INTO messages (body) VALUES (?)"
+)
+"""Refused for a body already taken, after it wrote a row of its own ('new')."""
 
 
 @pytest.fixture
@@ -81,11 +86,7 @@ async def test_a_one_statement_transaction_the_server_refuses_writes_nothing(
     database.soon(usage_row)
 
     with pytest.raises(StoreError, match="refused: duplicate key"):
-        await database.commit_statement(
-            "WITH first AS (INSERT INTO messages (body) VALUES ('new'))"
-            " INSERT INTO messages (body) VALUES (?)",
-            ("taken",),
-        )
+        await database.commit_statement(REFUSED_MIDWAY, ("taken",))
     assert await bodies(database) == ["taken"]
     await database.commit_statement("INSERT INTO messages (body) VALUES (?)", ("next",))
 
@@ -149,11 +150,7 @@ async def test_a_lone_statement_the_server_refuses_writes_nothing_of_it(
     await database.write("INSERT INTO messages (body) VALUES (?)", ("taken",))
 
     with pytest.raises(StoreError, match="refused: duplicate key"):
-        await database.commit_statement(
-            "WITH first AS (INSERT INTO messages (body) VALUES ('new'))"
-            " INSERT INTO messages (body) VALUES (?)",
-            ("taken",),
-        )
+        await database.commit_statement(REFUSED_MIDWAY, ("taken",))
 
     assert await bodies(database) == ["taken"]
     assert await database.commit_statement("SELECT count(*) FROM messages", ()) == [(1,)]

@@ -24,13 +24,12 @@ from clawbot.store.backlog import drain_backlog, insert_backlog
 from clawbot.store.intake import PendingIntakes
 from clawbot.store.journal import Intake
 from clawbot.store.ledger import first_delivery, ledger_row, store_intake
-from clawbot.store.records import JobSummary, SessionActivity
+from clawbot.store.records import JobSummary, SessionActivity, TurnEnd
 from clawbot.store.rows import (
     ANSWER_ID,
     INSERT_JOB,
     INSERT_MESSAGE,
     JobRow,
-    MessageRow,
     answer_of,
     blocks,
     mark_replied,
@@ -331,7 +330,7 @@ class SqlJobs:
             return
         runner = job_id in self._runners
         try:
-            await self._store_finish(job_id, rows, status, error, stamp, runner=runner)
+            await self._store_finish(TurnEnd(job_id, rows, status, error, stamp, runner))
         finally:  # finished, or another process's now (a take-over here adds it again)
             self._runners.discard(job_id)
 
@@ -340,27 +339,18 @@ class SqlJobs:
         (PostgreSQL's store does it in one round trip: ``clawbot.store.postgres.turns``.)"""
         return await self._database.grouped(functools.partial(store_intake, intake=intake))
 
-    async def _store_finish(
-        self,
-        job_id: str,
-        rows: Sequence[MessageRow],
-        status: JobStatus,
-        error: str | None,
-        stamp: str,
-        *,
-        runner: bool,
-    ) -> None:
-        """Write a turn's end (its rows, its job's close and, for a ``runner``, the jobs
-        merged into it) in one transaction; LeaseLostError, nothing written, when another
-        process took the job over."""
+    async def _store_finish(self, end: TurnEnd) -> None:
+        """Write a turn's end in one transaction; LeaseLostError, nothing written, when
+        another process took the job over."""
         owner = self._owner
-        answer = answer_of(rows) if status == "done" else None
+        answer = answer_of(end.rows) if end.status == "done" else None
+        closing = (end.status, end.error, end.stamp, end.stamp)
 
         def finish(db: Connection) -> None:
             # The rows go in first so the job can point at its final answer (found by the
             # database: no id read back); a fenced-off finish below raises, and the
             # transaction takes them back out.
-            for row in rows:
+            for row in end.rows:
                 db.execute(INSERT_MESSAGE, row)
             found: tuple[str | int | None, ...] = ()
             reply = "reply_message_id"
@@ -369,15 +359,15 @@ class SqlJobs:
             closed = db.execute(
                 "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?,"
                 f" reply_message_id = {reply} WHERE id = ? AND (owner IS NULL OR owner = ?)",
-                (status, error, stamp, stamp, *found, job_id, owner),
+                (*closing, *found, end.job_id, owner),
             )
             if closed.rowcount != 1:
-                _check_owner(db, job_id, owner)
-            if runner:
+                _check_owner(db, end.job_id, owner)
+            if end.runner:
                 db.execute(
                     "UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?, finished_at = ?,"
                     " replied = 1 WHERE merged_into = ?",
-                    (status, error, stamp, stamp, job_id),
+                    (*closing, end.job_id),
                 )
 
         await self._database.grouped(finish)

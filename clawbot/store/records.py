@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -9,6 +10,7 @@ from clawbot.messages import TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import JobStatus, Lane
+from clawbot.store.rows import MessageRow
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,20 @@ class StoredEntry:
 
     id: int
     entry: TranscriptEntry
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """A turn's end as the store writes it in one transaction: its transcript ``rows``, its
+    job's close (``status``, ``error``, at ``stamp``) and, for a ``runner`` (the process
+    that ran it), the close of the jobs merged into it."""
+
+    job_id: str
+    rows: Sequence[MessageRow]
+    status: JobStatus
+    error: str | None
+    stamp: str
+    runner: bool
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,14 @@ and the answer is read back with it. The promises are those of the shared code:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from clawbot.errors import LeaseLostError
-from clawbot.scheduling.jobs import JobStatus
 from clawbot.store.jobs import SqlJobs
 from clawbot.store.journal import Intake
 from clawbot.store.postgres.database import PostgresDatabase
-from clawbot.store.rows import MessageRow, answer_of, marks
+from clawbot.store.records import TurnEnd
+from clawbot.store.rows import answer_of, marks
 
 _MESSAGE_COLUMNS = (
     "session_key, epoch, role, content_json, provenance_json, meta_json, turn_id, created_at"
@@ -73,48 +72,40 @@ def intake_statement(intake: Intake) -> tuple[str, tuple[Any, ...]]:
     return sql + " SELECT count(*) FROM job", tuple(params)
 
 
-def finish_statement(
-    job_id: str,
-    owner: str,
-    rows: Sequence[MessageRow],
-    status: JobStatus,
-    error: str | None,
-    stamp: str,
-    *,
-    runner: bool,
-) -> tuple[str, tuple[Any, ...]]:
+def finish_statement(end: TurnEnd, owner: str) -> tuple[str, tuple[Any, ...]]:
     """One statement that ends a turn when the fence holds (the job's row, locked, is
-    missing, unowned or ``owner``'s): its ``rows``, its job's close pointing at its answer
-    and, for a ``runner``, the jobs merged into it. It answers whether the fence held and
-    who owns the job."""
+    missing, unowned or ``owner``'s): its rows, its job's close pointing at its answer
+    and, for a runner, the jobs merged into it. It answers whether the fence held and who
+    owns the job."""
     sql = (
         "WITH fenced AS (SELECT owner FROM turn_jobs WHERE id = ? FOR UPDATE),"
         " fence AS (SELECT NOT EXISTS (SELECT FROM fenced WHERE owner <> ?) AS held,"
         " (SELECT owner FROM fenced) AS owner)"
     )
-    params: list[Any] = [job_id, owner]
+    params: list[Any] = [end.job_id, owner]
     reply = "reply_message_id"
-    if rows:
-        values = ", ".join(f"({_MESSAGE_VALUES})" for _ in rows)
+    closing = [end.status, end.error, end.stamp, end.stamp, end.job_id]
+    if end.rows:
+        values = ", ".join(f"({_MESSAGE_VALUES})" for _ in end.rows)
         sql += (
             f", written AS (INSERT INTO messages ({_MESSAGE_COLUMNS}) SELECT * FROM"
             f" (VALUES {values}) AS v WHERE (SELECT held FROM fence) RETURNING id, role)"
         )
-        params += [value for row in rows for value in row]
-        if status == "done" and answer_of(rows) is not None:
+        params += [value for row in end.rows for value in row]
+        if end.status == "done" and answer_of(end.rows) is not None:
             reply = "(SELECT max(id) FROM written WHERE role = 'assistant')"
     sql += (
         ", closed AS (UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?,"
         f" finished_at = ?, reply_message_id = {reply}"
         " WHERE id = ? AND (SELECT held FROM fence))"
     )
-    params += [status, error, stamp, stamp, job_id]
-    if runner:
+    params += closing
+    if end.runner:
         sql += (
             ", merged AS (UPDATE turn_jobs SET status = ?, error = ?, updated_at = ?,"
             " finished_at = ?, replied = 1 WHERE merged_into = ? AND (SELECT held FROM fence))"
         )
-        params += [status, error, stamp, stamp, job_id]
+        params += closing
     return sql + " SELECT held, owner FROM fence", tuple(params)
 
 
@@ -131,19 +122,8 @@ class PostgresJobs(SqlJobs):
         ((jobs,),) = await self._postgres.commit_statement(sql, params)
         return bool(jobs)
 
-    async def _store_finish(
-        self,
-        job_id: str,
-        rows: Sequence[MessageRow],
-        status: JobStatus,
-        error: str | None,
-        stamp: str,
-        *,
-        runner: bool,
-    ) -> None:
-        sql, params = finish_statement(
-            job_id, self._owner, rows, status, error, stamp, runner=runner
-        )
+    async def _store_finish(self, end: TurnEnd) -> None:
+        sql, params = finish_statement(end, self._owner)
         ((held, current),) = await self._postgres.commit_statement(sql, params)
         if not held:
-            raise LeaseLostError(f"job {job_id} is now run by {current}")
+            raise LeaseLostError(f"job {end.job_id} is now run by {current}")
