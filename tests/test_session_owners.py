@@ -20,6 +20,7 @@ import pytest
 from pydantic import SecretStr
 
 from clawbot.app import Clawbot
+from clawbot.cli.chat_intake import ChatIntake
 from clawbot.messages import InboundMessage, TextBlock, TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.scheduling.backlog import BacklogItem
@@ -464,3 +465,17 @@ async def test_a_chat_one_process_opened_and_another_ran_is_read_afresh_when_tak
     await (await pair.first.router.receive(message("still there?"))).wait()
 
     assert user_texts(scripted.requests[-1]) == ["hi", "still there?"]
+
+
+async def test_a_chat_typed_where_another_process_runs_it_says_where_the_answer_appears(
+    pair: Pair, scripted: ScriptedModel
+) -> None:
+    await (await pair.first.router.receive(message("hi"))).wait()
+
+    await ChatIntake(pair.second.router)(message("and again"))
+    await pair.channel(pair.first).shows(lambda channel: len(channel.texts) == 2)
+
+    (notice,) = pair.channel(pair.second).texts
+    assert notice.startswith(f"Another clawbot process ({pair.first.store.owner}) runs this")
+    assert "its answer appears there" in notice
+    assert pair.channel(pair.first).texts == ["ok", "ok"]

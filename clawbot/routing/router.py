@@ -79,6 +79,8 @@ class Handled:
     reply: str | None = None
     delivery: Delivery | None = None
     turn: TurnResult | None = None
+    elsewhere: str | None = None
+    """The other process that runs the session's turns and answers this message there."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class Receipt:
             reply=outcome.reply,
             delivery=outcome.delivery,
             turn=outcome.result,
+            elsewhere=outcome.elsewhere,
         )
 
 
@@ -304,6 +307,10 @@ class Router:
             message, text, session, kind="error" if kind == "error" else "notice", private=private
         )
         return Handled(kind=kind, reply=text, delivery=delivery)
+
+    async def tell(self, message: InboundMessage, text: str) -> None:
+        """Send ``text`` to the chat ``message`` came from, as a notice."""
+        await self._send(message, text, None, kind="notice")
 
     async def _send(
         self,

@@ -107,7 +107,7 @@ class Placement:
             return None
         await self.store.owners.tell(owner, OwnerNotice(kind="work", session_key=session.key))
         future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
-        future.set_result(TurnOutcome(job_id=job.id, status="deferred"))
+        future.set_result(TurnOutcome(job_id=job.id, status="deferred", elsewhere=owner))
         return TurnHandle(job.id, session.key, job.lane, future)
 
     async def stop_elsewhere(self, session_key: str) -> bool:

@@ -18,14 +18,16 @@ OutcomeStatus = Literal["done", "failed", "cancelled", "deferred"]
 
 class TurnOutcome(NamedTuple):
     """How the turn carrying a job ended. ``deferred``: the process is shutting down and the
-    job resumes after the restart (or another process took it over). A named tuple, as
-    :class:`TurnHandle`."""
+    job resumes after the restart, or (``elsewhere``: that process's id) the session's turns
+    run in another process, which took the message over and answers it there. A named
+    tuple, as :class:`TurnHandle`."""
 
     job_id: str
     status: OutcomeStatus
     reply: str | None = None
     delivery: Delivery | None = None
     result: TurnResult | None = None
+    elsewhere: str | None = None
 
 
 class TurnHandle(NamedTuple):
