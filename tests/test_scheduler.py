@@ -11,6 +11,7 @@ import pytest
 
 from clawbot.app import Clawbot
 from clawbot.clock import ManualClock
+from clawbot.errors import StoreError
 from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.runtime.llm import trusted_text
 from clawbot.settings import Settings
@@ -404,6 +405,101 @@ async def test_a_redelivered_message_is_dropped_while_its_session_is_busy(
     assert [(await r.wait()).kind for r in again] == ["duplicate", "duplicate"]
     assert len(scripted.requests) == 2
     assert len(await bot.store.jobs.for_session("memory:chat1")) == 2
+
+
+@pytest.mark.parametrize("chatter", [False, True], ids=["a message", "a group's chatter"])
+async def test_a_message_whose_sender_stops_waiting_midway_is_still_taken_in_whole(
+    bot: Clawbot,
+    channel: MemoryChannel,
+    scripted: ScriptedModel,
+    monkeypatch: pytest.MonkeyPatch,
+    chatter: bool,
+) -> None:
+    """Its sender cancelled while it was being stored (a subagent stopped as it announced,
+    say), a message the database took is queued all the same, and the session's next
+    message, which waited for it, gets its turn: before, the one sat in the database unseen
+    and the other waited for good."""
+    held = {"first": asyncio.Event(), "cut short": asyncio.Event()}
+    writing = {text: asyncio.Event() for text in held}
+
+    def holding(write: Any) -> Any:
+        async def held_back(session: Any, *args: Any, **kwargs: Any) -> Any:
+            item = kwargs.get("item")
+            entry = item.entry if item is not None else kwargs.get("entry") or args[0]
+            if entry.text in held:
+                writing[entry.text].set()
+                await held[entry.text].wait()
+            return await write(session, *args, **kwargs)
+
+        return held_back
+
+    monkeypatch.setattr(bot.store.jobs, "submit", holding(bot.store.jobs.submit))
+    defer = holding(bot.store.backlog.defer_context)
+    monkeypatch.setattr(bot.store.backlog, "defer_context", defer)
+    scripted.add("First done.", "Next done.")
+    first = asyncio.ensure_future(bot.router.receive(channel.message("first")))
+    await writing["first"].wait()
+    cut_short: asyncio.Future[Any]
+    if chatter:  # what a group says without addressing the bot: kept as context
+        said = TranscriptEntry(role="user", content=(TextBlock(text="cut short"),))
+        session = await bot.router.session_for(channel.message("cut short"))
+        cut_short = asyncio.ensure_future(bot.scheduler.add_context(session, said))
+    else:
+        cut_short = asyncio.ensure_future(bot.router.receive(channel.message("cut short")))
+    await writing["cut short"].wait()
+    third = await bot.router.receive(channel.message("third"))
+    held["first"].set()
+    await (await first).wait()
+    cut_short.cancel()
+    held["cut short"].set()
+
+    answered = await asyncio.wait_for(third.wait(), timeout=30)
+
+    assert cut_short.cancelled()
+    assert answered.reply == "Next done."
+    assert channel.texts == ["First done.", "Next done."]
+    seen = [m["content"] for m in scripted.requests[1].messages if m["role"] == "user"]
+    assert "cut short" in seen[-1 if not chatter else -2] and "third" in seen[-1]
+    assert {job.status for job in await bot.store.jobs.for_session("memory:chat1")} == {"done"}
+
+
+async def test_a_message_the_database_refuses_leaves_the_next_one_its_turn(
+    bot: Clawbot, channel: MemoryChannel, scripted: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    submit = bot.store.jobs.submit
+    writing, refuse = asyncio.Event(), asyncio.Event()
+
+    async def refusing(session: Any, job: Any, **kwargs: Any) -> bool:
+        if kwargs["item"] is not None and kwargs["item"].entry.text == "refused":
+            writing.set()
+            await refuse.wait()
+            raise StoreError("disk I/O error")
+        return await submit(session, job, **kwargs)
+
+    monkeypatch.setattr(bot.store.jobs, "submit", refusing)
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def answer(request: ModelRequest) -> str:
+        entered.set()
+        await release.wait()
+        return f"Answered {request.last_user_text.splitlines()[-1]}"
+
+    scripted.function = answer
+    first = await bot.router.receive(channel.message("first"))
+    await entered.wait()
+    refused = asyncio.ensure_future(bot.router.receive(channel.message("refused")))
+    await writing.wait()
+    third = await bot.router.receive(channel.message("third"))
+    release.set()
+    await first.wait()
+    refuse.set()
+    await refused
+
+    answered = await asyncio.wait_for(third.wait(), timeout=30)
+
+    assert answered.reply == "Answered 1. third"
+    assert channel.texts[0] == "Answered first"
+    assert channel.texts[1].startswith("Sorry, that failed: disk I/O error")
 
 
 # /queue and /stop --------------------------------------------------------------------------

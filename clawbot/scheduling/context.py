@@ -27,24 +27,31 @@ class ContextMessages:
         queue = self.queues.queue(session)
         queue.submitting += 1
         try:
-            if queue.run is None and not queue.context:
-                transcript = await self.transcripts.get(session)
-                stored = await self.store.transcripts.append_context(
-                    session, entry, dedup_id=dedup_id
-                )
-                if stored:
-                    transcript.append([entry])
-            else:
-                row = await self.store.backlog.defer_context(session, entry, dedup_id=dedup_id)
-                stored = row is not None
-                if row is not None:
-                    queue.context.append((row, entry))
+            try:
+                stored = await self._store(queue, entry, dedup_id)
+            finally:
+                queue.submitting -= 1
+            if queue.run is None and queue.context:
+                await self.record(queue)
         finally:
-            queue.submitting -= 1
-        if queue.run is None and queue.context:
-            await self.record(queue)
-        self.queues.settle(queue)
+            # also when cut short (cancelled): a message stored meanwhile waits for this
+            self.queues.settle(queue)
         return stored
+
+    async def _store(
+        self, queue: SessionQueue, entry: TranscriptEntry, dedup_id: str | None
+    ) -> bool:
+        session = queue.session
+        if queue.run is None and not queue.context:
+            transcript = await self.transcripts.get(session)
+            stored = await self.store.transcripts.append_context(session, entry, dedup_id=dedup_id)
+            if stored:
+                transcript.append([entry])
+            return stored
+        row = await self.store.backlog.defer_context(session, entry, dedup_id=dedup_id)
+        if row is not None:
+            queue.context.append((row, entry))
+        return row is not None
 
     async def record(self, queue: SessionQueue) -> None:
         """Write held-back context messages into the transcript (after the turn they

@@ -56,6 +56,7 @@ from clawbot.scheduling.records import (
 from clawbot.scheduling.recovery import Recovery
 from clawbot.scheduling.session_state import Run, SessionQueue
 from clawbot.scheduling.turns import STOPPED_WITH_PARENT, TurnRunner
+from clawbot.scheduling.whole_writes import WholeWrites
 from clawbot.settings import Settings
 from clawbot.store import Store, new_id
 from clawbot.subagents.records import InjectionWrite
@@ -84,6 +85,7 @@ class Scheduler:
         self._start_lock = asyncio.Lock()
         self._started_event = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._intakes = WholeWrites()
         self._outcomes = Outcomes(loop=self._event_loop, closing=self._is_closing)
         self._replies = Replies(outbox, settings)
         self._marks = ReplyMarks(store, loop=self._event_loop, closing=self._is_closing)
@@ -169,6 +171,7 @@ class Scheduler:
         if self.closing:
             return
         self.closing = True
+        await self._intakes.drain()
         await self._housekeeping.stop()
         wait = self.settings.shutdown_timeout if timeout is None else timeout
         tasks = self._turns.tasks()
@@ -213,16 +216,27 @@ class Scheduler:
         Returns once the message is durable: an adapter acknowledges the platform after
         this. An idle session's message enters the transcript and runs (or waits for a lane
         slot); a busy session's message waits in its backlog and, unless it is internal
-        announce traffic, steers the running turn."""
+        announce traffic, steers the running turn. A caller cancelled meanwhile leaves
+        this to run to its end (:mod:`~clawbot.scheduling.whole_writes`)."""
         if self.closing:
             raise ShuttingDownError("clawbot is shutting down and did not take this message")
         if not self._started:
             await self.start()
+        intake = self._submit(session, entry, lane, reply_to, (dedup_id, injection))
+        return await self._intakes.run(intake)
+
+    async def _submit(
+        self,
+        session: Session,
+        entry: TranscriptEntry,
+        lane: Lane,
+        reply_to: str | None,
+        keys: _Keys,
+    ) -> TurnHandle | None:
         job_id = entry.turn_id
         if job_id is None:
             job_id = new_id("turn")
             entry = entry.model_copy(update={"turn_id": job_id})
-        keys = (dedup_id, injection)
         if self._placement.enabled:
             owner = await self._placement.owner_elsewhere(session.key)
             if owner is not None:
@@ -322,21 +336,24 @@ class Scheduler:
         queue.submitting += 1
         try:
             fresh = await self._write(queue.session, job, keys, item=item, replied=replied)
+            if fresh:
+                queue.backlog.append(item)
+                if self._placement.enabled:
+                    self._adopter.placed(job_id)
+                if steers and queue.run is not None:
+                    log.info("session %s: a new message steers the running turn", queue.key)
         except BaseException:
             self._marks.give_back(replied)
             raise
         finally:
             queue.submitting -= 1
+            # The last submitter starts what waits, also when its own write was cut short
+            # (a cancelled announce): else a message stored meanwhile would never run.
+            self._queues.settle(queue)
         if not fresh:  # a redelivery wrote nothing: the marks ride with the next write
             self._marks.give_back(replied)
-        else:
-            queue.backlog.append(item)
-            if self._placement.enabled:
-                self._adopter.placed(job_id)
-            if steers and queue.run is not None:
-                log.info("session %s: a new message steers the running turn", queue.key)
-        self._queues.settle(queue)
-        return self._outcomes.handle_for(job) if fresh else None
+            return None
+        return self._outcomes.handle_for(job)
 
     async def _write(
         self,
@@ -370,7 +387,7 @@ class Scheduler:
         """Store a message that starts no turn (group chatter kept as context), in order
         with the session's turns: at once when no turn runs, else held back (durably) until
         the running turn ends. False for a redelivered message."""
-        return await self._context.add(session, entry, dedup_id=dedup_id)
+        return await self._intakes.run(self._context.add(session, entry, dedup_id=dedup_id))
 
     def bind_turn_ends(self, ends: TurnEnds) -> None:
         """Call ``ends`` when a child session's turn ends (its announce), and at start-up."""
