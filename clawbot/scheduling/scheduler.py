@@ -12,7 +12,9 @@ Rules, each enforced by the part named:
   A turn that does not follow a steer drains the whole backlog into ONE ``[Backlog]`` message.
   Internal announce traffic waits in the backlog and never steers (here, and
   :mod:`~clawbot.scheduling.turns`).
-- Nothing lost: a message is stored with its job before :meth:`Scheduler.submit` returns.
+- Nothing lost: a message is stored with its job before :meth:`Scheduler.submit` returns,
+  and one the database took is queued even if its sender was cancelled meanwhile
+  (:mod:`~clawbot.scheduling.intake`).
   A running job holds a lease (written with the job, renewed only for long turns); at start
   jobs whose owner died are resumed from the transcript, or failed with a note after
   ``job_max_attempts``. A reply that may not have gone out before a crash is sent again
@@ -28,22 +30,21 @@ and wires the parts together.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 
 from clawbot.channels.outbox import Outbox
 from clawbot.clock import Clock, SystemClock
 from clawbot.errors import ShuttingDownError
-from clawbot.messages import INTERNAL_CHANNEL, TranscriptEntry
+from clawbot.messages import TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.runtime.turn import Runtime
 from clawbot.scheduling.adoption import Adopter
-from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.context import ContextMessages
 from clawbot.scheduling.delivery import Replies, ReplyMarks
 from clawbot.scheduling.hooks import TurnEnds
 from clawbot.scheduling.housekeeping import Housekeeping
-from clawbot.scheduling.jobs import Lane, TurnJob
+from clawbot.scheduling.intake import MessageIntake
+from clawbot.scheduling.jobs import Lane
 from clawbot.scheduling.outcomes import Outcomes
 from clawbot.scheduling.placement import Placement
 from clawbot.scheduling.queues import SessionQueues
@@ -54,15 +55,13 @@ from clawbot.scheduling.records import (
     TurnOutcome,
 )
 from clawbot.scheduling.recovery import Recovery
-from clawbot.scheduling.session_state import Run, SessionQueue
+from clawbot.scheduling.session_state import Run
 from clawbot.scheduling.turns import STOPPED_WITH_PARENT, TurnRunner
-from clawbot.scheduling.whole_writes import WholeWrites
 from clawbot.settings import Settings
-from clawbot.store import Store, new_id
+from clawbot.store import Store
 from clawbot.subagents.records import InjectionWrite
 
 log = logging.getLogger("clawbot.scheduler")
-_Keys = tuple[str | None, InjectionWrite | None]  # (platform message id, injection)
 
 
 class Scheduler:
@@ -85,7 +84,6 @@ class Scheduler:
         self._start_lock = asyncio.Lock()
         self._started_event = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._intakes = WholeWrites()
         self._outcomes = Outcomes(loop=self._event_loop, closing=self._is_closing)
         self._replies = Replies(outbox, settings)
         self._marks = ReplyMarks(store, loop=self._event_loop, closing=self._is_closing)
@@ -126,6 +124,18 @@ class Scheduler:
             adopter=self._adopter,
             stop=self._stop_here,
             transcripts=runtime.transcripts,
+        )
+        self._intake = MessageIntake(
+            store=store,
+            runtime=runtime,
+            queues=self._queues,
+            marks=self._marks,
+            outcomes=self._outcomes,
+            turns=self._turns,
+            context=self._context,
+            placement=self._placement,
+            adopter=self._adopter,
+            closing=self._is_closing,
         )
         self._housekeeping = Housekeeping(
             settings=settings,
@@ -171,7 +181,7 @@ class Scheduler:
         if self.closing:
             return
         self.closing = True
-        await self._intakes.drain()
+        await self._intake.drain()
         await self._housekeeping.stop()
         wait = self.settings.shutdown_timeout if timeout is None else timeout
         tasks = self._turns.tasks()
@@ -217,169 +227,12 @@ class Scheduler:
         this. An idle session's message enters the transcript and runs (or waits for a lane
         slot); a busy session's message waits in its backlog and, unless it is internal
         announce traffic, steers the running turn. A caller cancelled meanwhile leaves
-        this to run to its end (:mod:`~clawbot.scheduling.whole_writes`)."""
+        this to run to its end (:mod:`~clawbot.scheduling.intake`)."""
         if self.closing:
             raise ShuttingDownError("clawbot is shutting down and did not take this message")
         if not self._started:
             await self.start()
-        intake = self._submit(session, entry, lane, reply_to, (dedup_id, injection))
-        return await self._intakes.run(intake)
-
-    async def _submit(
-        self,
-        session: Session,
-        entry: TranscriptEntry,
-        lane: Lane,
-        reply_to: str | None,
-        keys: _Keys,
-    ) -> TurnHandle | None:
-        job_id = entry.turn_id
-        if job_id is None:
-            job_id = new_id("turn")
-            entry = entry.model_copy(update={"turn_id": job_id})
-        if self._placement.enabled:
-            owner = await self._placement.owner_elsewhere(session.key)
-            if owner is not None:
-                job = TurnJob(id=job_id, session_key=session.key, lane=lane, reply_to=reply_to)
-                write = functools.partial(self._write_item, session, keys)
-                return await self._placement.hand_over(owner, session, job, entry, write)
-        queue = self._queues.queue(session)
-        if queue.idle():
-            return await self._submit_direct(queue, entry, job_id, lane, reply_to, keys)
-        return await self._submit_backlog(queue, entry, job_id, lane, reply_to, keys)
-
-    async def _submit_direct(
-        self,
-        queue: SessionQueue,
-        entry: TranscriptEntry,
-        job_id: str,
-        lane: Lane,
-        reply_to: str | None,
-        keys: _Keys,
-    ) -> TurnHandle | None:
-        queues = self._queues
-        # Stored as started only once the model client is loaded: a process killed while it
-        # loads (the first seconds of a start) had no chance at the turn, and a started job
-        # counts an attempt. Until then the job waits queued, and its turn starts it.
-        start_now = (
-            queues.has_room(lane) and not queues.waiting(lane) and self.runtime.client.loaded()
-        )
-        job = TurnJob(
-            id=job_id,
-            session_key=queue.key,
-            lane=lane,
-            status="running" if start_now else "queued",
-            attempts=1 if start_now else 0,
-            owner=self.store.owner if start_now else None,
-            lease_until=queues.lease_from_now() if start_now else None,
-            reply_to=reply_to,
-        )
-        run: Run | None = None
-        if start_now:
-            # Claim the session and the slot before the first await: a message arriving
-            # meanwhile sees a busy session and goes to the backlog.
-            run = queues.new_run(queue, job, "message", slot=lane, mode="started", entries=[entry])
-            queue.run = run
-            queues.reserve(lane)
-        else:
-            queue.direct.append(job)
-        replied = self._marks.take()
-        queue.submitting += 1
-        try:
-            transcript = await self.runtime.transcripts.get(queue.session)
-            fresh = await self._write(queue.session, job, keys, entry=entry, replied=replied)
-        except BaseException:
-            self._marks.give_back(replied)
-            fresh = False
-            raise
-        finally:
-            queue.submitting -= 1
-            if not fresh:
-                if run is not None:
-                    queue.run = None
-                    queues.unreserve(lane)
-                else:
-                    queue.direct.remove(job)
-                queues.settle(queue)
-        if not fresh:  # a redelivery wrote nothing: the marks ride with the next write
-            self._marks.give_back(replied)
-            return None
-        transcript.append([entry])
-        if self._placement.enabled:
-            self._adopter.placed(job.id)
-        handle = self._outcomes.handle_for(job)
-        if run is None:
-            queues.settle(queue)
-        elif self.closing:
-            queue.run = None
-            queues.unreserve(lane)
-            await self._turns.release_on_shutdown(run)
-        else:
-            self._turns.launch(run)
-        return handle
-
-    async def _submit_backlog(
-        self,
-        queue: SessionQueue,
-        entry: TranscriptEntry,
-        job_id: str,
-        lane: Lane,
-        reply_to: str | None,
-        keys: _Keys,
-    ) -> TurnHandle | None:
-        steers = lane == "main" and queue.session.channel != INTERNAL_CHANNEL
-        item = BacklogItem(
-            kind="message", job_id=job_id, lane=lane, entry=entry, reply_to=reply_to, steers=steers
-        )
-        job = TurnJob(id=job_id, session_key=queue.key, lane=lane, reply_to=reply_to)
-        replied = self._marks.take()
-        queue.submitting += 1
-        try:
-            fresh = await self._write(queue.session, job, keys, item=item, replied=replied)
-            if fresh:
-                queue.backlog.append(item)
-                if self._placement.enabled:
-                    self._adopter.placed(job_id)
-                if steers and queue.run is not None:
-                    log.info("session %s: a new message steers the running turn", queue.key)
-        except BaseException:
-            self._marks.give_back(replied)
-            raise
-        finally:
-            queue.submitting -= 1
-            # The last submitter starts what waits, also when its own write was cut short
-            # (a cancelled announce): else a message stored meanwhile would never run.
-            self._queues.settle(queue)
-        if not fresh:  # a redelivery wrote nothing: the marks ride with the next write
-            self._marks.give_back(replied)
-            return None
-        return self._outcomes.handle_for(job)
-
-    async def _write(
-        self,
-        session: Session,
-        job: TurnJob,
-        keys: _Keys,
-        *,
-        entry: TranscriptEntry | None = None,
-        item: BacklogItem | None = None,
-        replied: list[str],
-    ) -> bool:
-        """An injected message is stored with its injection row; any other with its dedup
-        ledger row (a platform message id)."""
-        dedup_id, injection = keys
-        if injection is not None:
-            return await self.store.injections.submit(
-                session, job, injection=injection, entry=entry, item=item, replied=replied
-            )
-        return await self.store.jobs.submit(
-            session, job, entry=entry, item=item, dedup_id=dedup_id, replied=replied
-        )
-
-    async def _write_item(
-        self, session: Session, keys: _Keys, job: TurnJob, item: BacklogItem
-    ) -> bool:
-        return await self._write(session, job, keys, item=item, replied=[])
+        return await self._intake.submit(session, entry, lane, reply_to, (dedup_id, injection))
 
     async def add_context(
         self, session: Session, entry: TranscriptEntry, *, dedup_id: str | None = None
@@ -387,7 +240,7 @@ class Scheduler:
         """Store a message that starts no turn (group chatter kept as context), in order
         with the session's turns: at once when no turn runs, else held back (durably) until
         the running turn ends. False for a redelivered message."""
-        return await self._intakes.run(self._context.add(session, entry, dedup_id=dedup_id))
+        return await self._intake.add_context(session, entry, dedup_id)
 
     def bind_turn_ends(self, ends: TurnEnds) -> None:
         """Call ``ends`` when a child session's turn ends (its announce), and at start-up."""
