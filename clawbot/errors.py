@@ -155,6 +155,11 @@ class ScheduleError(ClawbotError):
 
 
 class BudgetExceededError(ClawbotError):
-    """A budget is spent: the model call it covers was refused before it was made."""
+    """A budget is spent: the model call it covers was refused before it was made.
+    ``budget`` names which one (the same for each refusal of it, whatever was spent)."""
 
     hint = "commands still work"
+
+    def __init__(self, message: str, *, hint: str | None = None, budget: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.budget = budget

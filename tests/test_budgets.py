@@ -27,6 +27,7 @@ from clawbot.testing import MemoryChannel, ModelRequest, ScriptedModel, Scripted
 from .conftest import Chat, add_agent, parent_key, until_idle
 
 HEADS_UP = "Heads up:"
+REFUSED = "The turn failed: this conversation's daily budget is spent"
 
 
 def budgeted(settings: Settings, **fields: Any) -> Settings:
@@ -201,6 +202,56 @@ async def test_budgets_stop_a_fan_out_of_children(
     assert spent.calls == len(worker.requests) <= 15
     assert spent.cost_usd >= 0.01
     assert len(children) == 5
+
+
+async def test_a_chat_is_told_once_not_again_for_each_subagent_reporting_back(
+    settings: Settings, scripted: ScriptedModel, worker: ScriptedModel
+) -> None:
+    priced(worker, 0.004)
+    scripted.function = lambda request: (
+        [call("sessions_spawn", task=f"task {n}", agent="worker") for n in range(5)]
+        if request.last_user_text == "fan out"
+        else "ok"
+    )
+    async with opened(budgeted(settings, budget_per_day="$0.01")) as chat:
+        await add_agent(chat.bot, "worker", model=worker.model_string)
+        await chat.say("fan out")
+        await chat.bot.scheduler.wait_idle()
+        reports = [
+            job
+            for job in await chat.bot.store.jobs.for_session(parent_key(chat.channel))
+            if job.lane == "announce"
+        ]
+        asked = await chat.say("and now?")
+
+    refusals = [text for text in chat.channel.texts if text.startswith(REFUSED)]
+    assert len(reports) >= 2 and all(job.status == "failed" for job in reports)
+    assert len(refusals) == 2  # once for the reports, once for the person's own message
+    assert asked.turn is not None and asked.turn.reply == refusals[-1]
+
+
+async def test_a_schedule_refused_by_a_spent_budget_tells_its_chat_once(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    priced(scripted, 0.02)
+    clock = ManualClock(datetime(2030, 1, 1, 8, 0, tzinfo=UTC))
+    async with opened(budgeted(settings, budget_per_day="$0.01"), clock) as chat:
+        await chat.bot.start()
+        await chat.bot.schedules.stop()  # the test fires the due runs itself
+        await chat.say("spend it all")
+        await chat.say("/schedule add every 1 hour | check the server")
+        for _ in range(2):
+            clock.advance(3600)
+            assert await chat.bot.schedules.tick() == 1
+            await chat.bot.scheduler.wait_idle()
+        runs = [
+            j for j in await chat.bot.store.jobs.for_session("memory:chat1") if j.lane == "cron"
+        ]
+
+    refusals = [text for text in chat.channel.texts if text.startswith(REFUSED)]
+    assert [job.status for job in runs] == ["failed", "failed"]
+    assert len(refusals) == 1
+    assert len(scripted.requests) == 1
 
 
 async def test_the_operator_is_told_in_the_log_when_a_budget_is_spent(

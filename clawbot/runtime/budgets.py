@@ -306,6 +306,7 @@ def refusal(line: BudgetLine, spent: Spent) -> BudgetExceededError:
         f"{line.name} is spent ({spent.describe(line.budget)} of {line.budget.describe()}),"
         " so no model was called",
         hint=f"to go on, raise {line.setting} and restart{wait}; commands still work",
+        budget=":".join(line.key),
     )
 
 

@@ -51,6 +51,8 @@ class TurnResult(NamedTuple):
     rounds: int
     entries: tuple[TranscriptEntry, ...] = ()
     error: str | None = None
+    refused_by: str | None = None
+    """The spent budget that refused the turn's model call (BudgetExceededError.budget)."""
 
 
 def assistant_entry(reply: ModelReply, turn_id: str, tools_offered: bool) -> TranscriptEntry:

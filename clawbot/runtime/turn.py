@@ -17,7 +17,7 @@ from clawbot.agents.chains import AgentChains
 from clawbot.agents.profiles import AgentSpec, effective_model, fallback_chain
 from clawbot.agents.skills import Skill, SkillLibrary, skills_prompt
 from clawbot.agents.workspace import BootstrapFile, Workspace
-from clawbot.errors import ClawbotError, ProviderError
+from clawbot.errors import BudgetExceededError, ClawbotError, ProviderError
 from clawbot.logs import agent_scope
 from clawbot.messages import (
     Provenance,
@@ -469,7 +469,12 @@ class Runtime:
             else f"{what}: {exc.message}."
         )
         return TurnResult(
-            turn_id=turn_id, status="failed", reply=reply, rounds=rounds, error=str(exc)
+            turn_id=turn_id,
+            status="failed",
+            reply=reply,
+            rounds=rounds,
+            error=str(exc),
+            refused_by=exc.budget if isinstance(exc, BudgetExceededError) else None,
         )
 
 

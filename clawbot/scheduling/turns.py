@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from clawbot.channels.live_reply import LiveReply
 from clawbot.clock import human_duration
 from clawbot.errors import LeaseLostError, MalformedMetaError, ShuttingDownError, StoreError
+from clawbot.lru import LRUCache
 from clawbot.messages import TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.runtime.control import TurnResult
@@ -67,6 +68,8 @@ class TurnRunner:
         self._record_context = record_context
         self._tasks: set[asyncio.Task[None]] = set()
         self._unclosed: list[list[str]] = []  # failed jobs the store could not close yet
+        self._refusals_told: LRUCache[tuple[str, str], bool] = LRUCache(10_000)
+        """(session, budget) pairs whose refusal a chat was shown (see _told_before)."""
         streaming = runtime.plugins.named("streaming")
         self._streaming = streaming if isinstance(streaming, StreamingTurns) else None
         """Streams a turn's text to its live reply (when the bot was assembled with it)."""
@@ -176,6 +179,13 @@ class TurnRunner:
         if result.status == "done" and job.lane == "cron" and result.reply.strip() == QUIET_REPLY:
             self.marks.mark(job.id)  # nothing needs attention: nothing is sent
             return TurnOutcome(job_id=job.id, status="done", reply=result.reply, result=result)
+        if self._told_before(session, job.lane, result):
+            await _stopped(live)
+            self.marks.mark(job.id)
+            log.info(
+                "session %s: turn %s refused by a spent budget, told before", session.key, job.id
+            )
+            return TurnOutcome(job_id=job.id, status="failed", reply=result.reply, result=result)
         if live is not None and result.status == "done":
             delivery = await self.replies.finish(live, result.reply)
         else:
@@ -184,6 +194,8 @@ class TurnRunner:
         if delivery.status == "failed":
             await self.store.jobs.mark_delivery_failed(job.id, delivery.error or "unknown")
         self.marks.mark(job.id)
+        if delivery.status == "sent" and result.refused_by is not None:
+            self._refusals_told.put((session.key, result.refused_by), True)
         if delivery.status == "sent" and result.status == "done":
             await self._reply_sent(run, result.reply)
         return TurnOutcome(
@@ -192,6 +204,16 @@ class TurnRunner:
             reply=result.reply,
             delivery=delivery,
             result=result,
+        )
+
+    def _told_before(self, session: Session, lane: str, result: TurnResult) -> bool:
+        """A turn no person asked for (a subagent's report, a schedule) that a spent budget
+        refused, in a chat shown that budget's refusal already: it would only say the same
+        again, once for each report or each run of a schedule until the budget is raised."""
+        return (
+            lane != "main"
+            and result.refused_by is not None
+            and self._refusals_told.get((session.key, result.refused_by)) is not None
         )
 
     async def _reply_sent(self, run: Run, reply: str) -> None:
