@@ -468,14 +468,8 @@ class Runtime:
             if exc.hint
             else f"{what}: {exc.message}."
         )
-        return TurnResult(
-            turn_id=turn_id,
-            status="failed",
-            reply=reply,
-            rounds=rounds,
-            error=str(exc),
-            refused_by=exc.budget if isinstance(exc, BudgetExceededError) else None,
-        )
+        refused_by = exc.budget if isinstance(exc, BudgetExceededError) else None
+        return TurnResult(turn_id, "failed", reply, rounds, error=str(exc), refused_by=refused_by)
 
 
 async def _own_reach(runtime: Runtime, session: Session) -> Reach:
