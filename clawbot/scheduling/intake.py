@@ -113,7 +113,7 @@ class MessageIntake:
             owner = await self._placement.owner_elsewhere(session.key)
             if owner is not None:
                 job = TurnJob(id=job_id, session_key=session.key, lane=lane, reply_to=reply_to)
-                write = functools.partial(self.write_item, session, keys)
+                write = functools.partial(self._write_item, session, keys)
                 return await self._placement.hand_over(owner, session, job, entry, write)
         queue = self._queues.queue(session)
         if queue.idle():
@@ -248,7 +248,7 @@ class MessageIntake:
             session, job, entry=entry, item=item, dedup_id=dedup_id, replied=replied
         )
 
-    async def write_item(
+    async def _write_item(
         self, session: Session, keys: Keys, job: TurnJob, item: BacklogItem
     ) -> bool:
         return await self._write(session, job, keys, item=item, replied=[])
