@@ -254,6 +254,32 @@ async def test_a_schedule_refused_by_a_spent_budget_tells_its_chat_once(
     assert len(scripted.requests) == 1
 
 
+async def test_a_schedule_refused_by_a_spent_budget_is_not_paused_and_runs_the_next_day(
+    settings: Settings, scripted: ScriptedModel
+) -> None:
+    priced(scripted, 0.02)
+    clock = ManualClock(datetime(2030, 1, 1, 8, 0, tzinfo=UTC))
+    async with opened(budgeted(settings, budget_per_day="$0.01"), clock) as chat:
+        await chat.bot.start()
+        await chat.bot.schedules.stop()  # the test fires the due runs itself
+        await chat.say("spend it all")
+        await chat.say("/schedule add every 4 hours | check the server")
+        for _ in range(settings.schedule_failures_to_pause):  # 12:00, 16:00, 20:00
+            clock.advance(4 * 3600)
+            await chat.bot.schedules.tick()
+            await chat.bot.scheduler.wait_idle()
+            await chat.bot.schedules.counted()
+        (task,) = await chat.bot.store.schedules.live()
+        scripted.add("The server is fine.")
+        clock.advance(4 * 3600)  # 00:00 the next day
+        await chat.bot.schedules.tick()
+        await chat.bot.scheduler.wait_idle()
+
+    assert (task.status, task.failures) == ("active", 0)
+    assert chat.channel.texts[-1] == "The server is fine."
+    assert not any("is paused" in text for text in chat.channel.texts)
+
+
 async def test_the_operator_is_told_in_the_log_when_a_budget_is_spent(
     settings: Settings, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
 ) -> None:

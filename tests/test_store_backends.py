@@ -11,6 +11,7 @@ from clawbot.errors import LeaseLostError
 from clawbot.messages import TextBlock, TranscriptEntry
 from clawbot.routing.sessions import Session
 from clawbot.runtime.usage import UsageFilter, UsageRecord
+from clawbot.schedules.records import ScheduledTask
 from clawbot.scheduling.backlog import BacklogItem
 from clawbot.scheduling.jobs import TurnJob
 from clawbot.store import Store, new_id
@@ -263,3 +264,32 @@ async def test_the_usage_ledger_adds_up_its_rows_and_keeps_unknown_costs_unknown
         ("other/b", 1),
     ]
     assert [row.cost_nanousd for row in rows] == [3000, None, None]
+
+
+async def test_a_schedules_failures_are_counted_and_a_refused_run_leaves_the_count(
+    store: Store,
+) -> None:
+    task = ScheduledTask(
+        id="sch_1",
+        session_key=SESSION.key,
+        agent_id="main",
+        kind="interval",
+        spec="3600",
+        tz="UTC",
+        prompt="check the server",
+        status="active",
+        next_run=datetime(2030, 1, 1, tzinfo=UTC),
+    )
+    assert await store.schedules.create(task, cap=10)
+
+    counts = []
+    for failed, refused in [(True, False), (True, True), (False, True), (True, False)]:
+        settled = await store.schedules.settle(
+            task.id, None, failed=failed, pause_after=3, refused=refused
+        )
+        assert settled is not None
+        counts.append((settled.failures, settled.status))
+    cleared = await store.schedules.settle(task.id, None, failed=False, pause_after=3)
+
+    assert counts == [(1, "active"), (1, "active"), (1, "active"), (2, "active")]
+    assert cleared is not None and cleared.failures == 0

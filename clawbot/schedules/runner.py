@@ -238,7 +238,12 @@ class ScheduleRunner(TurnPlugin):
         outcome = await handle.outcome()
         if outcome.status == "deferred":  # shutting down: counted after the restart
             return
-        await self._settle(task_id, handle.job_id, failed=outcome.status == "failed")
+        # a run a spent budget refused is no fault of the task's: it runs again once the
+        # budget allows (the next day), instead of being paused after a few such runs
+        refused = outcome.result is not None and outcome.result.refused_by is not None
+        await self._settle(
+            task_id, handle.job_id, failed=outcome.status == "failed", refused=refused
+        )
 
     async def _settle_from_store(self, task: ScheduledTask) -> ScheduledTask | None:
         assert task.last_job is not None
@@ -249,10 +254,12 @@ class ScheduleRunner(TurnPlugin):
         return None  # still queued or running: counted when it ends
 
     async def _settle(
-        self, task_id: str, job_id: str | None, *, failed: bool
+        self, task_id: str, job_id: str | None, *, failed: bool, refused: bool = False
     ) -> ScheduledTask | None:
         limit = self.settings.schedule_failures_to_pause
-        task = await self.store.schedules.settle(task_id, job_id, failed=failed, pause_after=limit)
+        task = await self.store.schedules.settle(
+            task_id, job_id, failed=failed, pause_after=limit, refused=refused
+        )
         if task is not None and task.status == "paused" and failed and task.failures == limit:
             await self._tell_paused(task)
         return task

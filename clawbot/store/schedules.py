@@ -204,20 +204,27 @@ class SqlSchedules:
         return changed == 1
 
     async def settle(
-        self, task_id: str, job_id: str | None, *, failed: bool, pause_after: int
+        self,
+        task_id: str,
+        job_id: str | None,
+        *,
+        failed: bool,
+        pause_after: int,
+        refused: bool = False,
     ) -> ScheduledTask | None:
         """Count the outcome of the task's run ``job_id`` (once: the first caller wins; None
         for a run that got no job at all, its subagent refused): a failure adds one to the
-        consecutive failures, a success clears them; at ``pause_after`` failures an active
-        task is paused. The task as it now is, or None when this outcome was counted before."""
+        consecutive failures, a success clears them, a run ``refused`` by a spent budget
+        (no fault of the task's) leaves them; at ``pause_after`` failures an active task is
+        paused. The task as it now is, or None when this outcome was counted before."""
 
         def settle(db: Connection) -> ScheduledTask | None:
             which = "last_job = ?" if job_id is not None else "? IS NULL"
             changed = db.execute(
-                "UPDATE scheduled_tasks SET last_job = NULL,"
-                " failures = CASE WHEN ? THEN failures + 1 ELSE 0 END, updated_at = ?"
+                "UPDATE scheduled_tasks SET last_job = NULL, failures = CASE WHEN ? THEN"
+                " failures WHEN ? THEN failures + 1 ELSE 0 END, updated_at = ?"
                 f" WHERE id = ? AND {which}",
-                (failed, now(), task_id, job_id),
+                (refused, failed, now(), task_id, job_id),
             ).rowcount
             if not changed:
                 return None

@@ -45,9 +45,16 @@ class Schedules(Protocol):
         ...
 
     async def settle(
-        self, task_id: str, job_id: str | None, *, failed: bool, pause_after: int
+        self,
+        task_id: str,
+        job_id: str | None,
+        *,
+        failed: bool,
+        pause_after: int,
+        refused: bool = False,
     ) -> ScheduledTask | None:
-        """Count a run's outcome once; pause at ``pause_after`` consecutive failures."""
+        """Count a run's outcome once; pause at ``pause_after`` consecutive failures. A
+        run ``refused`` by a spent budget leaves the count as it was."""
         ...
 
     async def unsettled(self) -> builtins.list[ScheduledTask]:
